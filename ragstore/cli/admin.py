@@ -1,0 +1,91 @@
+"""``ragstore migrate`` and ``ragstore server``."""
+
+from __future__ import annotations
+
+import click
+
+from ragstore import config, migrate
+from ragstore.cli.app import app, emit_json
+from ragstore.db.connection import mask_dsn
+from ragstore.db.server import EmbeddedServer
+
+
+@click.command("migrate")
+@click.option(
+    "--status", "show_status", is_flag=True, help="Show the current and head revisions; change nothing."
+)
+@click.option("--sql", "offline", is_flag=True, help="Print the DDL to head without touching any database.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def migrate_command(ctx: click.Context, show_status: bool, offline: bool, as_json: bool) -> None:
+    """Create or upgrade the ragstore schema (Alembic to head, under an advisory lock)."""
+    if offline:
+        click.echo(migrate.offline_sql(), nl=False)
+        return
+    dsn = app(ctx).dsn
+    if show_status:
+        status = migrate.status(dsn)
+        if as_json:
+            emit_json({"current": status.current, "head": status.head, "up_to_date": status.up_to_date})
+        else:
+            state = "up to date" if status.up_to_date else "behind head: run `ragstore migrate`"
+            click.echo(f"current: {status.current or '(none)'}  head: {status.head}  ({state})")
+        return
+    result = migrate.upgrade(dsn)
+    if as_json:
+        emit_json({"before": result.before, "after": result.after, "applied": list(result.applied)})
+    elif result.changed:
+        click.echo(
+            f"migrated {result.before or '(empty)'} -> {result.after}: applied {', '.join(result.applied)}"
+        )
+    else:
+        click.echo(f"already at head ({result.after}): nothing to do")
+
+
+@click.group("server")
+def server_group() -> None:
+    """The embedded PostgreSQL that ragstore runs when no RAGSTORE_DSN is set."""
+
+
+def _server() -> EmbeddedServer:
+    return EmbeddedServer(config.home_dir())
+
+
+@server_group.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def server_status(as_json: bool) -> None:
+    """Show where the embedded server keeps its data and whether it runs."""
+    st = _server().status()
+    data = {
+        "data_dir": str(st.data_dir),
+        "initialised": st.initialised,
+        "running": st.running,
+        "pid": st.pid,
+        "dsn": st.dsn,
+        "external_dsn": mask_dsn(config.dsn_from_env() or "") or None,
+    }
+    if as_json:
+        emit_json(data)
+        return
+    state = f"running (pid {st.pid})" if st.running else ("stopped" if st.initialised else "not created yet")
+    click.echo(f"embedded server: {state}\ndata: {st.data_dir}")
+    if st.dsn:
+        click.echo(f"dsn: {st.dsn}")
+    if data["external_dsn"]:
+        click.echo(f"note: RAGSTORE_DSN is set ({data['external_dsn']}); commands use that server instead")
+
+
+@server_group.command("start")
+def server_start() -> None:
+    """Start the embedded server (commands also start it on demand)."""
+    dsn = _server().ensure_running()
+    click.echo(f"embedded server running: {dsn}")
+
+
+@server_group.command("stop")
+def server_stop() -> None:
+    """Stop the embedded server (data is kept)."""
+    if _server().stop():
+        click.echo("embedded server stopped")
+    else:
+        click.echo("embedded server was not running")

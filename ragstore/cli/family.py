@@ -1,0 +1,150 @@
+"""``ragstore family create|list|show|drop``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ragstore import families
+from ragstore.cli.app import CliError, app, emit_json
+from ragstore.embed.registry import BACKENDS, make_backend
+
+
+@click.group("family")
+def family_group() -> None:
+    """Embedding families: one backend + model + dimension, each with its own table."""
+
+
+@family_group.command("create")
+@click.argument("name")
+@click.option("--backend", "backend_name", type=click.Choice(BACKENDS), default="offline", show_default=True)
+@click.option("--model", default=None, help="Model name (required for --backend openai).")
+@click.option("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
+@click.option(
+    "--dimensions", type=int, default=None, help="Ask the provider for shorter vectors (Matryoshka)."
+)
+@click.option("--api-key-env", default=None, help="Environment variable holding the API key.")
+@click.option(
+    "--fts-config",
+    default="english",
+    show_default=True,
+    help="Full-text configuration (english, simple, ...).",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def family_create(
+    ctx: click.Context,
+    name: str,
+    backend_name: str,
+    model: str | None,
+    base_url: str | None,
+    dimensions: int | None,
+    api_key_env: str | None,
+    fts_config: str,
+    as_json: bool,
+) -> None:
+    """Create family NAME (its table ragstore.emb_NAME and an HNSW cosine index)."""
+    families.check_name(name)
+    options: dict[str, Any] = {}
+    if base_url:
+        options["base_url"] = base_url
+    if dimensions:
+        options["dimensions"] = dimensions
+    if api_key_env:
+        options["api_key_env"] = api_key_env
+    backend = make_backend(backend_name, model=model, **options)
+    if fts_config != "english":
+        options["fts_config"] = fts_config
+    with app(ctx).connect() as conn:
+        family = families.create_family(conn, name, backend, options=options)
+    if as_json:
+        emit_json(_family_dict(family))
+    else:
+        click.echo(
+            f"created family {family.name}: {family.backend}/{family.model}, {family.dim}-d "
+            f"{family.vector_type}, table ragstore.{family.table}"
+        )
+
+
+def _family_dict(family: families.Family) -> dict[str, Any]:
+    return {
+        "name": family.name,
+        "backend": family.backend,
+        "model": family.model,
+        "dim": family.dim,
+        "vector_type": family.vector_type,
+        "table": f"ragstore.{family.table}",
+        "state": family.state,
+        "options": family.options,
+    }
+
+
+@family_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def family_list(ctx: click.Context, as_json: bool) -> None:
+    """List the families."""
+    with app(ctx).connect() as conn:
+        found = families.list_families(conn)
+    if as_json:
+        emit_json([_family_dict(f) for f in found])
+        return
+    if not found:
+        click.echo("no families yet: `ragstore family create NAME --backend offline`")
+        return
+    for f in found:
+        click.echo(f"{f.name:<24} {f.backend}/{f.model:<28} {f.dim:>5}-d  {f.state}")
+
+
+@family_group.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Show a family: rows, dimension, model, index and size."""
+    with app(ctx).connect() as conn:
+        stats = families.family_stats(conn, name)
+    data = _family_dict(stats.family) | {
+        "rows": stats.rows,
+        "total_bytes": stats.total_bytes,
+        "hnsw_index": stats.hnsw_index,
+        "hnsw_bytes": stats.hnsw_bytes,
+    }
+    if as_json:
+        emit_json(data)
+        return
+    index = (
+        f"{stats.hnsw_index} (hnsw {stats.family.opclass}, {_size(stats.hnsw_bytes or 0)})"
+        if stats.hnsw_index
+        else "MISSING (an interrupted bulk load? the next `ragstore index` run builds it)"
+    )
+    click.echo(
+        f"family:  {stats.family.name}\n"
+        f"backend: {stats.family.backend}\nmodel:   {stats.family.model}\n"
+        f"dim:     {stats.family.dim} ({stats.family.vector_type})\n"
+        f"table:   ragstore.{stats.family.table}\nrows:    {stats.rows}\n"
+        f"index:   {index}\nsize:    {_size(stats.total_bytes)}\nstate:   {stats.family.state}"
+    )
+
+
+@family_group.command("drop")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Confirm: the family's vectors are deleted.")
+@click.pass_context
+def family_drop(ctx: click.Context, name: str, yes: bool) -> None:
+    """Delete a family and its vectors (chunks stay)."""
+    if not yes:
+        raise CliError(f"dropping {name!r} deletes its vectors: pass --yes to confirm")
+    with app(ctx).connect() as conn:
+        families.drop_family(conn, name)
+    click.echo(f"dropped family {name}")
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

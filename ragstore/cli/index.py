@@ -1,0 +1,74 @@
+"""``ragstore index FAMILY SOURCE...``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ragstore.cli.app import app, emit_json, interactive
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.run import index_sources
+from ragstore.ingest.writer import DEFAULT_BATCH
+
+
+@click.command("index")
+@click.argument("family")
+@click.argument("sources", nargs=-1, required=True)
+@click.option(
+    "--prune", is_flag=True, help="Delete chunks of the indexed packages that the input no longer has."
+)
+@click.option("--batch-size", type=click.IntRange(1, 1_000_000), default=DEFAULT_BATCH, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@click.pass_context
+def index_command(
+    ctx: click.Context,
+    family: str,
+    sources: tuple[str, ...],
+    prune: bool,
+    batch_size: int,
+    as_json: bool,
+    progress: bool | None,
+) -> None:
+    """Index chunks.jsonl files, folders of .txt/.md documents, or - (JSONL on stdin) into FAMILY.
+
+    Idempotent: a rerun over the same input writes nothing; unchanged chunks are never re-embedded.
+    """
+    resolved = open_sources(sources)
+    show_bar = interactive() if progress is None else progress
+    bar: Any = None
+
+    def started(total: int) -> None:
+        nonlocal bar
+        if show_bar:
+            bar = click.progressbar(  # type: ignore[operator]
+                length=total, label=f"indexing {family}", file=click.get_text_stream("stderr")
+            )
+            bar.__enter__()
+
+    def advance(n: int) -> None:
+        if bar is not None:
+            bar.update(n)
+
+    try:
+        with app(ctx).connect() as conn:
+            report = index_sources(
+                conn,
+                family,
+                resolved,
+                prune=prune,
+                batch_size=batch_size,
+                progress=advance,
+                on_validated=started,
+            )
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+        for source in resolved:
+            if source.label == "<stdin>" and source.path is not None:
+                source.path.unlink(missing_ok=True)
+    if as_json:
+        emit_json(report.as_dict())
+    else:
+        click.echo(report.summary())

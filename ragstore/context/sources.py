@@ -1,0 +1,181 @@
+"""Reading a pack's inputs from disk: the repo map, L2 files, L5 state and saved packs.
+
+This is the I/O edge of the context package; the builder itself never touches the filesystem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from pydantic import JsonValue, ValidationError
+
+from ragstore.context.builder import BuildError, build_context_pack
+from ragstore.context.models import ContextPack, FileEntry, Snippet
+from ragstore.errors import InvalidInput, NotFound
+
+__all__ = [
+    "SKIP_DIRS",
+    "build_from_disk",
+    "is_binary",
+    "load_pack",
+    "read_file_entry",
+    "read_state",
+    "relative_path",
+    "repo_map",
+]
+
+SKIP_DIRS = frozenset(
+    {
+        ".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", "node_modules",
+        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis",
+    }
+)  # fmt: skip
+
+
+def is_binary(path: Path) -> bool:
+    """True when the first 8 KiB of the file hold a NUL byte (the test git itself uses)."""
+    with path.open("rb") as handle:
+        return b"\x00" in handle.read(8192)
+
+
+def _git_files(root: Path) -> list[str] | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=False,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    names = [os.fsdecode(name) for name in done.stdout.split(b"\x00") if name]
+    return [name for name in names if (root / name).is_file()]
+
+
+def _walk_files(root: Path) -> list[str]:
+    found: list[str] = []
+    for current, dirs, names in os.walk(root):
+        base = Path(current)
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not (base / d / "pyvenv.cfg").exists())
+        for name in names:
+            path = base / name
+            if path.is_file() and not is_binary(path):
+                found.append(path.relative_to(root).as_posix())
+    return found
+
+
+def repo_map(root: str | Path) -> list[str]:
+    """Sorted relative POSIX paths of the repository's files.
+
+    In a git work tree: the files git tracks plus untracked ones it does not ignore (``git ls-files
+    --cached --others --exclude-standard``), that exist on disk. Elsewhere: a walk that skips ``.git``,
+    virtualenvs (any directory holding ``pyvenv.cfg``), caches such as ``__pycache__``, and binary files.
+    Raises NotFound when ``root`` is not a directory.
+    """
+    base = Path(root)
+    if not base.is_dir():
+        raise NotFound(f"repository directory not found: {base}")
+    files = _git_files(base)
+    return sorted(set(files if files is not None else _walk_files(base)))
+
+
+def relative_path(path: str | Path, root: str | Path) -> str:
+    """``path`` (absolute, or relative to the working directory) as a POSIX path relative to ``root``.
+
+    Raises InvalidInput when the path lies outside ``root``.
+    """
+    absolute = Path(os.path.abspath(path))
+    base = Path(os.path.abspath(root))
+    try:
+        return absolute.relative_to(base).as_posix()
+    except ValueError as exc:
+        raise InvalidInput(f"{path}: outside the root {base}; pass --repo to choose the root") from exc
+
+
+def read_file_entry(path: str | Path, root: str | Path) -> FileEntry:
+    """The L2 entry for a file: its path relative to ``root`` and its text, byte for byte (no newline
+    translation). Raises NotFound when missing, InvalidInput when binary or not UTF-8.
+    """
+    source = Path(path)
+    rel = relative_path(source, root)
+    try:
+        data = source.read_bytes()
+    except (FileNotFoundError, IsADirectoryError) as exc:
+        raise NotFound(f"file not found: {path}") from exc
+    if b"\x00" in data:
+        raise InvalidInput(f"{path}: binary file (NUL byte); L2 holds text files only")
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    return FileEntry(path=rel, content=content)
+
+
+def read_state(path: str | Path) -> dict[str, JsonValue]:
+    """The L5 state from a JSON file holding one object. Raises NotFound or InvalidInput (bad JSON,
+    not an object)."""
+    source = Path(path)
+    try:
+        data = json.loads(source.read_bytes())
+    except FileNotFoundError as exc:
+        raise NotFound(f"state file not found: {source}") from exc
+    except ValueError as exc:
+        raise InvalidInput(f"{source}: not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{source}: the state must be a JSON object")
+    return data
+
+
+def load_pack(path: str | Path) -> ContextPack:
+    """A pack saved as JSON. Raises NotFound when missing, InvalidInput naming the field when invalid."""
+    source = Path(path)
+    try:
+        raw = source.read_bytes()
+    except FileNotFoundError as exc:
+        raise NotFound(f"pack file not found: {source}") from exc
+    try:
+        return ContextPack.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "pack"
+        raise InvalidInput(f"{source}: not a context pack: {where}: {first['msg']}") from exc
+
+
+def build_from_disk(
+    *,
+    brief: str,
+    root: str | Path,
+    max_tokens: int,
+    map_repo: bool = False,
+    files: tuple[str, ...] = (),
+    summaries: tuple[str, ...] = (),
+    constraints: tuple[str, ...] = (),
+    artifacts: tuple[str, ...] = (),
+    state_path: str | Path | None = None,
+    snippets: list[Snippet] | None = None,
+) -> ContextPack:
+    """Read the inputs (L1 from ``root`` when ``map_repo``, L2 ``files``, L5 from ``state_path``) and build.
+
+    Paths in the pack are relative to ``root``. Raises NotFound for a missing file, InvalidInput for an
+    unreadable one or when the builder rejects the input (the message names every bad field).
+    """
+    spec: dict[str, object] = {
+        "brief": brief,
+        "repo_map": repo_map(root) if map_repo else [],
+        "files": [read_file_entry(path, root) for path in files],
+        "snippets": snippets or [],
+        "summaries": list(summaries),
+        "constraints": list(constraints),
+        "artifacts": list(artifacts),
+        "state": read_state(state_path) if state_path is not None else {},
+        "max_tokens": max_tokens,
+    }
+    result = build_context_pack(spec)
+    if isinstance(result, BuildError):
+        raise InvalidInput(result.message())
+    return result.pack

@@ -1,0 +1,98 @@
+"""Connections: where the database comes from, and the one place psycopg errors become ours."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import NoReturn
+
+import psycopg
+from psycopg import errors as pgerrors
+
+from ragstore import config
+from ragstore.errors import DatabaseUnavailable, InvalidInput, NotFound, RagstoreError, SchemaError, Timeout
+
+_PASSWORD_IN_URI = re.compile(r"(://[^:/@\s]+:)([^@\s]*)(@)")
+_PASSWORD_KV = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+
+
+def mask_dsn(text: str) -> str:
+    """Replace any password in a DSN (URI or key=value form), or in a message quoting one, with ``***``."""
+    text = _PASSWORD_IN_URI.sub(r"\1***\3", text)
+    return _PASSWORD_KV.sub(r"\1***", text)
+
+
+def resolve_dsn(dsn: str | None = None) -> str:
+    """The DSN to use: the argument, then ``$RAGSTORE_DSN``, then the embedded server (started if needed)."""
+    chosen = dsn or config.dsn_from_env()
+    if chosen:
+        return chosen
+    from ragstore.db.server import EmbeddedServer
+
+    return EmbeddedServer(config.home_dir()).ensure_running()
+
+
+def connect(dsn: str | None = None, *, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
+    """Open a connection with pgvector's types registered.
+
+    Raises DatabaseUnavailable (with the password masked) when the server does not answer.
+    """
+    target = resolve_dsn(dsn)
+    timeout = config.statement_timeout_from_env()
+    options = f"-c statement_timeout={timeout}" if timeout else None
+    try:
+        conn = psycopg.connect(target, autocommit=autocommit, connect_timeout=10, options=options)
+    except psycopg.Error as exc:
+        raise DatabaseUnavailable(f"cannot connect to {mask_dsn(target)}: {_first_line(exc)}") from exc
+    try:
+        register_vector(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def register_vector(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Register pgvector's types when the extension exists (before ``migrate`` it does not)."""
+    from pgvector.psycopg import register_vector as _register
+
+    try:
+        _register(conn)
+    except psycopg.ProgrammingError:
+        pass  # vector type not found: the database is not migrated yet
+    finally:
+        if not conn.autocommit:
+            conn.rollback()
+
+
+@contextlib.contextmanager
+def db_errors() -> Iterator[None]:
+    """Map psycopg errors raised inside the block to ragstore's error tree."""
+    try:
+        yield
+    except RagstoreError:
+        raise
+    except psycopg.Error as exc:
+        map_db_error(exc)
+
+
+def map_db_error(exc: psycopg.Error) -> NoReturn:
+    """Raise the ragstore error that says what the caller does next about ``exc``."""
+    message = mask_dsn(_first_line(exc))
+    if isinstance(exc, pgerrors.QueryCanceled):
+        raise Timeout(f"statement cancelled: {message}") from exc
+    if isinstance(exc, psycopg.OperationalError | pgerrors.AdminShutdown | pgerrors.CannotConnectNow):
+        raise DatabaseUnavailable(f"database unavailable: {message}") from exc
+    if isinstance(exc, pgerrors.UndefinedTable | pgerrors.InvalidSchemaName | pgerrors.UndefinedFunction):
+        raise SchemaError(f"{message}: is the database migrated? run `ragstore migrate`") from exc
+    if isinstance(exc, pgerrors.DataError | pgerrors.IntegrityConstraintViolation):
+        raise InvalidInput(message) from exc
+    if isinstance(exc, pgerrors.UndefinedObject):
+        raise NotFound(message) from exc
+    raise RagstoreError(f"database error: {message}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

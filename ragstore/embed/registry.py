@@ -1,0 +1,62 @@
+"""Backends by name: ``make_backend("minilm")`` and friends, for the CLI and configuration files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragstore.embed.base import Backend
+from ragstore.errors import InvalidInput
+
+#: The backend names :func:`make_backend` knows, default first.
+BACKENDS: tuple[str, ...] = ("offline", "minilm", "openai")
+
+
+def make_backend(name: str, model: str | None = None, dim: int | None = None, **options: Any) -> Backend:
+    """Build the backend called ``name``.
+
+    ``model`` and ``dim``, when given, must match what a fixed-model backend (offline, minilm) is;
+    for ``openai`` they are the provider's model name (required) and the expected dimension, and
+    ``options`` go to :class:`ragstore.embed.openai.OpenAIBackend` (``base_url`` is required).
+    Imports are lazy so that a missing optional extra only fails the backend that needs it.
+    Raises InvalidInput for an unknown name, a missing or contradictory setting, or an unknown option.
+    """
+    backend: Backend
+    if name == "offline":
+        from ragstore.embed.offline import OfflineBackend
+
+        _no_options(name, options)
+        backend = OfflineBackend()
+    elif name == "minilm":
+        from ragstore.embed.minilm import MiniLMBackend
+
+        _known_options(name, options, {"threads", "batch_size"})
+        backend = MiniLMBackend(**options)
+    elif name == "openai":
+        from ragstore.embed.openai import OpenAIBackend
+
+        if not model:
+            raise InvalidInput("the openai backend needs a model, e.g. text-embedding-3-small")
+        if "base_url" not in options:
+            raise InvalidInput("the openai backend needs base_url, e.g. http://127.0.0.1:8000/v1")
+        try:
+            return OpenAIBackend(model=model, dim=dim, **options)
+        except TypeError as exc:  # an option OpenAIBackend does not take
+            raise InvalidInput(f"bad option for the openai backend: {exc}") from exc
+    else:
+        raise InvalidInput(f"unknown embedding backend {name!r}; known backends: {', '.join(BACKENDS)}")
+    if model is not None and model != backend.model:
+        raise InvalidInput(f"the {name} backend runs model {backend.model!r}, not {model!r}")
+    if dim is not None and dim != backend.dim:
+        raise InvalidInput(f"the {name} backend makes {backend.dim}-dimension vectors, not {dim}")
+    return backend
+
+
+def _no_options(name: str, options: dict[str, Any]) -> None:
+    _known_options(name, options, set())
+
+
+def _known_options(name: str, options: dict[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(options) - known)
+    if unknown:
+        allowed = ", ".join(sorted(known)) or "none"
+        raise InvalidInput(f"the {name} backend takes no option {', '.join(unknown)} (it takes: {allowed})")

@@ -1,0 +1,215 @@
+"""Embedding families: one backend + model + dimension, each with its own table ``ragstore.emb_<name>``.
+
+A family name is ``[a-z][a-z0-9_]{0,47}`` and reaches SQL only through ``psycopg.sql.Identifier``.
+The family table holds ``embedding vector(<dim>)`` (``halfvec`` above pgvector's 2,000-dimension HNSW
+limit for ``vector``, up to 4,000) with an HNSW ``*_cosine_ops`` index.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from ragstore.db.connection import db_errors
+from ragstore.db.sqlfiles import query
+from ragstore.embed.base import Backend
+from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
+
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,47}")
+HNSW_MAX_DIM = {"vector": 2000, "halfvec": 4000}
+# HNSW build parameters (pgvector defaults); ef_search is chosen at query time.
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+Conn = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    backend: str
+    model: str
+    dim: int
+    vector_type: str
+    table: str
+    state: str
+    options: dict[str, Any]
+
+    @property
+    def hnsw_index(self) -> str:
+        return f"{self.table}_embedding_hnsw"
+
+    @property
+    def package_index(self) -> str:
+        return f"{self.table}_package_path"
+
+    @property
+    def opclass(self) -> str:
+        return f"{self.vector_type}_cosine_ops"
+
+    def identifiers(self) -> dict[str, sql.Composable]:
+        """The names this family puts into SQL, each an Identifier (or a checked keyword)."""
+        return {
+            "table": sql.Identifier(self.table),
+            "hnsw_index": sql.Identifier(self.hnsw_index),
+            "package_index": sql.Identifier(self.package_index),
+            "vector_type": sql.SQL(f"{self.vector_type}({int(self.dim)})"),  # checked in vector_type_for
+            "opclass": sql.SQL(self.opclass),
+        }
+
+    def check_backend(self, backend: Backend) -> None:
+        """Refuse a backend from another embedding space than this family's (ModelMismatch)."""
+        if (backend.name, backend.model, backend.dim) != (self.backend, self.model, self.dim):
+            raise ModelMismatch(
+                f"family {self.name!r} holds {self.backend}/{self.model} ({self.dim}-d) vectors, not "
+                f"{backend.name}/{backend.model} ({backend.dim}-d); to change its model run "
+                f"`ragstore family migrate {self.name} --backend {backend.name}`"
+            )
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` when it is a valid family name, else raise InvalidInput saying why."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise InvalidInput(
+            f"invalid family name {name!r}: use a lowercase letter, then up to 47 lowercase letters, "
+            "digits or underscores"
+        )
+    return name
+
+
+def vector_type_for(dim: int) -> str:
+    """``vector`` up to 2,000 dimensions, ``halfvec`` up to 4,000 (pgvector's HNSW limits)."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise InvalidInput(f"invalid dimension {dim!r}: must be a positive integer")
+    if dim <= HNSW_MAX_DIM["vector"]:
+        return "vector"
+    if dim <= HNSW_MAX_DIM["halfvec"]:
+        return "halfvec"
+    raise InvalidInput(
+        f"dimension {dim} is over pgvector's HNSW limit (2,000 for vector, 4,000 for halfvec); "
+        "use a model or a `dimensions` setting at or under 4,000"
+    )
+
+
+def _row_to_family(row: tuple[Any, ...]) -> Family:
+    name, backend, model, dim, vector_type, table, state, options = row
+    return Family(name, backend, model, int(dim), vector_type, table, state, dict(options or {}))
+
+
+def create_family(
+    conn: Conn,
+    name: str,
+    backend: Backend,
+    *,
+    options: dict[str, Any] | None = None,
+    table: str | None = None,
+) -> Family:
+    """Register family ``name`` for ``backend`` and create its table and indexes, in one transaction.
+
+    Raises InvalidInput (name, dimension), Conflict (the family exists).
+    """
+    check_name(name)
+    vector_type = vector_type_for(backend.dim)
+    family = Family(
+        name=name,
+        backend=backend.name,
+        model=backend.model,
+        dim=backend.dim,
+        vector_type=vector_type,
+        table=table or f"emb_{name}",
+        state="ready",
+        options=dict(options or {}),
+    )
+    try:
+        with conn.transaction(), db_errors():
+            conn.execute(
+                query("families", "insert_family"),
+                {
+                    "name": family.name,
+                    "backend": family.backend,
+                    "model": family.model,
+                    "dim": family.dim,
+                    "vector_type": family.vector_type,
+                    "table_name": family.table,
+                    "options": Jsonb(family.options),
+                },
+            )
+            create_table(conn, family)
+    except psycopg.errors.UniqueViolation as exc:
+        raise Conflict(f"family {name!r} exists already") from exc
+    except Exception as exc:
+        if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+            raise Conflict(f"family {name!r} exists already") from exc
+        raise
+    return family
+
+
+def create_table(conn: Conn, family: Family) -> None:
+    """Create the family's table, its package btree and its HNSW index (inside the caller's transaction)."""
+    ids = family.identifiers()
+    for block in ("create_table", "create_package_index", "create_hnsw_index"):
+        conn.execute(sql.SQL(query("families", block)).format(**ids))
+
+
+def get_family(conn: Conn, name: str) -> Family:
+    """The family called ``name``; NotFound when there is none."""
+    check_name(name)
+    with db_errors():
+        row = conn.execute(query("families", "get_family"), {"name": name}).fetchone()
+    if row is None:
+        raise NotFound(f"no family named {name!r} (see `ragstore family list`)")
+    return _row_to_family(row)
+
+
+def list_families(conn: Conn) -> list[Family]:
+    with db_errors():
+        rows = conn.execute(query("families", "list_families")).fetchall()
+    return [_row_to_family(r) for r in rows]
+
+
+@dataclass(frozen=True)
+class FamilyStats:
+    family: Family
+    rows: int
+    total_bytes: int
+    hnsw_index: str | None
+    hnsw_bytes: int | None
+
+
+def family_stats(conn: Conn, name: str) -> FamilyStats:
+    family = get_family(conn, name)
+    statement = sql.SQL(query("families", "family_stats")).format(**family.identifiers())
+    with db_errors():
+        row = conn.execute(statement, {"table_name": family.table}).fetchone()
+    assert row is not None
+    rows, total, index, index_bytes = row
+    return FamilyStats(
+        family, int(rows), int(total), index, None if index_bytes is None else int(index_bytes)
+    )
+
+
+def drop_family(conn: Conn, name: str) -> None:
+    """Remove the family and its table (the chunks stay: other families may embed them)."""
+    family = get_family(conn, name)
+    with conn.transaction(), db_errors():
+        conn.execute(
+            sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(family.table))
+        )
+        conn.execute(query("families", "delete_family"), {"name": name})
+
+
+def ensure_hnsw_index(conn: Conn, family: Family) -> None:
+    """Build the HNSW index when missing (after a bulk load), with build memory raised for this transaction."""
+    with conn.transaction(), db_errors():
+        conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
+        conn.execute(sql.SQL(query("families", "create_hnsw_index")).format(**family.identifiers()))
+
+
+def drop_hnsw_index(conn: Conn, family: Family) -> None:
+    with conn.transaction(), db_errors():
+        conn.execute(sql.SQL(query("families", "drop_hnsw_index")).format(**family.identifiers()))

@@ -1,0 +1,145 @@
+"""The records of the write path, validated at the edge with pydantic.
+
+- :class:`ChunkRecord` is one line of a chunks.jsonl file (or one chunk of a document):
+  ``{chunk_id, package_path, text, metadata?}``, optionally with a precomputed ``vector`` (and the
+  ``model`` that made it) for users who embed elsewhere.
+- :class:`IndexRow` is what a family table holds for a chunk: ``{chunk_id, package_path, vector, dim,
+  model}``, with no timestamp, so the same chunk always yields the same row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from ragstore.embed.base import Matrix
+from ragstore.errors import InvalidInput, ModelMismatch
+
+MAX_ID_CHARS = 1024
+MAX_TEXT_CHARS = 4 * 1024 * 1024
+
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
+
+
+def _no_nul(value: str, field: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f"{field} contains a NUL character, which PostgreSQL text cannot store")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{field} contains a lone surrogate (not valid Unicode text)") from exc
+    return value
+
+
+class ChunkRecord(BaseModel):
+    """One chunk to index. Unknown fields are refused so that a typo is not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    chunk_id: Identifier
+    package_path: Identifier
+    text: Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    vector: list[float] | None = None
+    model: str | None = None
+
+    @field_validator("chunk_id", "package_path", "text")
+    @classmethod
+    def _text_is_storable(cls, value: str, info: Any) -> str:
+        return _no_nul(value, info.field_name)
+
+    @field_validator("chunk_id", "package_path")
+    @classmethod
+    def _not_blank(cls, value: str, info: Any) -> str:
+        if not value.strip():
+            raise ValueError(f"{info.field_name} is blank")
+        return value
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata_or_null(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_is_storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except ValueError as exc:
+            raise ValueError("metadata holds NaN or Infinity, which JSON (and jsonb) cannot store") from exc
+        _no_nul(encoded.replace("\\u0000", "\x00"), "metadata")
+        return value
+
+    @field_validator("vector")
+    @classmethod
+    def _vector_is_finite(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("vector is empty")
+            bad = next((i for i, x in enumerate(value) if not math.isfinite(x) or abs(x) > 3.4e38), None)
+            if bad is not None:
+                raise ValueError(f"vector[{bad}] is {value[bad]!r}: vectors hold finite float32 values")
+        return value
+
+    @model_validator(mode="after")
+    def _model_needs_vector(self) -> ChunkRecord:
+        if self.model is not None and self.vector is None:
+            raise ValueError("model is given without a vector")
+        return self
+
+    @property
+    def is_blank(self) -> bool:
+        """Empty or whitespace-only text: skipped and counted, never embedded."""
+        return not self.text.strip()
+
+    def content_sha256(self) -> bytes:
+        return hashlib.sha256(self.text.encode("utf-8")).digest()
+
+    def record_sha256(self, fts_config: str) -> bytes:
+        """Covers everything stored in the chunk table, so equal hashes mean a no-op."""
+        canonical = json.dumps(
+            [self.package_path, self.text, self.metadata, fts_config],
+            ensure_ascii=False,
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).digest()
+
+
+class IndexRow(BaseModel):
+    """One row of a family table. ``vector`` has exactly ``dim`` finite float32 values."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chunk_id: Identifier
+    package_path: Identifier
+    vector: list[float]
+    dim: int = Field(gt=0)
+    model: Annotated[str, StringConstraints(min_length=1)]
+
+    @model_validator(mode="after")
+    def _vector_matches_dim(self) -> IndexRow:
+        if len(self.vector) != self.dim:
+            raise ValueError(f"vector has {len(self.vector)} dimensions, the family has {self.dim}")
+        if not all(math.isfinite(x) and abs(x) <= 3.4e38 for x in self.vector):
+            raise ValueError("vector holds NaN, Infinity or a value out of float32 range")
+        return self
+
+
+def check_matrix(matrix: Matrix, *, rows: int, dim: int, model: str, where: str) -> None:
+    """The IndexRow contract for a whole batch at once (shape, dtype, finiteness) — vectorised.
+
+    Raises ModelMismatch for a wrong dimension, InvalidInput for non-finite values.
+    """
+    if matrix.ndim != 2 or matrix.shape[0] != rows:
+        raise InvalidInput(f"{where}: the backend returned {matrix.shape} for {rows} texts")
+    if matrix.shape[1] != dim:
+        raise ModelMismatch(f"{where}: {model} returned {matrix.shape[1]}-d vectors, the family is {dim}-d")
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        raise InvalidInput(f"{where}: vector #{int(np.argmin(finite))} holds NaN or Infinity")

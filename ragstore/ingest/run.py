@@ -1,0 +1,72 @@
+"""``ragstore index`` as one library call: validate every input whole, then write it batch by batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+
+from ragstore.embed.base import Backend
+from ragstore.families import Family, get_family
+from ragstore.ingest.readers import Source
+from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, write_records
+
+Conn = psycopg.Connection[Any]
+
+
+def backend_for(family: Family) -> Backend:
+    """The backend that built ``family``, configured from the options the family recorded."""
+    from ragstore.embed.registry import make_backend
+
+    options = {k: v for k, v in family.options.items() if k not in {"fts_config"}}
+    backend = make_backend(family.backend, model=family.model, dim=family.dim, **options)
+    family.check_backend(backend)
+    return backend
+
+
+def _all_records(sources: Sequence[Source]) -> Iterator[tuple[str, ChunkRecord]]:
+    for source in sources:
+        yield from source.records()
+
+
+def validate_sources(sources: Sequence[Source]) -> int:
+    """Read every source whole and return the record count; InvalidInput names the first bad record.
+
+    Nothing is written before this returns, so a bad line 900,000 leaves the store as it was.
+    """
+    return sum(1 for _ in _all_records(sources))
+
+
+def index_sources(
+    conn: Conn,
+    family_name: str,
+    sources: Sequence[Source],
+    *,
+    prune: bool = False,
+    batch_size: int = DEFAULT_BATCH,
+    backend: Backend | None = None,
+    progress: Progress | None = None,
+    on_validated: Callable[[int], None] | None = None,
+) -> IndexReport:
+    """Index ``sources`` into family ``family_name``. Raises NotFound, InvalidInput, ModelMismatch,
+    DatabaseUnavailable; whatever it raises, batches committed before stay committed and whole."""
+    family = get_family(conn, family_name)
+    chosen = backend or backend_for(family)
+    family.check_backend(chosen)
+    total = validate_sources(sources)
+    if on_validated is not None:
+        on_validated(total)
+    prefixes = [prefix for source in sources for prefix in source.prefixes]
+    return write_records(
+        conn,
+        family,
+        chosen,
+        _all_records(sources),
+        batch_size=batch_size,
+        expected=total,
+        prune=prune,
+        prune_prefixes=prefixes,
+        progress=progress,
+    )

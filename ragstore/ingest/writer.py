@@ -1,0 +1,353 @@
+"""The idempotent bulk writer behind ``ragstore index``.
+
+For each batch of records:
+
+1. duplicates of an id already seen in this run collapse (first occurrence wins); blank texts are skipped;
+2. one lookup fetches what the store holds for the batch's ids (record hash, this family's content hash);
+   unchanged records stop here: they cost a hash comparison, never a staged row or an embedding;
+3. only new or changed texts are embedded, and only changed rows are binary-COPied into staging tables;
+4. one ``INSERT … SELECT … ON CONFLICT`` merge per table, then a commit. A deadlock or serialisation
+   failure (concurrent writers) retries the batch with bounded backoff.
+
+An interrupted run loses nothing committed, and a rerun converges to the table a clean run leaves.
+Counts come from what the merges actually changed, so concurrent writers' reports add up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg import sql
+from pydantic import ValidationError
+
+from ragstore.db.connection import db_errors, map_db_error
+from ragstore.db.sqlfiles import query
+from ragstore.embed.base import Backend
+from ragstore.errors import InvalidInput, ModelMismatch
+from ragstore.families import Family, drop_hnsw_index, ensure_hnsw_index
+from ragstore.ingest.readers import describe_validation_error
+from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix
+
+DEFAULT_BATCH = 5000
+# Above this many records going into an empty family, the HNSW index is dropped and built once at the
+# end: building after a bulk load is several times faster than maintaining the graph row by row.
+BULK_THRESHOLD = 20_000
+MAX_RETRIES = 6
+
+Conn = psycopg.Connection[Any]
+Progress = Callable[[int], None]
+
+
+@dataclass
+class IndexReport:
+    """What a run did. ``inserted + updated + unchanged`` is the number of distinct non-blank records."""
+
+    family: str
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    duplicates: int = 0
+    pruned: int = 0
+    embedded: int = 0
+    batches: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+    packages: set[str] = field(default_factory=set, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("packages")
+        data["seconds"] = round(self.seconds, 3)
+        return data
+
+    def summary(self) -> str:
+        parts = [
+            f"{self.inserted} inserted",
+            f"{self.updated} updated",
+            f"{self.unchanged} unchanged",
+            f"{self.skipped} skipped",
+        ]
+        if self.duplicates:
+            parts.append(f"{self.duplicates} duplicates")
+        parts.append(f"{self.pruned} pruned")
+        return f"{self.family}: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
+
+
+@dataclass
+class _Batch:
+    records: list[tuple[str, ChunkRecord]]
+    content: list[bytes]
+    record: list[bytes]
+
+
+def _batches(items: Iterable[tuple[str, ChunkRecord]], size: int) -> Iterator[list[tuple[str, ChunkRecord]]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+class Writer:
+    """Writes records of one family. Use :func:`write_records`; the class keeps the run's state."""
+
+    def __init__(self, conn: Conn, family: Family, backend: Backend, *, fts_config: str = "english") -> None:
+        family.check_backend(backend)
+        self.conn = conn
+        self.family = family
+        self.backend = backend
+        self.fts_config = fts_config
+        self.seen: set[str] = set()
+        self.report = IndexReport(family=family.name)
+        ids = family.identifiers()
+        self._lookup = sql.SQL(query("ingest", "lookup")).format(**ids)
+        self._merge_embeddings = sql.SQL(query("ingest", "merge_embeddings")).format(**ids)
+        with db_errors():
+            conn.execute(query("ingest", "create_stage"))
+            conn.commit()
+
+    # -- one batch -----------------------------------------------------------------------------
+    def _prepare(self, raw: list[tuple[str, ChunkRecord]]) -> _Batch:
+        kept: list[tuple[str, ChunkRecord]] = []
+        for where, record in raw:
+            if record.chunk_id in self.seen:
+                self.report.duplicates += 1
+                continue
+            self.seen.add(record.chunk_id)
+            if record.is_blank:
+                self.report.skipped += 1
+                continue
+            self._check_supplied_vector(where, record)
+            kept.append((where, record))
+            self.report.packages.add(record.package_path)
+        content = [r.content_sha256() for _, r in kept]
+        digests = [self._record_sha(r) for _, r in kept]
+        return _Batch(kept, content, digests)
+
+    def _record_sha(self, record: ChunkRecord) -> bytes:
+        digest = record.record_sha256(self.fts_config)
+        if record.vector is not None:
+            digest = hashlib.sha256(digest + np.asarray(record.vector, dtype=np.float32).tobytes()).digest()
+        return digest
+
+    def _check_supplied_vector(self, where: str, record: ChunkRecord) -> None:
+        if record.vector is None:
+            return
+        if len(record.vector) != self.family.dim:
+            raise ModelMismatch(
+                f"{where}: vector: {len(record.vector)} dimensions, family {self.family.name!r} is {self.family.dim}-d"
+            )
+        if record.model is not None and record.model != self.family.model:
+            raise ModelMismatch(
+                f"{where}: model: vector made by {record.model!r}, family {self.family.name!r} holds "
+                f"{self.family.model!r} vectors"
+            )
+        try:
+            IndexRow(
+                chunk_id=record.chunk_id,
+                package_path=record.package_path,
+                vector=record.vector,
+                dim=self.family.dim,
+                model=self.family.model,
+            )
+        except ValidationError as exc:
+            raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
+
+    def write_batch(self, raw: list[tuple[str, ChunkRecord]]) -> None:
+        batch = self._prepare(raw)
+        if not batch.records:
+            return
+        ids = [r.chunk_id for _, r in batch.records]
+        with db_errors():
+            rows = self.conn.execute(self._lookup, {"ids": ids}).fetchall()
+            self.conn.commit()
+        stored = {row[0]: (bytes(row[1]), None if row[2] is None else bytes(row[2]), row[3]) for row in rows}
+
+        chunk_rows: list[int] = []
+        embed_rows: list[int] = []
+        for i, (_, record) in enumerate(batch.records):
+            held = stored.get(record.chunk_id)
+            record_changed = held is None or held[0] != batch.record[i]
+            embedding_stale = (
+                held is None
+                or held[1] != batch.content[i]
+                or held[2] != self.family.model
+                or (record_changed and record.vector is not None)
+            )
+            if record_changed:
+                chunk_rows.append(i)
+            if embedding_stale:
+                embed_rows.append(i)
+        if not chunk_rows and not embed_rows:
+            self.report.unchanged += len(batch.records)
+            return
+
+        vectors = self._vectors(batch, embed_rows)
+        attempt = 0
+        while True:
+            try:
+                changed, emb_inserted, emb_updated = self._merge(batch, chunk_rows, embed_rows, vectors)
+                break
+            except (pgerrors.DeadlockDetected, pgerrors.SerializationFailure) as exc:
+                self.conn.rollback()
+                attempt += 1
+                self.report.retries += 1
+                if attempt >= MAX_RETRIES:
+                    map_db_error(exc)
+                time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+            except psycopg.Error as exc:
+                self.conn.rollback()
+                map_db_error(exc)
+        chunk_only = len(changed - emb_inserted - emb_updated)
+        self.report.inserted += len(emb_inserted)
+        self.report.updated += len(emb_updated) + chunk_only
+        self.report.unchanged += len(batch.records) - len(emb_inserted) - len(emb_updated) - chunk_only
+        self.report.batches += 1
+
+    def _vectors(self, batch: _Batch, rows: list[int]) -> np.ndarray:
+        """Vectors for ``rows``: supplied ones as given, the others embedded in one backend call."""
+        out = np.empty((len(rows), self.family.dim), dtype=np.float32)
+        to_embed = [k for k, i in enumerate(rows) if batch.records[i][1].vector is None]
+        for k, i in enumerate(rows):
+            supplied = batch.records[i][1].vector
+            if supplied is not None:
+                out[k] = np.asarray(supplied, dtype=np.float32)
+        if to_embed:
+            texts = [batch.records[rows[k]][1].text for k in to_embed]
+            matrix = self.backend.embed(texts)
+            where = f"{batch.records[rows[to_embed[0]]][0]}..."
+            check_matrix(matrix, rows=len(texts), dim=self.family.dim, model=self.backend.model, where=where)
+            out[to_embed] = matrix
+            self.report.embedded += len(texts)
+        return out
+
+    def _merge(
+        self, batch: _Batch, chunk_rows: list[int], embed_rows: list[int], vectors: np.ndarray
+    ) -> tuple[set[str], set[str], set[str]]:
+        conn = self.conn
+        with conn.transaction():
+            with conn.cursor() as cur:
+                if chunk_rows:
+                    with cur.copy(query("ingest", "copy_chunks")) as copy:
+                        copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text"])
+                        for i in chunk_rows:
+                            r = batch.records[i][1]
+                            copy.write_row(
+                                (
+                                    r.chunk_id,
+                                    r.package_path,
+                                    r.text,
+                                    batch.content[i],
+                                    batch.record[i],
+                                    json.dumps(r.metadata, ensure_ascii=False, sort_keys=True),
+                                    self.fts_config,
+                                )
+                            )
+                    changed = {row[0] for row in cur.execute(query("ingest", "merge_chunks")).fetchall()}
+                else:
+                    changed = set()
+                inserted: set[str] = set()
+                updated: set[str] = set()
+                if embed_rows:
+                    with cur.copy(query("ingest", "copy_embeddings")) as copy:
+                        copy.set_types(["text", "text", "vector", "text", "bytea"])
+                        model = self.family.model
+                        for k, i in enumerate(embed_rows):
+                            r = batch.records[i][1]
+                            copy.write_row((r.chunk_id, r.package_path, vectors[k], model, batch.content[i]))
+                    for chunk_id, was_inserted in cur.execute(self._merge_embeddings).fetchall():
+                        (inserted if was_inserted else updated).add(chunk_id)
+                if changed:
+                    self._sync_package_paths(cur)
+        return changed, inserted, updated
+
+    def _sync_package_paths(self, cur: psycopg.Cursor[Any]) -> None:
+        tables = [row[0] for row in cur.execute("SELECT table_name FROM ragstore.families").fetchall()]
+        for table in tables:
+            cur.execute(sql.SQL(query("ingest", "sync_package_path")).format(table=sql.Identifier(table)))
+
+    # -- the end of a run ----------------------------------------------------------------------
+    def prune(self, prefixes: Iterable[str] = ()) -> int:
+        """Delete chunks of this run's packages (or under ``prefixes``) that the input no longer holds."""
+        like = [_like_prefix(p) for p in prefixes]
+        packages = sorted(self.report.packages)
+        if not packages and not like:
+            return 0
+        with db_errors(), self.conn.transaction(), self.conn.cursor() as cur:
+            cur.execute("TRUNCATE ragstore_seen")
+            with cur.copy(query("ingest", "copy_seen")) as copy:
+                copy.set_types(["text"])
+                for chunk_id in self.seen:
+                    copy.write_row((chunk_id,))
+            cur.execute("ANALYZE ragstore_seen")
+            row = cur.execute(query("ingest", "prune"), {"packages": packages, "prefixes": like}).fetchone()
+            cur.execute("TRUNCATE ragstore_seen")
+        pruned = int(row[0]) if row else 0
+        self.report.pruned += pruned
+        return pruned
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+def write_records(
+    conn: Conn,
+    family: Family,
+    backend: Backend,
+    records: Iterable[tuple[str, ChunkRecord]],
+    *,
+    batch_size: int = DEFAULT_BATCH,
+    expected: int | None = None,
+    prune: bool = False,
+    prune_prefixes: Iterable[str] = (),
+    progress: Progress | None = None,
+    fts_config: str | None = None,
+) -> IndexReport:
+    """Write ``records`` (``(where, record)`` pairs) into ``family``; see the module docstring.
+
+    ``expected`` (the number of records, when known) lets a large load into an empty family build the
+    HNSW index once at the end. Raises InvalidInput/ModelMismatch for bad rows, DatabaseUnavailable.
+    """
+    started = time.perf_counter()
+    writer = Writer(
+        conn, family, backend, fts_config=fts_config or family.options.get("fts_config", "english")
+    )
+    bulk = False
+    if expected is not None and expected >= BULK_THRESHOLD:
+        empty_sql = sql.SQL(query("ingest", "family_is_empty")).format(**family.identifiers())
+        with db_errors():
+            row = conn.execute(empty_sql).fetchone()
+            conn.commit()
+        if row and row[0]:
+            drop_hnsw_index(conn, family)
+            bulk = True
+    try:
+        for batch in _batches(records, batch_size):
+            writer.write_batch(batch)
+            if progress is not None:
+                progress(len(batch))
+        if prune:
+            writer.prune(prune_prefixes)
+    except BaseException:
+        if bulk:
+            # Build the index over what was committed; the original error matters more than this one.
+            with contextlib.suppress(Exception):
+                conn.rollback()
+                ensure_hnsw_index(conn, family)
+        raise
+    if bulk:
+        ensure_hnsw_index(conn, family)
+    writer.report.seconds = time.perf_counter() - started
+    return writer.report

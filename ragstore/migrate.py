@@ -1,0 +1,130 @@
+"""``ragstore migrate``: Alembic to head under an advisory lock, its status, and the offline DDL.
+
+The library functions here are what the CLI calls; each one takes a DSN (or None for the default
+database, see :func:`ragstore.db.connection.resolve_dsn`).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+
+from ragstore.db.connection import connect, db_errors, resolve_dsn
+from ragstore.errors import SchemaError
+
+_UPGRADE_LOCK = 0x7261_6773_7570  # "ragsup"
+
+
+@dataclass(frozen=True)
+class MigrationStatus:
+    current: str | None
+    head: str
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.current == self.head
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    before: str | None
+    after: str
+    applied: tuple[str, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.applied)
+
+
+def migrations_dir() -> Path:
+    """The Alembic scripts: shipped inside the wheel, or the repository's ``migrations/`` folder."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "_migrations", package.parent / "migrations"):
+        if (candidate / "env.py").exists():
+            return candidate
+    raise SchemaError("the Alembic migrations folder is missing from this installation")
+
+
+def _config(dsn: str | None, *, stdout: io.StringIO | None = None) -> Config:
+    cfg = Config(stdout=stdout, output_buffer=stdout) if stdout is not None else Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    if dsn is not None:
+        cfg.attributes["connection_factory"] = lambda: psycopg.connect(dsn)
+    return cfg
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(_config(None)).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(dsn: str | None = None) -> str | None:
+    """The revision the database is at, or None when ragstore was never migrated there."""
+    with connect(dsn, autocommit=True) as conn, db_errors():
+        exists = conn.execute("SELECT to_regclass('ragstore.alembic_version') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            return None
+        row = conn.execute("SELECT version_num FROM ragstore.alembic_version").fetchone()
+        return str(row[0]) if row else None
+
+
+def status(dsn: str | None = None) -> MigrationStatus:
+    return MigrationStatus(current=current_revision(dsn), head=head_revision())
+
+
+def _check_encoding(dsn: str) -> None:
+    with connect(dsn, autocommit=True) as conn, db_errors():
+        row = conn.execute(
+            "SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+        encoding = str(row[0]) if row else "?"
+    if encoding != "UTF8":
+        raise SchemaError(
+            f"the database encoding is {encoding}; ragstore needs UTF8 "
+            "(ragstore.offline_embed reads code points with ascii())"
+        )
+
+
+def upgrade(dsn: str | None = None, revision: str = "head") -> MigrationResult:
+    """Migrate to ``revision`` (head by default). Idempotent: at head it changes nothing."""
+    target = resolve_dsn(dsn)
+    _check_encoding(target)
+    # Held across read-before, upgrade and read-after, so concurrent callers see each other's work and
+    # exactly one of them reports the change. (env.py takes its own lock for plain `alembic upgrade`.)
+    with connect(target, autocommit=True) as lock, db_errors():
+        lock.execute("SELECT pg_advisory_lock(%s)", (_UPGRADE_LOCK,))
+        before = current_revision(target)
+        command.upgrade(_config(target), revision)
+        after = current_revision(target)
+    assert after is not None
+    script = ScriptDirectory.from_config(_config(None))
+    applied: list[str] = []
+    if before != after:
+        for rev in script.iterate_revisions(after, before):
+            applied.append(rev.revision)
+    return MigrationResult(before=before, after=after, applied=tuple(reversed(applied)))
+
+
+def downgrade(dsn: str | None = None, revision: str = "base") -> MigrationResult:
+    """Migrate down to ``revision``. ``base`` removes every ragstore table (and its data)."""
+    target = resolve_dsn(dsn)
+    before = current_revision(target)
+    with db_errors():
+        command.downgrade(_config(target), revision)
+    after = current_revision(target)
+    return MigrationResult(before=before, after=after or "base", applied=())
+
+
+def offline_sql(revision: str = "head", start: str | None = None) -> str:
+    """The DDL that ``upgrade`` would run, without touching any database (for DBAs who apply it by hand)."""
+    out = io.StringIO()
+    rng = f"{start}:{revision}" if start else revision
+    command.upgrade(_config(None, stdout=out), rng, sql=True)
+    return out.getvalue()

@@ -1,0 +1,52 @@
+-- Family tables. {table} and {index} are filled with psycopg.sql.Identifier; the dimension and the
+-- vector type are checked by ragstore.families before they reach this text.
+
+-- name: create_table
+CREATE TABLE ragstore.{table} (
+    chunk_id        text PRIMARY KEY REFERENCES ragstore.chunks (chunk_id) ON DELETE CASCADE,
+    package_path    text NOT NULL,
+    embedding       {vector_type} NOT NULL,
+    model           text NOT NULL,
+    content_sha256  bytea NOT NULL
+)
+
+-- name: create_package_index
+CREATE INDEX IF NOT EXISTS {package_index} ON ragstore.{table} (package_path text_pattern_ops)
+
+-- name: create_hnsw_index
+CREATE INDEX IF NOT EXISTS {hnsw_index} ON ragstore.{table} USING hnsw (embedding {opclass})
+
+-- name: drop_hnsw_index
+DROP INDEX IF EXISTS ragstore.{hnsw_index}
+
+-- name: insert_family
+INSERT INTO ragstore.families (name, backend, model, dim, vector_type, table_name, options)
+VALUES (%(name)s, %(backend)s, %(model)s, %(dim)s, %(vector_type)s, %(table_name)s, %(options)s)
+
+-- name: get_family
+SELECT name, backend, model, dim, vector_type, table_name, state, options
+FROM ragstore.families
+WHERE name = %(name)s
+
+-- name: list_families
+SELECT name, backend, model, dim, vector_type, table_name, state, options
+FROM ragstore.families
+ORDER BY name
+
+-- name: family_stats
+SELECT
+    (SELECT count(*) FROM ragstore.{table})                          AS rows,
+    pg_total_relation_size(format('ragstore.%%I', %(table_name)s::text))   AS total_bytes,
+    (SELECT indexrelid::regclass::text
+       FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+       JOIN pg_am am ON am.oid = c.relam
+      WHERE i.indrelid = format('ragstore.%%I', %(table_name)s::text)::regclass AND am.amname = 'hnsw'
+      LIMIT 1)                                                       AS hnsw_index,
+    (SELECT pg_relation_size(c.oid)
+       FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+       JOIN pg_am am ON am.oid = c.relam
+      WHERE i.indrelid = format('ragstore.%%I', %(table_name)s::text)::regclass AND am.amname = 'hnsw'
+      LIMIT 1)                                                       AS hnsw_bytes
+
+-- name: delete_family
+DELETE FROM ragstore.families WHERE name = %(name)s

