@@ -1,14 +1,14 @@
-"""agent memory
+"""agent memory: append-only stores with row-level security
 
 Revision ID: 0003
-Revises:  append-only stores with row-level security:0002
+Revises: 0002
 Create Date: 2026-11-30
 """
 
 from alembic import op
 
 revision = "0003"
-down_revision = " append-only stores with row-level security:0002"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 

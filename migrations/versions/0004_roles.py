@@ -1,14 +1,14 @@
-"""roles and grants
+"""roles and grants: owner, application, read-only reader
 
 Revision ID: 0004
-Revises:  owner, application, read-only reader:0003
+Revises: 0003
 Create Date: 2026-11-30
 """
 
 from alembic import op
 
 revision = "0004"
-down_revision = " owner, application, read-only reader:0003"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
