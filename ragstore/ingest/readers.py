@@ -68,7 +68,7 @@ def open_sources(arguments: Sequence[str], stdin: IO[bytes] | None = None) -> li
         if path.is_dir():
             name = path.resolve().name or "root"
             sources.append(Source(label=argument, path=path, is_folder=True, prefixes=(f"{name}/",)))
-        elif path.is_file():
+        elif path.exists():
             sources.append(Source(label=argument, path=path))
         else:
             raise NotFound(f"{argument}: no such file or folder")

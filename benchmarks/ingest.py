@@ -1,0 +1,165 @@
+"""Ingest benchmark: ragstore's writer against the physical limit, measured in one run.
+
+For each size N (default 100k; add 1M with --sizes 100000,1000000):
+
+* physical limit: binary COPY of the same N rows (hashes and vectors precomputed, outside the clock)
+  into tables built ``LIKE`` ragstore's chunk and family tables (same columns, keys, generated tsvector,
+  btree/GIN indexes and foreign key; no HNSW), then the HNSW build on them;
+* ragstore first run: ``write_records`` into an empty offline family — validation, hashing, embedding,
+  lookup, staging COPY, ON CONFLICT merge, per-batch commits and the HNSW build at the end, all on the clock;
+* ragstore second run over the same records (all unchanged).
+
+Prints rows/s of each and the ratios: first run / physical limit (goal >= 0.5) and re-run / first run
+(goal >= 5). Uses $RAGSTORE_DSN if set, else a throwaway embedded server.
+
+    python benchmarks/ingest.py --sizes 100000
+    python benchmarks/ingest.py --sizes 100000,1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from ragstore import migrate
+from ragstore.db.connection import connect
+from ragstore.db.server import EmbeddedServer
+from ragstore.embed.offline import OfflineBackend, fingerprint
+from ragstore.families import create_family
+from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.writer import write_records
+
+WORDS = "vector index query table chunk model store search recall token embed cosine graph layer".split()
+
+
+def make_records(n: int, seed: int = 1) -> list[tuple[str, ChunkRecord]]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        text = " ".join(rng.choice(WORDS) for _ in range(6)) + f" {i}"
+        chunk_id = uuid.UUID(int=rng.getrandbits(128)).hex  # random ids: the costly case for a PK
+        out.append((f"gen:{i}", ChunkRecord(chunk_id=chunk_id, package_path=f"pkg/{i % 100:02d}", text=text)))
+    return out
+
+
+def physical_limit(conn: psycopg.Connection, records: list[tuple[str, ChunkRecord]]) -> float:
+    """Seconds for raw binary COPY into same-shaped tables plus the HNSW build."""
+    rows = [r for _, r in records]
+    vectors = fingerprint([r.text for r in rows])
+    content = [hashlib.sha256(r.text.encode()).digest() for r in rows]
+    record = [r.record_sha256("english") for r in rows]
+    conn.execute("DROP SCHEMA IF EXISTS bench CASCADE")
+    conn.execute("CREATE SCHEMA bench")
+    conn.execute("CREATE TABLE bench.chunks (LIKE ragstore.chunks INCLUDING ALL)")
+    conn.execute("CREATE TABLE bench.emb (LIKE ragstore.emb_bench INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+    conn.execute("ALTER TABLE bench.emb ADD PRIMARY KEY (chunk_id)")
+    conn.execute("ALTER TABLE bench.emb ADD FOREIGN KEY (chunk_id) REFERENCES bench.chunks (chunk_id) ON DELETE CASCADE")
+    conn.execute("CREATE INDEX ON bench.emb (package_path text_pattern_ops)")
+    conn.commit()
+    started = time.perf_counter()
+    with conn.cursor() as cur:
+        with cur.copy(
+            # metadata and fts_config take their defaults ('{}', english); the tsvector is generated.
+            "COPY bench.chunks (chunk_id, package_path, text, content_sha256, record_sha256) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["text", "text", "text", "bytea", "bytea"])
+            for i, r in enumerate(rows):
+                copy.write_row((r.chunk_id, r.package_path, r.text, content[i], record[i]))
+        with cur.copy(
+            "COPY bench.emb (chunk_id, package_path, embedding, model, content_sha256) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["text", "text", "vector", "text", "bytea"])
+            for i, r in enumerate(rows):
+                copy.write_row((r.chunk_id, r.package_path, vectors[i], "fingerprint-v1", content[i]))
+    conn.commit()
+    conn.execute("SET maintenance_work_mem = '1GB'")
+    conn.execute("CREATE INDEX ON bench.emb USING hnsw (embedding vector_cosine_ops)")
+    conn.commit()
+    elapsed = time.perf_counter() - started
+    conn.execute("DROP SCHEMA bench CASCADE")
+    conn.commit()
+    return elapsed
+
+
+def run_size(admin_dsn: str, n: int) -> dict[str, float]:
+    name = f"ragstore_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name)))
+    dsn = make_conninfo(admin_dsn, dbname=name)
+    try:
+        migrate.upgrade(dsn)
+        records = make_records(n)
+        with connect(dsn) as conn:
+            family = create_family(conn, "bench", OfflineBackend())
+            raw = physical_limit(conn, records)
+            started = time.perf_counter()
+            first = write_records(conn, family, OfflineBackend(), records, expected=n)
+            first_s = time.perf_counter() - started
+            assert first.inserted == n, first
+            started = time.perf_counter()
+            second = write_records(conn, family, OfflineBackend(), records, expected=n)
+            second_s = time.perf_counter() - started
+            assert second.unchanged == n and second.inserted == 0, second
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    return {
+        "rows": n,
+        "physical_rows_per_s": n / raw,
+        "first_rows_per_s": n / first_s,
+        "rerun_rows_per_s": n / second_s,
+        "first_vs_physical": raw / first_s,
+        "rerun_vs_first": first_s / second_s,
+        "physical_s": raw,
+        "first_s": first_s,
+        "rerun_s": second_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000", help="comma-separated row counts")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    server = None
+    admin = os.environ.get("RAGSTORE_DSN")
+    if not admin:
+        server = EmbeddedServer(Path(tempfile.mkdtemp(prefix="ragstore-bench-")))
+        server.ensure_running()
+        admin = server.dsn("postgres")
+    results = []
+    try:
+        for n in sizes:
+            result = run_size(admin, n)
+            results.append(result)
+            print(
+                f"{n:>9,} rows | physical limit {result['physical_rows_per_s']:>9,.0f} rows/s ({result['physical_s']:.1f}s)"
+                f" | ragstore first run {result['first_rows_per_s']:>9,.0f} rows/s ({result['first_s']:.1f}s)"
+                f" = {result['first_vs_physical']:.2f}x physical"
+                f" | re-run {result['rerun_rows_per_s']:>9,.0f} rows/s ({result['rerun_s']:.1f}s)"
+                f" = {result['rerun_vs_first']:.1f}x first run",
+                flush=True,
+            )
+    finally:
+        if server is not None:
+            server.stop()
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

@@ -1,0 +1,3 @@
+from ragstore.cli.main import main
+
+main()
