@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -42,9 +43,7 @@ def index_command(
     def started(total: int) -> None:
         nonlocal bar
         if show_bar:
-            bar = click.progressbar(  # type: ignore[operator]
-                length=total, label=f"indexing {family}", file=click.get_text_stream("stderr")
-            )
+            bar = click.progressbar(length=total, label=f"indexing {family}", file=sys.stderr)
             bar.__enter__()
 
     def advance(n: int) -> None:
