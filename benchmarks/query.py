@@ -1,0 +1,221 @@
+"""Query benchmark: HNSW and exact recall@10 and latency, search() against bare SQL, filtered plans.
+
+    python benchmarks/query.py                               # 100k x 16 and 100k x 384
+    python benchmarks/query.py --sizes 100k:16,100k:384,1m:16 --queries 200
+    python benchmarks/query.py --sizes 20k:16 --queries 50   # a quick run
+
+Data: clustered vectors (100 Gaussian clusters), ``package_path`` ``p000``..``p999`` assigned round-robin
+(0.1% each), so the prefix ``p042`` keeps 0.1%, ``p04`` 1% and ``p0`` 10% of the rows. Rows are written by
+a direct binary COPY into ``ragstore.chunks`` and the family table (not ragstore's writer: this measures
+the read path), the HNSW index is built after the load (m=16, ef_construction=64), then VACUUM ANALYZE.
+Queries are fresh points of the same clusters. Truth is numpy cosine over the whole matrix in memory.
+Without ``--dsn`` an embedded server runs in a temporary folder (ragstore's settings) and is stopped at the end.
+Every figure is from one run on one machine: compare the ratios, not the absolute milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector import HalfVector, Vector
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from ragstore import families, migrate
+from ragstore.db.connection import connect
+from ragstore.search import search
+from ragstore.search import vector as vec
+from ragstore.search.api import run_vector
+from ragstore.search.filters import Filter
+
+K = 10
+FILTERS = {"0.1%": "p042", "1%": "p04", "10%": "p0"}
+
+
+class BenchBackend:
+    """A stand-in backend: the family records its name; queries are passed as vectors."""
+
+    def __init__(self, dim: int) -> None:
+        self.name, self.model, self.dim = "bench", f"clustered-{dim}", dim
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        raise NotImplementedError
+
+
+def make_data(n: int, dim: int, queries: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(100, dim))
+    data = centers[rng.integers(0, 100, n)] + 0.35 * rng.normal(size=(n, dim))
+    qs = centers[rng.integers(0, 100, queries)] + 0.35 * rng.normal(size=(queries, dim))
+    return data.astype(np.float32), qs.astype(np.float32)
+
+
+def truth(data: np.ndarray, qs: np.ndarray, mask: np.ndarray | None = None) -> list[list[int]]:
+    unit = data / np.linalg.norm(data, axis=1, keepdims=True)
+    idx = np.arange(len(data)) if mask is None else np.nonzero(mask)[0]
+    sub = unit[idx]
+    out = []
+    for q in qs:
+        scores = sub @ (q / np.linalg.norm(q))
+        top = np.argpartition(-scores, K)[:K] if len(sub) > K else np.arange(len(sub))
+        out.append([int(idx[i]) for i in top[np.argsort(-scores[top])]])
+    return out
+
+
+def load(dsn: str, data: np.ndarray) -> families.Family:
+    n, dim = data.shape
+    with connect(dsn) as conn:
+        fam = families.create_family(conn, "bench", BenchBackend(dim))  # type: ignore[arg-type]
+        families.drop_hnsw_index(conn, fam)
+        started = time.perf_counter()
+        zero = b"\0" * 32
+        with conn.cursor() as cur:
+            with cur.copy(
+                "COPY ragstore.chunks (chunk_id, package_path, text, content_sha256, record_sha256) "
+                "FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["text", "text", "text", "bytea", "bytea"])
+                for i in range(n):
+                    copy.write_row((f"c{i:07d}", f"p{i % 1000:03d}", f"chunk {i}", zero, zero))
+            table = sql.Identifier(fam.table)
+            with cur.copy(
+                sql.SQL(
+                    "COPY ragstore.{} (chunk_id, package_path, embedding, model, content_sha256) "
+                    "FROM STDIN (FORMAT BINARY)"
+                ).format(table)
+            ) as copy:
+                copy.set_types(["text", "text", fam.vector_type, "text", "bytea"])
+                wrap = HalfVector if fam.vector_type == "halfvec" else Vector
+                for i in range(n):
+                    copy.write_row((f"c{i:07d}", f"p{i % 1000:03d}", wrap(data[i]), fam.model, zero))
+        conn.commit()
+        loaded = time.perf_counter() - started
+        started = time.perf_counter()
+        families.ensure_hnsw_index(conn, fam)
+        built = time.perf_counter() - started
+        conn.autocommit = True
+        conn.execute(sql.SQL("VACUUM ANALYZE ragstore.{}").format(table))
+        conn.execute("VACUUM ANALYZE ragstore.chunks")
+    print(f"  load {n:,} rows by binary COPY: {loaded:.1f} s; HNSW build {built:.1f} s")
+    return fam
+
+
+def timed(fn: Callable[[np.ndarray], list[str]], qs: np.ndarray) -> tuple[list[list[str]], np.ndarray]:
+    results, times = [], []
+    for q in qs:
+        started = time.perf_counter()
+        results.append(fn(q))
+        times.append((time.perf_counter() - started) * 1000)
+    return results, np.array(times)
+
+
+def recall(found: list[list[str]], expected: list[list[int]]) -> float:
+    return float(np.mean([len(set(f) & {f"c{i:07d}" for i in e}) / K for f, e in zip(found, expected, strict=True)]))
+
+
+def row(label: str, found: list[list[str]], expected: list[list[int]], times: np.ndarray) -> float:
+    p50, p95 = np.percentile(times, 50), np.percentile(times, 95)
+    rec = recall(found, expected)
+    print(f"  {label:<44} recall@10 {rec:6.3f}   p50 {p50:7.2f} ms   p95 {p95:7.2f} ms")
+    return float(p50)
+
+
+def bench(dsn: str, n: int, dim: int, queries: int, efs: list[int], exact_queries: int, seed: int) -> None:
+    print(f"\n== {n:,} rows x {dim}-d, {queries} queries ==")
+    data, qs = make_data(n, dim, queries, seed)
+    fam = load(dsn, data)
+    full = truth(data, qs)
+    with connect(dsn, autocommit=True) as conn:
+        vtype = sql.SQL(f"{fam.vector_type}({dim})")
+        bare = sql.SQL("SELECT chunk_id FROM ragstore.{} ORDER BY embedding <=> %s::{} LIMIT 10").format(
+            sql.Identifier(fam.table), vtype
+        )
+
+        def bare_sql(q: np.ndarray) -> list[str]:
+            return [r[0] for r in conn.execute(bare, (vec.query_param(fam, q),))]
+
+        for ef in efs:
+            conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(ef)))
+            found, times = timed(bare_sql, qs)
+            row(f"bare SQL HNSW ef_search {ef}", found, full, times)
+        conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(vec.DEFAULT_EF_SEARCH)))
+        bare_found, bare_t = timed(bare_sql, qs)
+        ours, ours_t = timed(lambda q: [h.chunk_id for h in search(conn, "bench", vector=q, k=K)], qs)
+        b50 = row(f"bare SQL HNSW ef_search {vec.DEFAULT_EF_SEARCH} (again)", bare_found, full, bare_t)
+        s50 = row(f"search() default (ef_search {vec.DEFAULT_EF_SEARCH})", ours, full, ours_t)
+        print(f"  search() / bare SQL p50 ratio: {s50 / b50:.2f}")
+        few = qs[:exact_queries]
+        found, times = timed(lambda q: [h.chunk_id for h in search(conn, "bench", vector=q, k=K, mode="exact")], few)
+        row(f"exact numpy streamed ({len(few)} queries)", found, full[: len(few)], times)
+
+        for label, prefix in FILTERS.items():
+            mask = np.array([f"p{i % 1000:03d}".startswith(prefix) for i in range(n)])
+            expected = truth(data, qs, mask)
+            flt = Filter(prefix)
+            print(f"  -- {label} package filter (prefix {prefix!r}, {int(mask.sum()):,} rows)")
+            for name, plan, ef in (
+                ("HNSW, iterative scan off", vec.PLAN_HNSW, None),
+                ("HNSW, iterative relaxed_order", vec.PLAN_ITERATIVE, None),
+                ("HNSW, iterative relaxed_order, ef 40", vec.PLAN_ITERATIVE, 40),
+                ("exact over the subset (SQL)", vec.PLAN_EXACT_SUBSET, None),
+            ):
+
+                def forced(q: np.ndarray, plan: str = plan, ef: int | None = ef, flt: Filter = flt) -> list[str]:
+                    return [h.chunk_id for h in run_vector(conn, fam, q, k=K, flt=flt, plan=plan, ef_search=ef)]
+
+                found, times = timed(forced, qs)
+                row(name, found, expected, times)
+            chosen = vec.plan_for(conn, fam, flt)
+            found, times = timed(
+                lambda q, p=prefix: [h.chunk_id for h in search(conn, "bench", vector=q, k=K, package=p)], qs
+            )
+            row(f"search() auto -> {chosen} (count included)", found, expected, times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dsn", help="an admin DSN where databases can be created (default: embedded server)")
+    parser.add_argument("--sizes", default="100k:16,100k:384", help="rows:dim list, e.g. 100k:16,1m:16")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--ef", default="10,20,40,64,100,200", help="ef_search values of the recall curve")
+    parser.add_argument("--exact-queries", type=int, default=20, help="queries to time on the numpy exact path")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    efs = [int(x) for x in args.ef.split(",")]
+    server = None
+    admin = args.dsn
+    if admin is None:
+        from ragstore.db.server import EmbeddedServer
+
+        server = EmbeddedServer(Path(tempfile.mkdtemp(prefix="ragstore-bench-")))
+        server.ensure_running()
+        admin = server.dsn("postgres")
+    try:
+        for spec in args.sizes.split(","):
+            rows_text, dim_text = spec.lower().split(":")
+            n = int(float(rows_text.replace("k", "e3").replace("m", "e6")))
+            name = f"ragstore_bench_{uuid.uuid4().hex[:8]}"
+            with psycopg.connect(admin, autocommit=True) as c:
+                c.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name)))
+            dsn = make_conninfo(admin, dbname=name)
+            try:
+                migrate.upgrade(dsn)
+                bench(dsn, n, int(dim_text), args.queries, efs, args.exact_queries, args.seed)
+            finally:
+                with psycopg.connect(admin, autocommit=True) as c:
+                    c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

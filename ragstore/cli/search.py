@@ -1,0 +1,174 @@
+"""``ragstore search`` and ``ragstore check-recall``: parse, call one library function, print."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import Any
+
+import click
+
+from ragstore.cli.app import CliError, app, emit_json
+from ragstore.search.api import MODES, search
+from ragstore.search.recall import RecallReport, check_recall
+from ragstore.search.types import Hit
+
+
+def _metadata(where: str | None) -> dict[str, Any] | None:
+    if where is None:
+        return None
+    try:
+        value = json.loads(where)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--where: not JSON ({exc.msg} at position {exc.pos}): {where}") from exc
+    if not isinstance(value, dict):
+        raise CliError(f'--where must be a JSON object such as \'{{"lang": "en"}}\', got {where}')
+    return value
+
+
+def _hit_dict(hit: Hit) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "chunk_id": hit.chunk_id,
+        "package_path": hit.package_path,
+        "score": hit.score,
+        "citation": hit.citation,
+        "text": hit.text,
+        "metadata": hit.metadata,
+    }
+    if hit.ranks:
+        data["ranks"] = hit.ranks
+    return data
+
+
+def _one_line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(width - 1, 1)] + "…"
+
+
+def format_hits(hits: list[Hit], width: int | None = None) -> str:
+    """A readable table: rank, score, citation, then the start of the text on the next line."""
+    if not hits:
+        return "no hits"
+    width = width or shutil.get_terminal_size((100, 20)).columns
+    lines = []
+    for rank, hit in enumerate(hits, 1):
+        lines.append(f"{rank:>3}  {hit.score:8.4f}  {hit.citation}")
+        lines.append(f"     {_one_line(hit.text, width - 6)}")
+    return "\n".join(lines)
+
+
+@click.command("search")
+@click.argument("family")
+@click.argument("query")
+@click.option("-k", "k", type=int, default=10, show_default=True, help="How many hits.")
+@click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True)
+@click.option("--exact", is_flag=True, help="Exact numpy scan of the whole family (same as --mode exact).")
+@click.option("--package", default=None, help="Only chunks whose package_path starts with this.")
+@click.option("--where", default=None, help='Metadata containment, a JSON object: --where \'{"lang": "en"}\'.')
+@click.option("--min-score", type=float, default=None, help="Drop hits scoring below this cosine.")
+@click.option("--ef-search", type=int, default=None, help="hnsw.ef_search for this query (default 100).")
+@click.option("--rerank", type=click.Choice(["mmr"]), default=None, help="Re-rank for diversity (MMR).")
+@click.option("--lambda", "mmr_lambda", type=float, default=0.5, show_default=True, help="MMR relevance weight.")
+@click.option("--fetch-k", type=int, default=50, show_default=True, help="Candidates MMR chooses from.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document for scripts.")
+@click.pass_context
+def search_command(
+    ctx: click.Context,
+    family: str,
+    query: str,
+    k: int,
+    mode: str,
+    exact: bool,
+    package: str | None,
+    where: str | None,
+    min_score: float | None,
+    ef_search: int | None,
+    rerank: str | None,
+    mmr_lambda: float,
+    fetch_k: int,
+    as_json: bool,
+) -> None:
+    """Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id]."""
+    if exact and mode not in ("auto", "exact"):
+        raise CliError(f"--exact contradicts --mode {mode}")
+    metadata = _metadata(where)
+    with app(ctx).connect() as conn:
+        hits = search(
+            conn,
+            family,
+            query,
+            k=k,
+            mode="exact" if exact else mode,
+            min_score=min_score,
+            package=package,
+            metadata=metadata,
+            ef_search=ef_search,
+            rerank=rerank,
+            mmr_lambda=mmr_lambda,
+            fetch_k=fetch_k,
+        )
+    if as_json:
+        emit_json({"family": family, "query": query, "hits": [_hit_dict(h) for h in hits]})
+    else:
+        click.echo(format_hits(hits))
+
+
+def format_report(report: RecallReport) -> str:
+    verdict = "" if report.passed is None else ("  PASS" if report.passed else f"  FAIL (< {report.min_recall})")
+    return "\n".join(
+        [
+            f"family {report.family}: {report.queries} queries, k={report.k}, ef_search={report.ef_search}",
+            f"recall@{report.k}  {report.recall:.4f}{verdict}",
+            f"hnsw   mean {report.hnsw_mean_ms:8.2f} ms   p95 {report.hnsw_p95_ms:8.2f} ms",
+            f"exact  mean {report.exact_mean_ms:8.2f} ms   p95 {report.exact_p95_ms:8.2f} ms"
+            f"   ({report.exact_timed} queries timed)",
+        ]
+    )
+
+
+@click.command("check-recall")
+@click.argument("family")
+@click.option("-k", "k", type=int, default=10, show_default=True)
+@click.option("--samples", type=int, default=200, show_default=True, help="Stored vectors (+ noise) to query with.")
+@click.option("--query", "queries", multiple=True, help="A query text to use instead of samples (repeatable).")
+@click.option("--ef-search", type=int, default=None, help="hnsw.ef_search to measure (default 100).")
+@click.option("--package", default=None, help="Filter: package_path prefix.")
+@click.option("--where", default=None, help="Filter: metadata containment, a JSON object.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--min-recall", type=float, default=None, help="Exit with status 3 when recall@k is below this.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def check_recall_command(
+    ctx: click.Context,
+    family: str,
+    k: int,
+    samples: int,
+    queries: tuple[str, ...],
+    ef_search: int | None,
+    package: str | None,
+    where: str | None,
+    seed: int,
+    min_recall: float | None,
+    as_json: bool,
+) -> None:
+    """Measure FAMILY's HNSW recall@k against the exact top k, with latency of each path."""
+    metadata = _metadata(where)
+    with app(ctx).connect() as conn:
+        report = check_recall(
+            conn,
+            family,
+            k=k,
+            samples=samples,
+            ef_search=ef_search,
+            package=package,
+            metadata=metadata,
+            queries=list(queries) or None,
+            seed=seed,
+            min_recall=min_recall,
+        )
+    if as_json:
+        emit_json(report.as_dict())
+    else:
+        click.echo(format_report(report))
+    if report.passed is False:
+        ctx.exit(3)

@@ -1,0 +1,170 @@
+"""``search()``: one call for every read mode of SPEC 5 (vector top-k, exact, full text, hybrid, MMR).
+
+Contracts (all fail closed, InvalidInput unless said otherwise):
+
+- ``family`` must exist (NotFound); exactly one of ``query`` (text, embedded with the family's own backend)
+  or ``vector`` is given. A vector of another dimension, or a ``backend`` of another model than the
+  family's, is ModelMismatch; a non-finite vector component is refused.
+- ``k`` and ``fetch_k`` are positive integers (a bool is not); ``min_score`` is finite; ``ef_search``
+  a positive integer; ``mode`` one of :data:`MODES`; ``rerank`` None or ``"mmr"``.
+- An empty family returns ``[]``. Hits are ordered by score descending, then chunk_id ascending
+  (MMR returns its pick order). A zero-magnitude query or row scores 0.
+- HNSW settings are ``SET LOCAL`` in a transaction (a savepoint when the caller has one open) that is
+  rolled back at the end: nothing leaks to the connection.
+
+Modes: ``hnsw`` (``auto`` is hnsw for now) uses the index, choosing exact-over-subset or iterative scan
+for filtered queries (see :mod:`ragstore.search.vector`); ``exact`` is the streamed numpy path;
+``fts`` and ``hybrid`` are :mod:`ragstore.search.hybrid`'s.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+
+from ragstore.embed.base import Backend
+from ragstore.errors import InvalidInput
+from ragstore.families import Family, get_family
+from ragstore.search import exact as _exact
+from ragstore.search import vector as _vector
+from ragstore.search.filters import Filter, check_k, check_min_score, check_query_vector, make_filter
+from ragstore.search.mmr import mmr
+from ragstore.search.types import Hit
+
+Conn = psycopg.Connection[Any]
+MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
+RERANKS = ("mmr",)
+
+
+def search(
+    conn: Conn,
+    family: str,
+    query: str | None = None,
+    *,
+    vector: Any = None,
+    k: int = 10,
+    mode: str = "auto",
+    min_score: float | None = None,
+    package: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    ef_search: int | None = None,
+    rerank: str | None = None,
+    mmr_lambda: float = 0.5,
+    fetch_k: int = 50,
+    backend: Backend | None = None,
+) -> list[Hit]:
+    """The top ``k`` hits of ``family`` for ``query`` (text) or ``vector``; see the module docstring.
+
+    With ``rerank="mmr"`` the top ``max(fetch_k, k)`` are fetched with their vectors and re-ranked by
+    :func:`~ragstore.search.mmr.mmr` with ``mmr_lambda``. ``min_score`` drops hits scoring below it.
+    Raises InvalidInput, ModelMismatch, NotFound, DatabaseUnavailable.
+    """
+    k = check_k(k)
+    floor = check_min_score(min_score)
+    if mode not in MODES:
+        raise InvalidInput(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
+    if rerank is not None and rerank not in RERANKS:
+        raise InvalidInput(f"unknown rerank {rerank!r}: use 'mmr' or none")
+    if rerank == "mmr":
+        fetch_k = check_k(fetch_k, "fetch_k")
+        float(mmr_lambda)  # validated by mmr(); a non-number fails here before any I/O
+    if ef_search is not None:
+        check_k(ef_search, "ef_search")
+    flt = make_filter(package, metadata)
+    fam = get_family(conn, family)
+    text, query_vector = _query(fam, query, vector, backend, needs_vector=mode != "fts")
+    want = max(fetch_k, k) if rerank == "mmr" else k
+
+    if mode in ("fts", "hybrid"):
+        hits = _text_modes(conn, fam, mode, text, query_vector, want, flt)
+    else:
+        assert query_vector is not None
+        hits = run_vector(conn, fam, query_vector, k=want, flt=flt, exact=mode == "exact", ef_search=ef_search)
+    if floor is not None:
+        hits = [hit for hit in hits if hit.score >= floor]
+    if rerank == "mmr":
+        hits = mmr(hits, k, mmr_lambda)
+    return hits[:k]
+
+
+def run_vector(
+    conn: Conn,
+    family: Family,
+    query_vector: npt.NDArray[np.float32],
+    *,
+    k: int,
+    flt: Filter,
+    exact: bool = False,
+    ef_search: int | None = None,
+    plan: str | None = None,
+) -> list[Hit]:
+    """Run a vector search inside a transaction that is rolled back at the end (settings never leak).
+
+    ``plan`` forces one of ``vector.PLAN_*`` (benchmarks and check-recall use it); None chooses.
+    """
+    if exact:
+        hits: list[Hit] = []
+        with conn.transaction():  # the server-side cursor needs one; rolled back, as the search only reads
+            hits = _exact.exact_hits(conn, family, query_vector, k=k, flt=flt)
+            raise psycopg.Rollback()
+        return hits
+    if not np.any(query_vector):
+        return _vector.zero_query_hits(conn, family, k=k, flt=flt)
+    chosen = plan or _vector.plan_for(conn, family, flt)
+    if chosen == _vector.PLAN_EXACT_SUBSET:
+        return _vector.exact_subset_hits(conn, family, query_vector, k=k, flt=flt)
+    return _vector.hnsw_hits(
+        conn,
+        family,
+        query_vector,
+        k=k,
+        flt=flt,
+        ef_search=_vector.ef_search_for(k, ef_search),
+        iterative=chosen == _vector.PLAN_ITERATIVE,
+    )
+
+
+def _query(
+    family: Family, text: str | None, vector: Any, backend: Backend | None, *, needs_vector: bool
+) -> tuple[str | None, npt.NDArray[np.float32] | None]:
+    if (text is None) == (vector is None):
+        raise InvalidInput("give exactly one of a query text or a query vector")
+    if vector is not None:
+        return None, check_query_vector(vector, family)
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("the query text is empty")
+    if not needs_vector:
+        return text, None
+    if backend is None:
+        from ragstore.ingest.run import backend_for
+
+        backend = backend_for(family)
+    else:
+        family.check_backend(backend)
+    matrix = backend.embed([text])
+    return text, check_query_vector(matrix[0], family)
+
+
+def _text_modes(
+    conn: Conn,
+    family: Family,
+    mode: str,
+    text: str | None,
+    query_vector: npt.NDArray[np.float32] | None,
+    k: int,
+    flt: Filter,
+) -> list[Hit]:
+    if text is None:
+        raise InvalidInput(f"mode {mode!r} needs a query text (full text has nothing to match a vector with)")
+    # Imported when used: the full-text module is its own concern (and optional for vector modes).
+    hybrid: Any = importlib.import_module("ragstore.search.hybrid")
+    hits: list[Hit]
+    if mode == "fts":
+        hits = hybrid.fts_search(conn, family, text, k=k, package=flt.package, metadata=flt.metadata)
+    else:
+        hits = hybrid.hybrid_search(conn, family, text, query_vector, k=k, package=flt.package, metadata=flt.metadata)
+    return hits

@@ -1,0 +1,150 @@
+"""``check_recall``: how well a family's HNSW index finds the true top k (``ragstore check-recall``).
+
+Queries are a seeded sample of the family's own stored vectors (of the filtered rows when a filter is
+given) plus Gaussian noise of ``noise`` times each vector's norm, or the embeddings of given query texts.
+For each query the HNSW search (exactly as :func:`ragstore.search.search` runs it, filtered plan choice
+included) is compared with the exact top k, computed for all queries in one streamed pass over the family.
+recall@k = |HNSW ∩ exact| / |exact|, averaged over queries with a non-empty truth.
+
+Latency: every HNSW query is timed; the exact path (:func:`ragstore.search.exact.exact_hits`, a full
+scan per query) is timed on the first ``exact_timings`` queries only, and the report says how many.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+from psycopg import sql
+
+from ragstore.db.connection import db_errors
+from ragstore.db.sqlfiles import query
+from ragstore.errors import InvalidInput
+from ragstore.families import Family, get_family
+from ragstore.search import exact as _exact
+from ragstore.search.api import run_vector
+from ragstore.search.filters import Filter, check_k, make_filter
+from ragstore.search.vector import ef_search_for, to_float32
+
+Conn = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True)
+class RecallReport:
+    """What check-recall measured. Latencies in milliseconds; ``passed`` is None without a minimum."""
+
+    family: str
+    k: int
+    queries: int
+    ef_search: int
+    recall: float
+    hnsw_mean_ms: float
+    hnsw_p95_ms: float
+    exact_mean_ms: float
+    exact_p95_ms: float
+    exact_timed: int
+    min_recall: float | None
+    passed: bool | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {key: (round(v, 4) if isinstance(v, float) else v) for key, v in asdict(self).items()}
+
+
+def recall_at_k(found: Sequence[str], truth: Sequence[str]) -> float:
+    """|found ∩ truth| / |truth| (1.0 when the truth is empty: nothing could be missed)."""
+    if not truth:
+        return 1.0
+    return len(set(found) & set(truth)) / len(truth)
+
+
+def _sample_queries(
+    conn: Conn, family: Family, flt: Filter, samples: int, noise: float, seed: int
+) -> npt.NDArray[np.float32]:
+    statement = sql.SQL(query("search", "sample_vectors")).format(
+        table=sql.Identifier(family.table), join=flt.join(), where=flt.where()
+    )
+    with conn.transaction(), db_errors():
+        rows = conn.execute(statement, {**flt.params(), "seed": seed, "n": samples}).fetchall()
+        raise psycopg.Rollback()
+    if not rows:
+        return np.zeros((0, family.dim), dtype=np.float32)
+    base = np.stack([to_float32(r[0]) for r in rows]).astype(np.float64)
+    rng = np.random.default_rng(seed)
+    norms = np.linalg.norm(base, axis=1, keepdims=True)
+    noisy = base + noise * norms * rng.standard_normal(base.shape) / np.sqrt(family.dim)
+    return noisy.astype(np.float32)
+
+
+def _p95(values: Sequence[float]) -> float:
+    return float(np.percentile(values, 95)) if values else 0.0
+
+
+def check_recall(
+    conn: Conn,
+    family: str,
+    *,
+    k: int = 10,
+    samples: int = 200,
+    ef_search: int | None = None,
+    package: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    queries: Sequence[str] | None = None,
+    noise: float = 0.05,
+    seed: int = 0,
+    min_recall: float | None = None,
+    exact_timings: int = 20,
+) -> RecallReport:
+    """Measure HNSW recall@k against the exact top k; see the module docstring.
+
+    Raises NotFound (family), InvalidInput (k, samples, min_recall outside [0, 1]), DatabaseUnavailable.
+    """
+    k = check_k(k)
+    samples = check_k(samples, "samples")
+    if ef_search is not None:
+        check_k(ef_search, "ef_search")
+    if min_recall is not None and not 0.0 <= float(min_recall) <= 1.0:
+        raise InvalidInput(f"min_recall must be in [0, 1], got {min_recall!r}")
+    flt = make_filter(package, metadata)
+    fam = get_family(conn, family)
+    if queries:
+        from ragstore.ingest.run import backend_for
+
+        matrix = backend_for(fam).embed(list(queries))
+    else:
+        matrix = _sample_queries(conn, fam, flt, samples, noise, seed)
+    with conn.transaction():
+        truth = _exact.top_k_many(_exact.stream_batches(conn, fam, flt), matrix, k)
+        raise psycopg.Rollback()
+    recalls: list[float] = []
+    hnsw_ms: list[float] = []
+    exact_ms: list[float] = []
+    for i, q in enumerate(matrix):
+        started = time.perf_counter()
+        hits = run_vector(conn, fam, q, k=k, flt=flt, ef_search=ef_search)
+        hnsw_ms.append((time.perf_counter() - started) * 1000)
+        if truth[i]:
+            recalls.append(recall_at_k([h.chunk_id for h in hits], [cid for _, cid in truth[i]]))
+        if i < exact_timings:
+            started = time.perf_counter()
+            run_vector(conn, fam, q, k=k, flt=flt, exact=True)
+            exact_ms.append((time.perf_counter() - started) * 1000)
+    recall = float(np.mean(recalls)) if recalls else 1.0
+    return RecallReport(
+        family=fam.name,
+        k=k,
+        queries=len(matrix),
+        ef_search=ef_search_for(k, ef_search),
+        recall=recall,
+        hnsw_mean_ms=float(np.mean(hnsw_ms)) if hnsw_ms else 0.0,
+        hnsw_p95_ms=_p95(hnsw_ms),
+        exact_mean_ms=float(np.mean(exact_ms)) if exact_ms else 0.0,
+        exact_p95_ms=_p95(exact_ms),
+        exact_timed=len(exact_ms),
+        min_recall=min_recall,
+        passed=None if min_recall is None else recall >= min_recall,
+    )

@@ -1,0 +1,253 @@
+"""search(): contracts, ordering, the HNSW/exact paths and settings hygiene, against a real Postgres."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ragstore import families
+from ragstore.embed.offline import OfflineBackend, fingerprint
+from ragstore.errors import InvalidInput, ModelMismatch, NotFound
+from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.writer import write_records
+from ragstore.search import api, exact, search
+from ragstore.search import vector as vec
+from ragstore.search.filters import Filter
+from ragstore.search.mmr import mmr
+
+
+class OtherBackend(OfflineBackend):
+    @property
+    def model(self) -> str:
+        return "another-model"
+
+
+def load(conn, family, vectors, *, ids=None, packages=None, metadata=None):
+    """Write rows with the given vectors (ids c00000.. unless given)."""
+    n = len(vectors)
+    ids = ids or [f"c{i:05d}" for i in range(n)]
+    records = [
+        (
+            f"row {i}",
+            ChunkRecord(
+                chunk_id=ids[i],
+                package_path=(packages[i] if packages else "pkg/a"),
+                text=f"text of {ids[i]}",
+                metadata=(metadata[i] if metadata else {}),
+                vector=[float(x) for x in vectors[i]],
+            ),
+        )
+        for i in range(n)
+    ]
+    write_records(conn, family, OfflineBackend(), records)
+    conn.execute("ANALYZE ragstore.chunks")
+    conn.execute(f"ANALYZE ragstore.{family.table}")
+    conn.commit()
+    return ids
+
+
+def clustered(n, dim=16, seed=0, clusters=20):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(clusters, dim))
+    return (centers[rng.integers(0, clusters, n)] + 0.3 * rng.normal(size=(n, dim))).astype(np.float32)
+
+
+@pytest.fixture
+def family(conn):
+    return families.create_family(conn, "docs", OfflineBackend())
+
+
+def test_hits_carry_text_metadata_citation_in_score_then_id_order(conn, family):
+    load(conn, family, clustered(200), metadata=[{"n": i} for i in range(200)])
+    q = clustered(1, seed=9)[0]
+    hits = search(conn, "docs", vector=q, k=10)
+    assert len(hits) == 10
+    keys = [(-h.score, h.chunk_id) for h in hits]
+    assert keys == sorted(keys)
+    top = hits[0]
+    assert top.text == f"text of {top.chunk_id}" and top.metadata == {"n": int(top.chunk_id[1:])}
+    assert top.citation == f"[pkg/a#{top.chunk_id}]" and top.vector is not None and top.vector.shape == (16,)
+
+
+def test_text_query_is_embedded_with_the_family_backend(conn, family):
+    texts = ["alpha beta", "gamma delta", "epsilon"]
+    records = [(str(i), ChunkRecord(chunk_id=f"t{i}", package_path="p", text=t)) for i, t in enumerate(texts)]
+    write_records(conn, family, OfflineBackend(), records)
+    by_text = search(conn, "docs", "gamma delta", k=3)
+    by_vector = search(conn, "docs", vector=fingerprint(["gamma delta"])[0], k=3)
+    assert by_text == by_vector and by_text[0].chunk_id == "t1" and math.isclose(by_text[0].score, 1.0, abs_tol=1e-6)
+
+
+def test_hnsw_statement_uses_the_hnsw_index(conn, family):
+    load(conn, family, clustered(3000))
+    statement = vec.sql.SQL(vec.query("search", "hnsw")).format(
+        table=vec.sql.Identifier(family.table),
+        vtype=family.identifiers()["vector_type"],
+        join=Filter().join(),
+        where=Filter().where(),
+    )
+    q = vec.query_param(family, clustered(1, seed=3)[0])
+    plan = "\n".join(r[0] for r in conn.execute(vec.sql.SQL("EXPLAIN ") + statement, {"q": q, "k": 10}))
+    assert family.hnsw_index in plan, plan
+
+
+SETTINGS = "SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')"
+
+
+def test_settings_are_transaction_local_and_never_leak(conn, family):
+    load(conn, family, clustered(300))
+    before = conn.execute(SETTINGS).fetchone()  # the caller now holds a transaction open
+    probe = vec.sql.SQL(SETTINGS)
+    inside = vec.run_with_settings(conn, probe, {}, ef_search=150, iterative=True)
+    search(conn, "docs", vector=clustered(1)[0], k=150, ef_search=20)
+    api.run_vector(conn, family, clustered(1)[0], k=5, flt=Filter("pkg/"), plan=vec.PLAN_ITERATIVE, ef_search=30)
+    assert inside == [("150", "relaxed_order")]
+    assert conn.execute(SETTINGS).fetchone() == before
+    conn.commit()
+    conn.autocommit = True
+    assert vec.run_with_settings(conn, probe, {}, ef_search=64, iterative=False) == [("64", "off")]
+    search(conn, "docs", vector=clustered(1)[0], k=7, ef_search=64)
+    assert conn.execute(SETTINGS).fetchone() == before and conn.info.transaction_status.name == "IDLE"
+
+
+def test_ef_search_is_at_least_k():
+    assert vec.ef_search_for(150, 20) == 150
+    assert vec.ef_search_for(5, None) == vec.DEFAULT_EF_SEARCH
+    assert vec.ef_search_for(5000, None) == vec.MAX_EF_SEARCH
+
+
+def test_a_failing_statement_leaves_the_connection_usable(conn, family):
+    probe = vec.sql.SQL("SELECT 1 / 0")
+    with pytest.raises(InvalidInput):
+        vec.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
+    assert conn.execute("SELECT 1").fetchone() == (1,)
+    conn.rollback()
+    conn.autocommit = True
+    with pytest.raises(InvalidInput):
+        vec.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
+    assert conn.execute(SETTINGS).fetchone()[0] == "40" and conn.info.transaction_status.name == "IDLE"
+
+
+def test_filtered_search_returns_k_hits_on_both_plans_and_matches_exact(conn, family, monkeypatch):
+    n = 3000
+    packages = [f"pkg/{i % 100:02d}/doc" for i in range(n)]  # 1% each
+    load(conn, family, clustered(n), packages=packages)
+    q = clustered(1, seed=5)[0]
+    flt = Filter("pkg/07/")
+    truth = exact.exact_hits(conn, family, q, k=10, flt=flt)
+    conn.rollback()
+    assert vec.plan_for(conn, family, flt) == vec.PLAN_EXACT_SUBSET
+    small = search(conn, "docs", vector=q, k=10, package="pkg/07/")
+    forced = api.run_vector(conn, family, q, k=10, flt=flt, plan=vec.PLAN_ITERATIVE)
+    assert vec.plan_for(conn, family, flt, threshold=5) == vec.PLAN_ITERATIVE
+    assert [h.chunk_id for h in small] == [h.chunk_id for h in truth]
+    assert len(forced) == 10 and all(h.package_path.startswith("pkg/07/") for h in forced)
+    assert len({h.chunk_id for h in forced} & {h.chunk_id for h in truth}) >= 9
+
+
+def test_package_prefix_escapes_like_wildcards(conn, family):
+    load(conn, family, clustered(4), packages=["a_b/x", "aXb/x", "a%b/y", "a\\b/z"])
+    assert [h.package_path for h in search(conn, "docs", vector=clustered(1)[0], package="a_b")] == ["a_b/x"]
+    assert [h.package_path for h in search(conn, "docs", vector=clustered(1)[0], package="a%")] == ["a%b/y"]
+    assert [h.package_path for h in search(conn, "docs", vector=clustered(1)[0], package="a\\")] == ["a\\b/z"]
+
+
+def test_metadata_containment_filters_on_every_path(conn, family):
+    meta = [{"lang": "en" if i % 3 else "fr", "n": i} for i in range(60)]
+    load(conn, family, clustered(60), metadata=meta)
+    q = clustered(1, seed=2)[0]
+    for mode in ("hnsw", "exact"):
+        hits = search(conn, "docs", vector=q, k=50, metadata={"lang": "fr"}, mode=mode)
+        assert len(hits) == 20 and all(h.metadata["lang"] == "fr" for h in hits)
+    forced = api.run_vector(conn, family, q, k=50, flt=Filter(metadata={"lang": "fr"}), plan=vec.PLAN_ITERATIVE)
+    assert {h.chunk_id for h in forced} == {f"c{i:05d}" for i in range(0, 60, 3)}
+
+
+def test_equal_scores_order_by_chunk_id_on_hnsw_and_exact(conn, family):
+    v = np.ones((6, 16), dtype=np.float32)
+    load(conn, family, v, ids=["f", "b", "e", "a", "d", "c"])
+    for mode in ("hnsw", "exact"):
+        assert [h.chunk_id for h in search(conn, "docs", vector=v[0], k=4, mode=mode)] == ["a", "b", "c", "d"]
+    assert [h.chunk_id for h in search(conn, "docs", vector=v[0], k=4, package="pkg")] == ["a", "b", "c", "d"]
+
+
+def test_zero_query_and_zero_rows_score_zero(conn, family):
+    v = clustered(5)
+    load(conn, family, v)
+    conn.execute("UPDATE ragstore.emb_docs SET embedding = array_fill(0, ARRAY[16])::vector WHERE chunk_id = 'c00002'")
+    conn.commit()
+    for mode in ("hnsw", "exact"):
+        hits = search(conn, "docs", vector=np.zeros(16), k=3, mode=mode)
+        assert [(h.chunk_id, h.score) for h in hits] == [("c00000", 0.0), ("c00001", 0.0), ("c00002", 0.0)]
+    for hits in (
+        search(conn, "docs", vector=v[0], k=5, mode="exact"),
+        search(conn, "docs", vector=v[0], k=5, package="pkg"),
+    ):
+        scores = {h.chunk_id: h.score for h in hits}
+        assert scores["c00002"] == 0.0 and all(math.isfinite(s) for s in scores.values())
+
+
+def test_streaming_with_tiny_batches_equals_one_batch_byte_for_byte(conn, family):
+    v = clustered(500)
+    v[100:110] = v[5]  # ties
+    load(conn, family, v)
+    q = v[5]
+    with conn.transaction():
+        tiny = exact.exact_hits(conn, family, q, k=25, flt=Filter(), batch_size=3)
+        whole = exact.exact_hits(conn, family, q, k=25, flt=Filter(), batch_size=100_000)
+    assert [(h.chunk_id, h.score.hex()) for h in tiny] == [(h.chunk_id, h.score.hex()) for h in whole]
+    assert [h.chunk_id for h in tiny[:11]] == sorted(["c00005", *[f"c{i:05d}" for i in range(100, 110)]])
+
+
+def test_hnsw_agrees_with_exact_on_a_small_family(conn, family):
+    load(conn, family, clustered(1000))
+    for seed in range(5):
+        q = clustered(1, seed=100 + seed)[0]
+        assert [h.chunk_id for h in search(conn, "docs", vector=q)] == [
+            h.chunk_id for h in search(conn, "docs", vector=q, mode="exact")
+        ]
+
+
+def test_min_score_drops_lower_hits_and_mmr_reranks_fetch_k(conn, family):
+    load(conn, family, clustered(200))
+    q = clustered(1, seed=4)[0]
+    full = search(conn, "docs", vector=q, k=50)
+    floor = full[5].score
+    assert search(conn, "docs", vector=q, k=50, min_score=floor) == [h for h in full if h.score >= floor]
+    reranked = search(conn, "docs", vector=q, k=5, rerank="mmr", mmr_lambda=0.3, fetch_k=50)
+    assert reranked == mmr(full, 5, 0.3) and reranked != full[:5]
+
+
+def test_empty_family_returns_nothing(conn, family):
+    assert search(conn, "docs", vector=np.ones(16), k=3) == []
+    assert search(conn, "docs", vector=np.ones(16), k=3, mode="exact") == []
+    assert search(conn, "docs", vector=np.ones(16), k=3, package="x") == []
+
+
+@pytest.mark.parametrize("k", [0, -1, True, 2.5, "3"])
+def test_k_must_be_a_positive_integer(conn, family, k):
+    with pytest.raises(InvalidInput, match="k must be a positive integer"):
+        search(conn, "docs", vector=np.ones(16), k=k)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "0.5"])
+def test_min_score_must_be_finite(conn, family, bad):
+    with pytest.raises(InvalidInput, match="min_score"):
+        search(conn, "docs", vector=np.ones(16), min_score=bad)
+
+
+def test_unknown_family_and_mismatched_spaces_are_refused(conn, family):
+    with pytest.raises(NotFound, match="no family named 'nope'"):
+        search(conn, "nope", vector=np.ones(16))
+    with pytest.raises(ModelMismatch, match="17 dimensions"):
+        search(conn, "docs", vector=np.ones(17))
+    with pytest.raises(ModelMismatch, match="another-model"):
+        search(conn, "docs", "some text", backend=OtherBackend())
+    with pytest.raises(InvalidInput, match="exactly one"):
+        search(conn, "docs", "text", vector=np.ones(16))
+    with pytest.raises(InvalidInput, match="exactly one"):
+        search(conn, "docs")
+    with pytest.raises(InvalidInput, match="non-finite"):
+        search(conn, "docs", vector=[math.nan] * 16)
+    with pytest.raises(InvalidInput, match="mode"):
+        search(conn, "docs", vector=np.ones(16), mode="fast")
