@@ -19,6 +19,8 @@ def run_migrations_offline() -> None:
     context.configure(
         url="postgresql+psycopg://",
         literal_binds=True,
+        # "named" keeps a literal % as it is (pyformat would print %% into the DDL a DBA runs).
+        dialect_opts={"paramstyle": "named"},
         version_table_schema="ragstore",
         transaction_per_migration=False,
     )

@@ -9,6 +9,7 @@ from ragstore.cli.app import AppContext, RagstoreGroup
 from ragstore.cli.context import context_pack
 from ragstore.cli.family import family_group
 from ragstore.cli.index import index_command
+from ragstore.cli.memory import memory_group
 from ragstore.cli.search import check_recall_command, search_command
 
 
@@ -31,6 +32,7 @@ cli.add_command(index_command)
 cli.add_command(context_pack)
 cli.add_command(search_command)
 cli.add_command(check_recall_command)
+cli.add_command(memory_group)
 
 
 def main() -> None:
