@@ -32,7 +32,7 @@ from ragstore.search.types import Hit
 
 __all__ = ["context_pack"]
 
-MODES = ("exact", "hnsw", "fts", "hybrid")
+MODES = ("auto", "exact", "hnsw", "fts", "hybrid")
 
 
 def _retrieve(
@@ -62,6 +62,18 @@ def _retrieve(
     with contextlib.closing(connect(dsn)) as conn:
         hits = search(conn, family, query, k=k, mode=mode, rerank=rerank, mmr_lambda=mmr_lambda)
     return list(cast(list[Hit], hits))
+
+
+def _memory(ctx_obj: object, profile: Path, task_hint: str | None) -> tuple[list[str], dict[str, Any]]:
+    """The agent's composed memory as (L4 lines, L5 state), read now from the database."""
+    from datetime import UTC, datetime
+
+    from ragstore.db.connection import connect
+    from ragstore.memory.store import memory_layers
+
+    dsn = ctx_obj.get("dsn") if isinstance(ctx_obj, dict) else getattr(ctx_obj, "dsn", None)
+    with contextlib.closing(connect(dsn)) as conn:
+        return memory_layers(conn, profile, task_hint, datetime.now(UTC))
 
 
 def _emit(text: bytes, out: Path | None) -> None:
@@ -116,6 +128,12 @@ def _budget(budget: int | None, model: str | None, role: str | None, budgets: Pa
 @click.option("--rerank", type=click.Choice(["mmr"]), help="Rerank the hits (MMR).")
 @click.option("--lambda", "mmr_lambda", type=float, default=0.5, show_default=True, help="MMR λ.")
 @click.option(
+    "--memory-profile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Put this agent profile's composed memory in L4 (records) and L5 (bundle id, kept ids).",
+)
+@click.option("--memory-task-hint", help="Task hint for the memory composition (semantic and procedural).")
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["json", "markdown"]),
@@ -153,17 +171,22 @@ def context_pack(ctx: click.Context, /, **opts: Any) -> None:
         )
         lam = opts["mmr_lambda"] if opts["rerank"] == "mmr" else None
         snippets = hits_to_snippets(hits, opts["query"], opts["mode"], opts["rerank"], lam)
+    memory_summaries: list[str] = []
+    memory_state: dict[str, Any] | None = None
+    if opts["memory_profile"] is not None:
+        memory_summaries, memory_state = _memory(ctx.obj, opts["memory_profile"], opts["memory_task_hint"])
     pack: ContextPack = build_from_disk(
         brief=opts["brief"],
         root=root,
         max_tokens=max_tokens,
         map_repo=opts["repo"] is not None,
         files=tuple(str(path) for path in opts["files"]),
-        summaries=opts["summaries"],
+        summaries=tuple(opts["summaries"]) + tuple(memory_summaries),
         constraints=opts["constraints"],
         artifacts=opts["artifacts"],
         state_path=opts["state"],
         snippets=snippets,
+        extra_state=memory_state,
     )
     if opts["shed_within_layers"]:
         pack = shed_within_layers(pack, max_tokens)

@@ -7,7 +7,9 @@ import click
 from ragstore.cli.admin import migrate_command, server_group
 from ragstore.cli.app import AppContext, RagstoreGroup
 from ragstore.cli.context import context_pack
+from ragstore.cli.embed import embed_group
 from ragstore.cli.family import family_group
+from ragstore.cli.family_migrate import family_migrate_command
 from ragstore.cli.index import index_command
 from ragstore.cli.memory import memory_group
 from ragstore.cli.search import check_recall_command, search_command
@@ -33,6 +35,8 @@ cli.add_command(context_pack)
 cli.add_command(search_command)
 cli.add_command(check_recall_command)
 cli.add_command(memory_group)
+cli.add_command(embed_group)
+family_group.add_command(family_migrate_command)
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from pydantic import JsonValue, ValidationError
 
@@ -158,11 +159,13 @@ def build_from_disk(
     artifacts: tuple[str, ...] = (),
     state_path: str | Path | None = None,
     snippets: list[Snippet] | None = None,
+    extra_state: dict[str, Any] | None = None,
 ) -> ContextPack:
     """Read the inputs (L1 from ``root`` when ``map_repo``, L2 ``files``, L5 from ``state_path``) and build.
 
     Paths in the pack are relative to ``root``. Raises NotFound for a missing file, InvalidInput for an
     unreadable one or when the builder rejects the input (the message names every bad field).
+    ``extra_state`` is merged over the state file's top-level keys (agent memory puts ``memory`` there).
     """
     spec: dict[str, object] = {
         "brief": brief,
@@ -172,7 +175,7 @@ def build_from_disk(
         "summaries": list(summaries),
         "constraints": list(constraints),
         "artifacts": list(artifacts),
-        "state": read_state(state_path) if state_path is not None else {},
+        "state": (read_state(state_path) if state_path is not None else {}) | (extra_state or {}),
         "max_tokens": max_tokens,
     }
     result = build_context_pack(spec)

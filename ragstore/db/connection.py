@@ -9,6 +9,7 @@ from typing import NoReturn
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg.conninfo import conninfo_to_dict
 
 from ragstore import config
 from ragstore.errors import DatabaseUnavailable, InvalidInput, NotFound, RagstoreError, SchemaError, Timeout
@@ -39,9 +40,8 @@ def connect(dsn: str | None = None, *, autocommit: bool = False) -> psycopg.Conn
     Raises DatabaseUnavailable (with the password masked) when the server does not answer.
     """
     target = resolve_dsn(dsn)
-    timeout = config.statement_timeout_from_env()
-    options = f"-c statement_timeout={timeout}" if timeout else None
     try:
+        options = _session_options(target)
         conn = psycopg.connect(target, autocommit=autocommit, connect_timeout=10, options=options)
     except psycopg.Error as exc:
         raise DatabaseUnavailable(f"cannot connect to {mask_dsn(target)}: {_first_line(exc)}") from exc
@@ -51,6 +51,19 @@ def connect(dsn: str | None = None, *, autocommit: bool = False) -> psycopg.Conn
         conn.close()
         raise
     return conn
+
+
+def _session_options(target: str) -> str | None:
+    """The DSN's own ``options`` (e.g. ``-c role=ragstore_app``) plus ``$RAGSTORE_STATEMENT_TIMEOUT``.
+
+    A keyword ``options`` replaces the DSN's, so both are merged here rather than one losing the other.
+    """
+    timeout = config.statement_timeout_from_env()
+    own = conninfo_to_dict(target).get("options")
+    parts = [str(own)] if own else []
+    if timeout:
+        parts.append(f"-c statement_timeout={timeout}")
+    return " ".join(parts) or None
 
 
 def register_vector(conn: psycopg.Connection[tuple[object, ...]]) -> None:

@@ -20,7 +20,8 @@ def backend_for(family: Family) -> Backend:
     """The backend that built ``family``, configured from the options the family recorded."""
     from ragstore.embed.registry import make_backend
 
-    options = {k: v for k, v in family.options.items() if k not in {"fts_config"}}
+    # fts_config belongs to the chunks; target is a model migration in progress (ragstore.family_migrate).
+    options = {k: v for k, v in family.options.items() if k not in {"fts_config", "target"}}
     backend = make_backend(family.backend, model=family.model, dim=family.dim, **options)
     family.check_backend(backend)
     return backend

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from ragstore.db.connection import db_errors, map_db_error
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
+from ragstore.embed.cache import embed_cached
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family, drop_hnsw_index, ensure_hnsw_index
 from ragstore.ingest.readers import describe_validation_error
@@ -199,14 +200,14 @@ class Writer:
                 changed, emb_inserted, emb_updated = self._merge(batch, chunk_rows, embed_rows, vectors)
                 break
             except (pgerrors.DeadlockDetected, pgerrors.SerializationFailure) as exc:
-                self.conn.rollback()
+                _rollback(self.conn)
                 attempt += 1
                 self.report.retries += 1
                 if attempt >= MAX_RETRIES:
                     map_db_error(exc)
                 time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
             except psycopg.Error as exc:
-                self.conn.rollback()
+                _rollback(self.conn)
                 map_db_error(exc)
         chunk_only = len(changed - emb_inserted - emb_updated)
         self.report.inserted += len(emb_inserted)
@@ -224,11 +225,20 @@ class Writer:
                 out[k] = np.asarray(supplied, dtype=np.float32)
         if to_embed:
             texts = [batch.records[rows[k]][1].text for k in to_embed]
-            matrix = self.backend.embed(texts)
             where = f"{batch.records[rows[to_embed[0]]][0]}..."
-            check_matrix(matrix, rows=len(texts), dim=self.family.dim, model=self.backend.model, where=where)
-            out[to_embed] = matrix
-            self.report.embedded += len(texts)
+
+            def checked(todo: list[str]) -> np.ndarray:
+                matrix = self.backend.embed(todo)
+                check_matrix(matrix, rows=len(todo), dim=self.family.dim, model=self.backend.model, where=where)
+                return matrix
+
+            # The embedding cache (ragstore.embed.cache) first: only texts it lacks reach the backend.
+            with db_errors():
+                out[to_embed], embedded = embed_cached(
+                    self.conn, self.backend, texts, [batch.content[rows[k]] for k in to_embed], embed=checked
+                )
+                self.conn.commit()
+            self.report.embedded += embedded
         return out
 
     def _merge(
@@ -295,6 +305,12 @@ class Writer:
         pruned = int(row[0]) if row else 0
         self.report.pruned += pruned
         return pruned
+
+
+def _rollback(conn: Conn) -> None:
+    """Roll back; on a lost connection the server has done it already, and the caller reports the loss."""
+    with contextlib.suppress(psycopg.Error):
+        conn.rollback()
 
 
 def _like_prefix(prefix: str) -> str:

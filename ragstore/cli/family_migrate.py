@@ -1,0 +1,129 @@
+"""``ragstore family migrate NAME --backend B``: re-embed a family with another model and swap it in.
+
+The command parses, calls :func:`ragstore.family_migrate.migrate_family` (or ``dry_run`` /
+``abort_migration``) and prints; it is added to the ``family`` group as ``migrate``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ragstore import family_migrate
+from ragstore.cli.app import CliError, app, emit_json, interactive
+from ragstore.embed.registry import BACKENDS, make_backend
+
+_progressbar: Any = click.progressbar  # used as a context manager entered by hand
+
+
+@click.command("migrate")
+@click.argument("name")
+@click.option("--backend", "backend_name", type=click.Choice(BACKENDS), default=None, help="Target backend.")
+@click.option("--model", default=None, help="Target model (required for --backend openai).")
+@click.option("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--dimensions", type=click.IntRange(1), default=None, help="Shorter vectors (Matryoshka).")
+@click.option("--api-key-env", default=None, help="Environment variable holding the API key.")
+@click.option("--dry-run", is_flag=True, help="Say what it would cost (chunks, estimated time); write nothing.")
+@click.option("--abort", is_flag=True, help="Give up an unfinished migration and drop its new table.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 100_000),
+    default=family_migrate.DEFAULT_BATCH,
+    show_default=True,
+    help="Chunks embedded and committed together.",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(1, 10_000),
+    default=family_migrate.DRY_RUN_SAMPLE,
+    show_default=True,
+    help="Texts embedded to time a --dry-run.",
+)
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def family_migrate_command(
+    ctx: click.Context,
+    name: str,
+    backend_name: str | None,
+    model: str | None,
+    base_url: str | None,
+    dimensions: int | None,
+    api_key_env: str | None,
+    dry_run: bool,
+    abort: bool,
+    batch_size: int,
+    sample: int,
+    progress: bool | None,
+    as_json: bool,
+) -> None:
+    """Re-embed family NAME with another backend/model/dimension, then swap it in one transaction.
+
+    Queries keep using the old vectors until the swap. Interrupted? Rerun the same command: it resumes.
+    """
+    if abort:
+        if backend_name or dry_run:
+            raise CliError("--abort takes no --backend or --dry-run")
+        with app(ctx).connect() as conn:
+            family = family_migrate.abort_migration(conn, name)
+        if as_json:
+            emit_json({"family": name, "aborted": True, "state": family.state})
+        else:
+            click.echo(f"aborted the migration of {name}; it serves {family.backend}/{family.model} as before")
+        return
+    if backend_name is None:
+        raise CliError("say where to migrate: --backend NAME (and --model for openai)")
+    options: dict[str, Any] = {}
+    if base_url:
+        options["base_url"] = base_url
+    if dimensions:
+        options["dimensions"] = dimensions
+    if api_key_env:
+        options["api_key_env"] = api_key_env
+    backend = make_backend(backend_name, model=model, **options)
+    with app(ctx).connect() as conn:
+        if dry_run:
+            plan = family_migrate.dry_run(conn, name, backend, options=options, sample=sample)
+            if as_json:
+                emit_json(plan.as_dict())
+            else:
+                click.echo(
+                    f"{plan.family}: {plan.source} -> {plan.target}\n"
+                    f"chunks:    {plan.chunks} ({plan.cached} in the embedding cache, {plan.to_embed} to embed)\n"
+                    f"sample:    {plan.sample} texts in {plan.sample_seconds:.2f}s\n"
+                    f"estimate:  {plan.estimated_seconds:.1f}s of embedding"
+                )
+            return
+        report = _run(conn, name, backend, options, batch_size, interactive() if progress is None else progress)
+    if as_json:
+        emit_json(report.as_dict())
+    else:
+        click.echo(
+            f"{report.family}: {report.source} -> {report.target}, {report.written} chunks written "
+            f"({report.embedded} embedded, {report.caught_up} caught up), swapped to ragstore.{report.table} "
+            f"in {report.seconds:.1f}s"
+        )
+
+
+def _run(conn: Any, name: str, backend: Any, options: dict[str, Any], batch_size: int, show_bar: bool) -> Any:
+    bar: Any = None
+
+    def started(total: int) -> None:
+        nonlocal bar
+        if show_bar:
+            bar = _progressbar(length=total, label=f"migrating {name}", file=sys.stderr)
+            bar.__enter__()
+
+    def advance(n: int) -> None:
+        if bar is not None:
+            bar.update(n)
+
+    try:
+        return family_migrate.migrate_family(
+            conn, name, backend, options=options, batch_size=batch_size, on_total=started, progress=advance
+        )
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
