@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from pathlib import Path
 from ragstore.errors import DatabaseUnavailable
 
 DATABASE = "ragstore"
+# How long a start waits for the remains of a crashed postmaster to go away.
+STALE_WAIT = 20.0
 _RUN_AS = "embedded_postgres"
 _SETTINGS = """\
 # written by ragstore: the embedded server's settings (2 cores, a few GiB of RAM)
@@ -149,7 +152,7 @@ class EmbeddedServer:
             if not (self.data_dir / "PG_VERSION").exists():
                 self._initdb()
             if self.running_pid() is None:
-                self._start()
+                self._start_after_stale()
                 self._create_database()
         return self.dsn()
 
@@ -262,6 +265,24 @@ class EmbeddedServer:
             ],
             timeout=90,
         )
+
+    def _start_after_stale(self) -> None:
+        """Start; when a stale postmaster.pid is there, retry for a few seconds.
+
+        A postmaster killed a moment ago can still block a start: as a zombie that init has not reaped yet
+        (PostgreSQL then says its lock file belongs to a running postmaster), or through backends that have
+        not yet noticed its death and still hold the shared memory. Both go away on their own.
+        """
+        deadline = time.monotonic() + STALE_WAIT
+        while True:
+            stale = (self.data_dir / "postmaster.pid").exists()
+            try:
+                self._start()
+                return
+            except DatabaseUnavailable:
+                if not stale or time.monotonic() > deadline or self.running_pid() is not None:
+                    raise
+                time.sleep(0.25)
 
     def _create_database(self) -> None:
         import psycopg

@@ -1,0 +1,68 @@
+-- ragstore roles, for DBAs who manage roles by hand.
+--
+-- `ragstore migrate` (revision 0004) does all of this itself when the migrating role is a superuser or has
+-- CREATEROLE. When it has neither, run the first block as a role that may create roles, then
+-- `ragstore migrate` again (or run the whole file after migrating): every statement is idempotent.
+--
+--   ragstore_owner   NOLOGIN  owns schema ragstore and every object in it; family tables are created by it
+--                             (or by the migrating role): `ragstore migrate` and `ragstore family create`
+--   ragstore_app     NOLOGIN  indexes and searches: SELECT/INSERT/UPDATE/DELETE, EXECUTE, TEMP tables;
+--                             no CREATE or ALTER in schema ragstore
+--   ragstore_reader  NOLOGIN  SELECT and EXECUTE only
+--
+-- The roles are cluster-wide. They are never dropped by a downgrade; to remove them from a cluster where
+-- no database uses them any more:  REASSIGN OWNED BY ragstore_owner TO postgres; DROP OWNED BY ragstore_app;
+-- (in each database), then DROP ROLE ragstore_reader, ragstore_app, ragstore_owner;
+
+-- 1. The roles (cluster-wide; needs CREATEROLE).
+DO $$
+DECLARE r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['ragstore_owner', 'ragstore_app', 'ragstore_reader'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) THEN
+            EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- 2. People and services log in as their own role and inherit a group role:
+--      CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE ragstore_app;      -- or: GRANT ragstore_app TO alice;
+--      CREATE ROLE grafana LOGIN PASSWORD '...' IN ROLE ragstore_reader;
+--      GRANT ragstore_owner TO deployer;   -- runs `ragstore migrate` and `ragstore family create`
+--    or, for a single service account, let the group role log in itself:
+--      ALTER ROLE ragstore_app LOGIN PASSWORD '...';
+--    Then: RAGSTORE_DSN='postgresql://alice:...@db.example/ragstore' ragstore index docs chunks.jsonl
+--    A member that should act as the owner without holding its rights all the time can pick the role per
+--    connection:  postgresql://deployer@db/ragstore?options=-c%20role%3Dragstore_owner
+
+-- 3. Grants in the current database (run connected to it, after `ragstore migrate`, as the schema owner
+--    or a superuser). The migration does the same.
+ALTER SCHEMA ragstore OWNER TO ragstore_owner;
+REVOKE CREATE ON SCHEMA ragstore FROM PUBLIC;
+GRANT USAGE ON SCHEMA ragstore TO ragstore_app, ragstore_reader;
+DO $$
+BEGIN
+    EXECUTE format('GRANT CONNECT ON DATABASE %I TO ragstore_app, ragstore_reader', current_database());
+    EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO ragstore_app', current_database());
+END
+$$;
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ragstore TO ragstore_app;
+GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ragstore TO ragstore_app;
+GRANT SELECT ON ALL TABLES IN SCHEMA ragstore TO ragstore_reader;
+GRANT SELECT ON ALL SEQUENCES IN SCHEMA ragstore TO ragstore_reader;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA ragstore TO ragstore_app, ragstore_reader;
+REVOKE INSERT, UPDATE, DELETE ON ragstore.alembic_version FROM ragstore_app;
+
+-- Family tables are created at `ragstore family create` time, by the owner side only (the app role has no
+-- CREATE on the schema). Default privileges give the app and the reader their rights on them.
+ALTER DEFAULT PRIVILEGES FOR ROLE ragstore_owner IN SCHEMA ragstore
+    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ragstore_app;
+ALTER DEFAULT PRIVILEGES FOR ROLE ragstore_owner IN SCHEMA ragstore
+    GRANT SELECT ON TABLES TO ragstore_reader;
+ALTER DEFAULT PRIVILEGES FOR ROLE ragstore_owner IN SCHEMA ragstore
+    GRANT USAGE, SELECT ON SEQUENCES TO ragstore_app;
+ALTER DEFAULT PRIVILEGES FOR ROLE ragstore_owner IN SCHEMA ragstore
+    GRANT EXECUTE ON FUNCTIONS TO ragstore_app, ragstore_reader;
+-- If family tables are created by another role (e.g. the deployer connects without role=ragstore_owner),
+-- repeat the four statements above with FOR ROLE <that role>.

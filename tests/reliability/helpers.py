@@ -1,0 +1,119 @@
+"""What the reliability scenarios share: table checksums, corpus files and the CLI in a subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+RAGSTORE = str(Path(sys.executable).parent / "ragstore")
+_TIME_TYPES = {"timestamp with time zone", "timestamp without time zone", "date", "time without time zone"}
+
+
+def ragstore_tables(conn: psycopg.Connection[Any]) -> list[str]:
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = 'ragstore' AND c.relkind IN ('r', 'p') ORDER BY c.relname"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def table_hashes(dsn: str, *, with_time: bool = True, skip: Iterable[str] = ()) -> dict[str, str]:
+    """SHA-256 of the full content of every table in schema ragstore, rows in a canonical order.
+
+    ``with_time=False`` leaves out timestamp columns, so two runs made at different moments compare equal.
+    """
+    skipped = set(skip)
+    out: dict[str, str] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in ragstore_tables(conn):
+            if table in skipped:
+                continue
+            cols = [
+                name
+                for name, kind in conn.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_schema = 'ragstore' AND table_name = %s ORDER BY ordinal_position",
+                    (table,),
+                )
+                if with_time or kind not in _TIME_TYPES
+            ]
+            row_text = sql.SQL("ROW({})::text").format(sql.SQL(", ").join(sql.Identifier(c) for c in cols))
+            query = sql.SQL("SELECT {row} FROM ragstore.{table}").format(row=row_text, table=sql.Identifier(table))
+            lines = sorted(r[0] for r in conn.execute(query))
+            out[table] = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    return out
+
+
+def data_hashes(dsn: str) -> dict[str, str]:
+    """Table hashes to compare runs made at different times (no timestamps, no migration history)."""
+    return table_hashes(dsn, with_time=False, skip={"alembic_version"})
+
+
+def reset_data(dsn: str) -> None:
+    """Empty the chunk, family and cache tables (not the registry, the migration history or memory)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # The memory stores are append-only by design (TRUNCATE refused): the scenarios never write them.
+        keep = {"families", "alembic_version"}
+        tables = [t for t in ragstore_tables(conn) if t not in keep and not t.startswith("memory")]
+        conn.execute(
+            sql.SQL("TRUNCATE {} CASCADE").format(sql.SQL(", ").join(sql.Identifier("ragstore", t) for t in tables))
+        )
+
+
+def chunk(i: int, version: int = 0) -> dict[str, Any]:
+    """Chunk ``i``: distinct text per id (and per version), a package of 100 chunks, some metadata."""
+    return {
+        "chunk_id": f"doc-{i:06d}",
+        "package_path": f"pkg/{i // 100:03d}.md",
+        "text": f"chunk {i} v{version}: " + " ".join(f"w{(i * 7919 + k * version + k) % 5003}" for k in range(12)),
+        "metadata": {"i": i, "v": version, "tags": ["a", "b"][: i % 3]},
+    }
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
+    with open(path, "w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSTORE_")}
+    env.update(extra)
+    return env
+
+
+def run_cli(
+    args: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [RAGSTORE, *args], capture_output=True, text=True, timeout=timeout, env=env or cli_env(), check=False
+    )
+
+
+def popen_cli(args: Sequence[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [RAGSTORE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or cli_env()
+    )
+
+
+def consistent(dsn: str, table: str = "emb_docs") -> list[str]:
+    """Chunk ids whose embedding row disagrees with the chunk (a half-written update); [] when whole."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT c.chunk_id FROM ragstore.chunks c LEFT JOIN ragstore.{t} e USING (chunk_id) "
+                "WHERE e.chunk_id IS NULL OR e.content_sha256 <> c.content_sha256 "
+                "OR e.package_path <> c.package_path"
+            ).format(t=sql.Identifier(table))
+        ).fetchall()
+    return [r[0] for r in rows]
