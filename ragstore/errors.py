@@ -8,6 +8,7 @@ class in one place and prints its message on one line. Subclasses say what the c
     │   └── ModelMismatch     a vector or query from another embedding space than the family's
     ├── NotFound              an unknown family, record or file
     ├── Conflict              the thing exists already, or the store is in a state that refuses the call
+    ├── PermissionDenied      the database role may not do this (see the roles in the README)
     ├── BackendError          an embedding backend failed (HTTP provider, model files)
     ├── DatabaseUnavailable   Postgres cannot be reached or went away
     │   └── Timeout           a statement ran past its statement_timeout
@@ -37,6 +38,10 @@ class NotFound(RagstoreError, LookupError):
 
 class Conflict(RagstoreError):
     """The object exists already, or the store's state refuses the operation."""
+
+
+class PermissionDenied(RagstoreError, PermissionError):
+    """The connected role lacks a privilege (e.g. ragstore_reader writing, ragstore_app altering the schema)."""
 
 
 class BackendError(RagstoreError):

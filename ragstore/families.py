@@ -203,13 +203,29 @@ def drop_family(conn: Conn, name: str) -> None:
         conn.execute(query("families", "delete_family"), {"name": name})
 
 
+def _lock_index_ddl(conn: Conn, family: Family) -> None:
+    """Serialise drops and builds of one family's HNSW index (two bulk loads must not collide)."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('ragstore.hnsw.' || %s, 0))", (family.table,))
+
+
+def has_hnsw_index(conn: Conn, family: Family) -> bool:
+    """Whether the family table has its HNSW index (an interrupted bulk load can leave it missing)."""
+    with db_errors():
+        row = conn.execute(
+            "SELECT to_regclass(format('ragstore.%%I', %s::text)) IS NOT NULL", (family.hnsw_index,)
+        ).fetchone()
+    return bool(row and row[0])
+
+
 def ensure_hnsw_index(conn: Conn, family: Family) -> None:
     """Build the HNSW index when missing (after a bulk load), with build memory raised for this transaction."""
     with conn.transaction(), db_errors():
+        _lock_index_ddl(conn, family)
         conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
         conn.execute(sql.SQL(query("families", "create_hnsw_index")).format(**family.identifiers()))
 
 
 def drop_hnsw_index(conn: Conn, family: Family) -> None:
     with conn.transaction(), db_errors():
+        _lock_index_ddl(conn, family)
         conn.execute(sql.SQL(query("families", "drop_hnsw_index")).format(**family.identifiers()))

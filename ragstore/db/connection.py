@@ -12,7 +12,15 @@ from psycopg import errors as pgerrors
 from psycopg.conninfo import conninfo_to_dict
 
 from ragstore import config
-from ragstore.errors import DatabaseUnavailable, InvalidInput, NotFound, RagstoreError, SchemaError, Timeout
+from ragstore.errors import (
+    DatabaseUnavailable,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    RagstoreError,
+    SchemaError,
+    Timeout,
+)
 
 _PASSWORD_IN_URI = re.compile(r"(://[^:/@\s]+:)([^@\s]*)(@)")
 _PASSWORD_KV = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
@@ -97,6 +105,8 @@ def map_db_error(exc: psycopg.Error) -> NoReturn:
         raise Timeout(f"statement cancelled: {message}") from exc
     if isinstance(exc, psycopg.OperationalError | pgerrors.AdminShutdown | pgerrors.CannotConnectNow):
         raise DatabaseUnavailable(f"database unavailable: {message}") from exc
+    if isinstance(exc, pgerrors.InsufficientPrivilege):
+        raise PermissionDenied(f"permission denied: {message}") from exc
     if isinstance(exc, pgerrors.UndefinedTable | pgerrors.InvalidSchemaName | pgerrors.UndefinedFunction):
         raise SchemaError(f"{message}: is the database migrated? run `ragstore migrate`") from exc
     if isinstance(exc, pgerrors.DataError | pgerrors.IntegrityConstraintViolation):

@@ -36,7 +36,7 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import embed_cached
 from ragstore.errors import InvalidInput, ModelMismatch
-from ragstore.families import Family, drop_hnsw_index, ensure_hnsw_index
+from ragstore.families import Family, drop_hnsw_index, ensure_hnsw_index, has_hnsw_index
 from ragstore.ingest.readers import describe_validation_error
 from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix
 
@@ -334,14 +334,17 @@ def write_records(
     """Write ``records`` (``(where, record)`` pairs) into ``family``; see the module docstring.
 
     ``expected`` (the number of records, when known) lets a large load into an empty family build the
-    HNSW index once at the end. Raises InvalidInput/ModelMismatch for bad rows, DatabaseUnavailable.
+    HNSW index once at the end; a family whose index is missing (a bulk load killed before its end) gets
+    it built at the end of this run. Raises InvalidInput/ModelMismatch for bad rows, DatabaseUnavailable.
     """
     started = time.perf_counter()
     writer = Writer(
         conn, family, backend, fts_config=fts_config or family.options.get("fts_config", "english")
     )
-    bulk = False
-    if expected is not None and expected >= BULK_THRESHOLD:
+    # An earlier bulk load killed before its end leaves the index missing: this run builds it at its end.
+    bulk = not has_hnsw_index(conn, family)
+    conn.commit()
+    if not bulk and expected is not None and expected >= BULK_THRESHOLD:
         empty_sql = sql.SQL(query("ingest", "family_is_empty")).format(**family.identifiers())
         with db_errors():
             row = conn.execute(empty_sql).fetchone()

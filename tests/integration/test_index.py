@@ -230,3 +230,14 @@ def test_interrupted_run_converges_on_rerun(conn, family, tmp_path):
     conn.commit()
     run(conn, [src])
     assert table_digest(conn) == interrupted
+
+
+def test_a_run_after_a_killed_bulk_load_rebuilds_the_missing_index(conn, family, tmp_path):
+    """kill -9 between the bulk drop and the rebuild leaves no index; the next run (family not empty) builds it."""
+    src = write_jsonl(tmp_path / "c.jsonl", records(30))
+    run(conn, [src])
+    families.drop_hnsw_index(conn, family)  # what a bulk load killed mid-way leaves behind
+    assert families.family_stats(conn, "docs").hnsw_index is None
+    report = run(conn, [src])
+    assert report.unchanged == 30
+    assert families.family_stats(conn, "docs").hnsw_index == "ragstore.emb_docs_embedding_hnsw"
