@@ -20,6 +20,7 @@ for filtered queries (see :mod:`ragstore.search.vector`); ``exact`` is the strea
 from __future__ import annotations
 
 import importlib
+import weakref
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ import numpy.typing as npt
 import psycopg
 
 from ragstore.embed.base import Backend
-from ragstore.errors import InvalidInput
+from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, get_family
 from ragstore.search import exact as _exact
 from ragstore.search import vector as _vector
@@ -60,7 +61,8 @@ def search(
     """The top ``k`` hits of ``family`` for ``query`` (text) or ``vector``; see the module docstring.
 
     With ``rerank="mmr"`` the top ``max(fetch_k, k)`` are fetched with their vectors and re-ranked by
-    :func:`~ragstore.search.mmr.mmr` with ``mmr_lambda``. ``min_score`` drops hits scoring below it.
+    :func:`~ragstore.search.mmr.mmr` with ``mmr_lambda``; without it, HNSW hits leave ``Hit.vector`` None
+    (the exact modes fill it). ``min_score`` drops hits scoring below it.
     Raises InvalidInput, ModelMismatch, NotFound, DatabaseUnavailable.
     """
     k = check_k(k)
@@ -75,20 +77,95 @@ def search(
     if ef_search is not None:
         check_k(ef_search, "ef_search")
     flt = make_filter(package, metadata)
-    fam = get_family(conn, family)
-    text, query_vector = _query(fam, query, vector, backend, needs_vector=mode != "fts")
     want = max(fetch_k, k) if rerank == "mmr" else k
 
-    if mode in ("fts", "hybrid"):
-        hits = _text_modes(conn, fam, mode, text, query_vector, want, flt)
-    else:
-        assert query_vector is not None
-        hits = run_vector(conn, fam, query_vector, k=want, flt=flt, exact=mode == "exact", ef_search=ef_search)
+    hits: list[Hit] | None = None
+    cached: tuple[Family, npt.NDArray[np.float32]] | None = None
+    if mode in ("auto", "hnsw") and not flt.active:
+        hits, cached = _cached_hnsw(conn, family, query, vector, backend, want, ef_search, rerank == "mmr")
+    if hits is None:
+        fam = fresh_family(conn, family)
+        query_vector: npt.NDArray[np.float32] | None
+        if cached is not None and cached[0] == fam:
+            text, query_vector = query, cached[1]
+        else:
+            text, query_vector = _query(fam, query, vector, backend, needs_vector=mode != "fts")
+        if mode in ("fts", "hybrid"):
+            hits = _text_modes(conn, fam, mode, text, query_vector, want, flt)
+        else:
+            assert query_vector is not None
+            hits = run_vector(
+                conn,
+                fam,
+                query_vector,
+                k=want,
+                flt=flt,
+                exact=mode == "exact",
+                ef_search=ef_search,
+                vectors=rerank == "mmr",
+            )
     if floor is not None:
         hits = [hit for hit in hits if hit.score >= floor]
     if rerank == "mmr":
         hits = mmr(hits, k, mmr_lambda)
     return hits[:k]
+
+
+# Families this process has read, per connection: the unfiltered HNSW path (the hot one) runs on the
+# cached Family and its statement checks ragstore.families itself (vector.guard_params), so a cached
+# entry costs no round trip and cannot go stale silently. Entries die with their connection.
+_FAMILIES: weakref.WeakKeyDictionary[Conn, dict[str, Family]] = weakref.WeakKeyDictionary()
+
+
+def fresh_family(conn: Conn, name: str) -> Family:
+    """Read family ``name`` (NotFound when there is none) and remember it for ``conn``."""
+    fam = get_family(conn, name)
+    _FAMILIES.setdefault(conn, {})[name] = fam
+    return fam
+
+
+def _cached_hnsw(
+    conn: Conn,
+    name: str,
+    text: str | None,
+    vector: Any,
+    backend: Backend | None,
+    k: int,
+    ef_search: int | None,
+    vectors: bool,
+) -> tuple[list[Hit] | None, tuple[Family, npt.NDArray[np.float32]] | None]:
+    """The unfiltered HNSW search on the cached Family, in one round trip; hits carry vectors if ``vectors``.
+
+    Returns ``(None, …)`` whenever the answer must come from the fresh path instead: no cached family, a
+    zero query, an error (raised again there if real), or no rows (an empty family, or a family that
+    changed since it was cached: the statement's guard returns nothing then). The second item is the
+    cached family with the query vector, reused by the fresh path when the family has not changed.
+    """
+    fam = _FAMILIES.get(conn, {}).get(name)
+    if fam is None:
+        return None, None
+    try:
+        _, query_vector = _query(fam, text, vector, backend, needs_vector=True)
+    except RagstoreError:
+        return None, None
+    assert query_vector is not None
+    if not np.any(query_vector):
+        return None, (fam, query_vector)
+    try:
+        hits = _vector.hnsw_hits(
+            conn,
+            fam,
+            query_vector,
+            k=k,
+            flt=Filter(),
+            ef_search=_vector.ef_search_for(k, ef_search),
+            iterative=False,
+            vectors=vectors,
+        )
+    except RagstoreError:
+        _FAMILIES.get(conn, {}).pop(name, None)
+        return None, None
+    return (hits or None), (fam, query_vector)
 
 
 def run_vector(
@@ -101,10 +178,13 @@ def run_vector(
     exact: bool = False,
     ef_search: int | None = None,
     plan: str | None = None,
+    vectors: bool = True,
 ) -> list[Hit]:
     """Run a vector search inside a transaction that is rolled back at the end (settings never leak).
 
     ``plan`` forces one of ``vector.PLAN_*`` (benchmarks and check-recall use it); None chooses.
+    ``vectors=False`` lets the HNSW plans leave ``Hit.vector`` None (less to send); the exact plans
+    always fill it. Raises DatabaseUnavailable (and InvalidInput for a statement the server refuses).
     """
     if exact:
         hits: list[Hit] = []
@@ -123,8 +203,9 @@ def run_vector(
         query_vector,
         k=k,
         flt=flt,
-        ef_search=_vector.ef_search_for(k, ef_search),
+        ef_search=_vector.ef_search_for(k, ef_search, filtered=chosen == _vector.PLAN_ITERATIVE),
         iterative=chosen == _vector.PLAN_ITERATIVE,
+        vectors=vectors,
     )
 
 

@@ -12,6 +12,7 @@ Ranking: score descending, then chunk_id ascending (ties included); a zero-magni
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -32,7 +33,8 @@ F64 = npt.NDArray[np.float64]
 Batch = tuple[list[str], npt.NDArray[np.float32]]
 Ranked = list[tuple[float, str]]
 
-DEFAULT_BATCH = 4096
+# Rows per fetch: about 8 MB of float32 per batch, so memory stays O(batch) at any dimension.
+BATCH_BYTES = 8 * 1024 * 1024
 
 
 def cosine_scores(matrix: npt.NDArray[np.float32], query_vector: npt.NDArray[np.float32]) -> F64:
@@ -73,12 +75,48 @@ def merge_top_k(best: Ranked, ids: list[str], scores: F64, k: int) -> Ranked:
     return heapq.nsmallest(k, candidates, key=_rank_key)
 
 
+def approx_scores(matrix: npt.NDArray[np.float32], query_vector: npt.NDArray[np.float32]) -> F64:
+    """Cosine of each row with the query in float32 through one BLAS product: fast, within
+    :func:`margin` of :func:`cosine_scores` (it may differ with the batch it is computed in). 0 where a
+    norm is 0."""
+    rows = np.asarray(matrix, dtype=np.float32)
+    q = np.asarray(query_vector, dtype=np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows)) * np.float32(np.sqrt(q @ q))
+    safe = np.where(norms > 0.0, norms, np.float32(1.0))
+    scores: F64 = np.where(norms > 0.0, (rows @ q) / safe, 0.0).astype(np.float64)
+    return scores
+
+
+def margin(dim: int) -> float:
+    """A bound on |approx_scores - cosine_scores| with room to spare: float32 dot products and norms of
+    ``dim`` terms err by about ``dim`` float32 ulps (2**-24) of the unit-scaled result."""
+    return max(1e-6, 8.0 * dim * 2.0**-24)
+
+
+def candidates(approx: F64, floor: float, k: int, slack: float) -> npt.NDArray[np.intp]:
+    """Rows whose approximate score may put them in the exact top ``k``: at least ``floor - slack`` and
+    at least the batch's own k-th approximate score ``- slack`` (``slack`` is :func:`margin`)."""
+    bar = floor - slack
+    if approx.size > k:
+        bar = max(bar, float(np.partition(approx, approx.size - k)[approx.size - k]) - slack)
+    return np.nonzero(approx >= bar)[0]
+
+
 def top_k(batches: Iterable[Batch], query_vector: npt.NDArray[np.float32], k: int) -> Ranked:
-    """Exact top ``k`` ``(score, chunk_id)`` over streamed batches; pure, memory O(batch + k)."""
+    """Exact top ``k`` ``(score, chunk_id)`` over streamed batches; pure, memory O(batch + k).
+
+    Each batch is screened with :func:`approx_scores`; only the rows that may enter the top k are scored
+    by :func:`cosine_scores`, whose bits do not depend on the batch, so the result is the same byte for
+    byte whatever the batch size.
+    """
     best: Ranked = []
     for ids, matrix in batches:
-        if ids:
-            best = merge_top_k(best, ids, cosine_scores(matrix, query_vector), k)
+        if not ids:
+            continue
+        floor = best[-1][0] if len(best) >= k else -math.inf
+        keep = candidates(approx_scores(matrix, query_vector), floor, k, margin(matrix.shape[1]))
+        if keep.size:
+            best = merge_top_k(best, [ids[i] for i in keep], cosine_scores(matrix[keep], query_vector), k)
     return best
 
 
@@ -104,24 +142,53 @@ def top_k_many(batches: Iterable[Batch], queries: npt.NDArray[np.float32], k: in
     return best
 
 
-def _statement(family: Family, block: str, flt: Filter) -> sql.Composed:
-    return sql.SQL(query("search", block)).format(
-        table=sql.Identifier(family.table), join=flt.join(), where=flt.where()
-    )
+def default_batch(family: Family) -> int:
+    """Rows per batch for ``family``: :data:`BATCH_BYTES` of float32, between 1,024 and 50,000 rows."""
+    return max(1024, min(50_000, BATCH_BYTES // (4 * family.dim)))
 
 
-def stream_batches(conn: Conn, family: Family, flt: Filter, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
+def pages_per_batch(family: Family, batch_rows: int) -> int:
+    """Heap pages holding about ``batch_rows`` rows of ``family`` (a row is its vector plus ~150 bytes)."""
+    rows_per_page = max(1, 8192 // (family.dim * (2 if family.vector_type == "halfvec" else 4) + 150))
+    return max(1, batch_rows // rows_per_page)
+
+
+def decode(blob: bytes, rows: int, family: Family) -> npt.NDArray[np.float32]:
+    """``rows`` concatenated ``vector_send``/``halfvec_send`` values of ``family`` as a float32 matrix.
+
+    The binary form is int16 dim, int16 unused, then ``dim`` big-endian float32 (float16 for halfvec): the
+    4-byte header is one float32 slot (two float16 slots), dropped after reading the whole batch at once.
+    """
+    dtype, head = (">f2", 2) if family.vector_type == "halfvec" else (">f4", 1)
+    raw = np.frombuffer(blob, dtype=dtype).reshape(rows, family.dim + head)
+    return raw[:, head:].astype(np.float32)
+
+
+_PAGE_RANGE = sql.SQL(
+    "e.ctid >= ('(' || g.first_page || ',0)')::tid AND e.ctid < ('(' || g.first_page + %(step)s || ',0)')::tid"
+)
+
+
+def stream_batches(conn: Conn, family: Family, flt: Filter, batch_size: int | None = None) -> Iterator[Batch]:
     """Yield ``(chunk_ids, float32 matrix)`` batches of the family's rows passing ``flt``.
 
-    Reads through a server-side cursor, so the caller must be inside a transaction.
+    One statement through a binary server-side cursor: each fetched row is a batch of about
+    ``batch_size`` rows (a range of heap pages, see the ``stream_vectors`` block), decoded by
+    :func:`decode` with no Python step per row. The caller must be inside a transaction.
+    Raises DatabaseUnavailable.
     """
+    step = pages_per_batch(family, batch_size or default_batch(family))
+    send = "halfvec_send" if family.vector_type == "halfvec" else "vector_send"
+    statement = sql.SQL(query("search", "stream_vectors")).format(
+        table=sql.Identifier(family.table), join=flt.join(), where=flt.where(extra=_PAGE_RANGE), send=sql.SQL(send)
+    )
+    relation = sql.Identifier("ragstore", family.table).as_string(conn)
     with db_errors(), conn.cursor(name="ragstore_exact_stream", binary=True) as cur:
-        cur.itersize = batch_size
-        cur.execute(_statement(family, "stream_vectors", flt), flt.params())
-        while rows := cur.fetchmany(batch_size):
-            ids = [row[0] for row in rows]
-            matrix = np.stack([to_float32(row[1]) for row in rows])
-            yield ids, matrix
+        cur.itersize = 1
+        cur.execute(statement, {**flt.params(), "relation": relation, "step": step})
+        while row := cur.fetchone():
+            ids, blob = row
+            yield list(ids), decode(blob, len(ids), family)
 
 
 def exact_hits(
@@ -131,7 +198,7 @@ def exact_hits(
     *,
     k: int,
     flt: Filter,
-    batch_size: int = DEFAULT_BATCH,
+    batch_size: int | None = None,
 ) -> list[Hit]:
     """Exact top ``k`` hits of ``family`` (rows passing ``flt``), with text, metadata and vectors.
 

@@ -7,7 +7,7 @@ and every path (HNSW, exact over the filtered rows, numpy exact) uses that one f
 
 The filtered-plan choice lives here too: :func:`count_up_to` counts the filtered rows through the
 ``package_path`` btree (or the metadata GIN index) but stops at ``limit + 1``, so deciding costs at most
-``FILTER_EXACT_MAX_ROWS`` index entries whatever the family's size.
+:func:`exact_max_rows` index entries whatever the family's size.
 """
 
 from __future__ import annotations
@@ -28,11 +28,19 @@ from ragstore.families import Family
 
 Conn = psycopg.Connection[Any]
 
-# A filtered query whose filter keeps at most this many rows runs exact in SQL over those rows; a wider
-# filter runs HNSW with iterative scan. Measured with benchmarks/query.py on 100k x 16-d (docs/search.md):
-# at 1,000 rows exact took 10 ms (recall 1.0) vs relaxed_order 37 ms (0.968); at 10,000 rows exact ~36 ms
-# vs relaxed_order 12 ms (0.988). The crossover lies between; 3,000 is an interpolation, not yet measured.
-FILTER_EXACT_MAX_ROWS = 3_000
+# A filtered query whose filter keeps at most this many rows runs exact in SQL over those rows (recall 1.0);
+# a wider filter runs HNSW with iterative scan. Measured with benchmarks/query.py (docs/search.md), p50 of
+# exact-over-subset / iterative scan: 16-d 1,000 rows 0.31, 2,000 rows 1.23, 5,000 rows 2.53; 384-d
+# 1,000 rows 1.15, 2,000 rows 0.67, 5,000 rows 0.99, 10,000 rows 4.54. The iterative scan's cost grows with
+# the dimension as fast as the exact scan's, so the crossover is in rows, and later at high dimension.
+FILTER_EXACT_MAX_ROWS = 1_500
+FILTER_EXACT_MAX_ROWS_WIDE = 5_000
+WIDE_DIM = 256
+
+
+def exact_max_rows(dim: int) -> int:
+    """The exact-over-subset threshold for vectors of ``dim`` dimensions (see the figures above)."""
+    return FILTER_EXACT_MAX_ROWS_WIDE if dim >= WIDE_DIM else FILTER_EXACT_MAX_ROWS
 
 
 @dataclass(frozen=True)
@@ -51,9 +59,14 @@ class Filter:
         """True when the filter reads ``ragstore.chunks`` (metadata lives there, not in the family table)."""
         return bool(self.metadata)
 
-    def where(self, alias: str = "e", chunks_alias: str = "c") -> sql.Composable:
-        """``WHERE …`` (or nothing) over the family table ``alias`` joined to chunks ``chunks_alias``."""
-        parts: list[sql.Composable] = []
+    def where(
+        self, alias: str = "e", chunks_alias: str = "c", *, extra: sql.Composable | None = None
+    ) -> sql.Composable:
+        """``WHERE …`` (or nothing) over the family table ``alias`` joined to chunks ``chunks_alias``.
+
+        ``extra`` is one more condition ANDed in (the HNSW statement's reference to its settings row).
+        """
+        parts: list[sql.Composable] = [] if extra is None else [extra]
         if self.package:
             parts.append(sql.SQL("{}.package_path LIKE %(package_like)s").format(sql.Identifier(alias)))
         if self.metadata:

@@ -5,7 +5,8 @@ Every function here runs ONE statement on a connection the caller has put inside
 descending, then chunk_id ascending, each with its text, metadata and vector from the same statement.
 
 Plan choice for a filtered search (``plan_for``): the filtered rows are counted through the btree on
-``package_path`` (or the metadata GIN index) up to :data:`~ragstore.search.filters.FILTER_EXACT_MAX_ROWS`;
+``package_path`` (or the metadata GIN index) up to :func:`~ragstore.search.filters.exact_max_rows` (1,500
+rows below 256 dimensions, 5,000 from 256);
 at or under it the search is exact over those rows (recall 1.0), above it HNSW with
 ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until k rows pass the filter.
 Without iterative scan a 1% filter returns ~0.4 rows of 10 (pgvector filters after the ef_search
@@ -15,6 +16,7 @@ candidates), which is why a filtered query never runs plain HNSW.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import numpy as np
@@ -26,15 +28,20 @@ from psycopg import pq, sql
 from ragstore.db.connection import db_errors, map_db_error
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.search.filters import FILTER_EXACT_MAX_ROWS, Filter, count_up_to
+from ragstore.search.filters import Filter, count_up_to, exact_max_rows
 from ragstore.search.types import Hit
 
 Conn = psycopg.Connection[Any]
 
-# hnsw.ef_search when the caller names none (pgvector's own default is 40). Chosen from the recall
-# curve of benchmarks/query.py (docs/search.md): 40 gave recall@10 ~0.95 on clustered 384-d, 100 gave
-# ~0.99 for ~1.3x the latency.
+# hnsw.ef_search when the caller names none (pgvector's own default is 40). From the recall curve of
+# benchmarks/query.py (docs/search.md), recall@10 on clustered 100k rows: 384-d ef 40 .936, 64 .969,
+# 100 .976, 200 .985; 16-d saturates at .983 from ef 40. 100 clears 0.95 at 384-d with room.
 DEFAULT_EF_SEARCH = 100
+# hnsw.ef_search of a filtered query's iterative scan when the caller names none: relaxed_order keeps
+# scanning until k rows pass the filter, but its recall is bounded by the ef_search-wide candidate list.
+# Measured (benchmarks/query.py, 10% filter, recall@10 / p50): 16-d ef 100 .988 / 1.88 ms, ef 400
+# .999 / 2.02 ms; 384-d ef 100 .976 / 4.55 ms, ef 400 .993 / 4.08 ms.
+FILTERED_EF_SEARCH = 400
 # pgvector's bound on hnsw.ef_search.
 MAX_EF_SEARCH = 1000
 
@@ -43,9 +50,11 @@ PLAN_ITERATIVE = "hnsw-iterative"
 PLAN_EXACT_SUBSET = "exact-subset"
 
 
-def ef_search_for(k: int, ef_search: int | None) -> int:
-    """``max(k, configured)`` where configured is ``ef_search`` or :data:`DEFAULT_EF_SEARCH`, capped at 1000."""
-    return min(max(k, ef_search if ef_search is not None else DEFAULT_EF_SEARCH), MAX_EF_SEARCH)
+def ef_search_for(k: int, ef_search: int | None, *, filtered: bool = False) -> int:
+    """``max(k, configured)``, capped at 1000; configured is ``ef_search`` when given, else
+    :data:`FILTERED_EF_SEARCH` for a filtered (iterative) scan and :data:`DEFAULT_EF_SEARCH` otherwise."""
+    default = FILTERED_EF_SEARCH if filtered else DEFAULT_EF_SEARCH
+    return min(max(k, ef_search if ef_search is not None else default), MAX_EF_SEARCH)
 
 
 def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
@@ -61,10 +70,13 @@ def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
         )
 
 
-def plan_for(conn: Conn, family: Family, flt: Filter, threshold: int = FILTER_EXACT_MAX_ROWS) -> str:
-    """Which plan a query with ``flt`` takes: plain HNSW, exact over a small subset, or iterative HNSW."""
+def plan_for(conn: Conn, family: Family, flt: Filter, threshold: int | None = None) -> str:
+    """Which plan a query with ``flt`` takes: plain HNSW, exact over a small subset (at most ``threshold``
+    rows, :func:`~ragstore.search.filters.exact_max_rows` by default), or iterative HNSW."""
     if not flt.active:
         return PLAN_HNSW
+    if threshold is None:
+        threshold = exact_max_rows(family.dim)
     if count_up_to(conn, family, flt, threshold) <= threshold:
         return PLAN_EXACT_SUBSET
     return PLAN_ITERATIVE
@@ -88,50 +100,89 @@ def compose(family: Family, block: str, flt: Filter) -> sql.Composed:
 def run_block(conn: Conn, family: Family, block: str, flt: Filter, params: dict[str, Any]) -> list[Hit]:
     """Run block ``block`` for ``family`` (one statement, no settings) and turn its rows into hits."""
     with db_errors():
-        rows = conn.execute(compose(family, block, flt), {**flt.params(), **params}).fetchall()
+        rows = conn.execute(compose(family, block, flt), {**flt.params(), **params}, binary=True).fetchall()
     return [row_to_hit(row) for row in rows]
 
 
-def run_with_settings(
-    conn: Conn, statement: sql.Composable, params: dict[str, Any], *, ef_search: int, iterative: bool
-) -> list[tuple[Any, ...]]:
-    """Run ``statement`` with the HNSW settings ``SET LOCAL``, in ONE round trip, and return its rows.
+def guard_params(family: Family) -> dict[str, Any]:
+    """The values the ``hnsw`` block checks ``ragstore.families`` against (a cached Family stays honest)."""
+    return {
+        "family": family.name,
+        "family_table": family.table,
+        "family_dim": family.dim,
+        "family_model": family.model,
+        "family_backend": family.backend,
+        "family_state": family.state,
+    }
 
-    The script is ``BEGIN`` (or ``SAVEPOINT`` inside the caller's transaction), the ``set_config(…, true)``,
-    the statement, then ``ROLLBACK`` (or ``ROLLBACK TO SAVEPOINT``): the settings end with it and never
-    reach the session. Values are bound client-side (the only way to send several statements at once).
+
+def run_with_settings(
+    conn: Conn, statement: sql.Composed | str, params: dict[str, Any], *, ef_search: int, iterative: bool
+) -> list[tuple[Any, ...]]:
+    """Run ``statement``, which sets the HNSW settings itself, in ONE round trip; return its rows.
+
+    The statement calls ``set_config('hnsw.ef_search', %(ragstore_ef)s, true)`` and
+    ``set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true)`` (filled in here), so the settings
+    are transaction-local. In autocommit with no transaction open the statement is its own transaction:
+    one message, and the settings end with it. Otherwise it runs in a pipeline
+    ``SAVEPOINT; statement; ROLLBACK TO SAVEPOINT; RELEASE SAVEPOINT``, still one round trip, and the
+    caller's transaction is left as it was. Raises the mapped RagstoreError of a failing statement, after
+    which the connection is usable (the savepoint is rolled back).
     """
-    nested = not conn.autocommit or conn.info.transaction_status != pq.TransactionStatus.IDLE
-    begin, end = (
-        (
-            sql.SQL("SAVEPOINT ragstore_search"),
-            sql.SQL("ROLLBACK TO SAVEPOINT ragstore_search; RELEASE SAVEPOINT ragstore_search"),
-        )
-        if nested
-        else (sql.SQL("BEGIN"), sql.SQL("ROLLBACK"))
-    )
-    settings = sql.SQL(
-        "SELECT set_config('hnsw.ef_search', %(ragstore_ef)s, true), "
-        "set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true)"
-    )
-    script = sql.SQL("; ").join([begin, settings, statement, end])
     values = {
         **params,
         "ragstore_ef": str(int(ef_search)),
         "ragstore_iterative": "relaxed_order" if iterative else "off",
     }
-    cur = psycopg.ClientCursor(conn)
+    if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        with db_errors():
+            return conn.execute(statement, values, binary=True).fetchall()
     try:
-        cur.execute(script, values)
-        for _ in range(2):  # BEGIN/SAVEPOINT, then the settings: the statement's rows are the third result
-            cur.nextset()
+        with conn.pipeline():
+            conn.execute(_SAVEPOINT)
+            cur = conn.execute(statement, values, binary=True)
+            conn.execute(_ROLLBACK_TO)
+            conn.execute(_RELEASE)
         return cur.fetchall()
     except psycopg.Error as exc:
         with contextlib.suppress(psycopg.Error):
-            conn.execute(end if nested else sql.SQL("ROLLBACK"))
+            conn.execute(_ROLLBACK_TO)
+            conn.execute(_RELEASE)
         map_db_error(exc)
-    finally:
-        cur.close()
+
+
+_SAVEPOINT = sql.SQL("SAVEPOINT ragstore_search")
+_ROLLBACK_TO = sql.SQL("ROLLBACK TO SAVEPOINT ragstore_search")
+_RELEASE = sql.SQL("RELEASE SAVEPOINT ragstore_search")
+# The hnsw block's LATERAL scan references its settings row, so the settings are made before the scan.
+_SETTINGS_REF = sql.SQL("s.settings IS NOT NULL")
+
+
+def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True) -> str:
+    """The ``hnsw`` block for ``family``, ``flt`` and ``k`` (a literal, so the prepared statement keeps a
+    generic plan), returning the rows' vectors when ``vectors``; its parameters are the filter's,
+    :func:`guard_params`, ``q`` and the two settings :func:`run_with_settings` fills in. Rendered once per
+    shape (the hot path composes nothing)."""
+    return _hnsw_text(
+        family.table, family.vector_type, family.dim, int(k), bool(flt.package), bool(flt.metadata), vectors
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _hnsw_text(table: str, vector_type: str, dim: int, k: int, package: bool, metadata: bool, vectors: bool) -> str:
+    shape = Filter("x" if package else None, {"x": 1} if metadata else None)
+    return (
+        sql.SQL(query("search", "hnsw"))
+        .format(
+            k=sql.Literal(k),
+            embedding=sql.SQL("t.embedding" if vectors else "NULL"),
+            table=sql.Identifier(table),
+            vtype=sql.SQL(f"{vector_type}({int(dim)})"),  # vector_type is checked by ragstore.families
+            join=shape.join(),
+            where=shape.where(extra=_SETTINGS_REF),
+        )
+        .as_string()
+    )
 
 
 def hnsw_hits(
@@ -143,10 +194,17 @@ def hnsw_hits(
     flt: Filter,
     ef_search: int,
     iterative: bool,
+    vectors: bool = True,
 ) -> list[Hit]:
-    """Top ``k`` through the HNSW index (``ORDER BY embedding <=> q LIMIT k``), re-sorted; settings SET LOCAL."""
-    params = {**flt.params(), "q": query_param(family, vector), "k": k}
-    rows = run_with_settings(conn, compose(family, "hnsw", flt), params, ef_search=ef_search, iterative=iterative)
+    """Top ``k`` through the HNSW index (``ORDER BY embedding <=> q LIMIT k``), re-sorted; one round trip.
+    Hits carry their vectors when ``vectors`` (else ``Hit.vector`` is None).
+
+    Returns ``[]`` also when ``ragstore.families`` no longer describes ``family`` as given (the guard in
+    the statement): a caller holding a cached Family re-reads it then.
+    """
+    params = {**flt.params(), **guard_params(family), "q": query_param(family, vector)}
+    statement = hnsw_statement(family, flt, k, vectors=vectors)
+    rows = run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
     return [row_to_hit(row) for row in rows]
 
 
@@ -167,12 +225,13 @@ def to_float32(value: Any) -> npt.NDArray[np.float32]:
 
 
 def row_to_hit(row: tuple[Any, ...]) -> Hit:
+    """A ``chunk_id, package_path, score, text, metadata, embedding`` row as a Hit (embedding may be NULL)."""
     chunk_id, package_path, score, text, metadata, embedding = row
     return Hit(
         chunk_id=chunk_id,
         package_path=package_path,
-        score=float(score),
+        score=score,  # float8, already a float
         text=text,
         vector=None if embedding is None else to_float32(embedding),
-        metadata=dict(metadata or {}),
+        metadata=metadata if metadata is not None else {},  # a fresh dict from the JSON loader
     )

@@ -5,21 +5,35 @@
 -- chunk_id, package_path, score, text, metadata, embedding ordered by score DESC, chunk_id ASC.
 
 -- name: hnsw
--- The inner ORDER BY ... LIMIT is what the HNSW index serves; the outer ORDER BY re-sorts (relaxed_order
--- iterative scans return rows slightly out of order) and breaks ties by chunk_id. Text and metadata
--- come from the same statement (no query per hit).
-WITH top AS MATERIALIZED (
+-- ONE statement: the family guard and the HNSW settings, then the index scan. The subquery s sets
+-- hnsw.ef_search / hnsw.iterative_scan with set_config(..., is_local => true) and returns a row only while
+-- ragstore.families still describes the family as the caller knew it (a cached Family is checked here at
+-- the cost of one primary-key probe; no row means "re-read the family"). The LATERAL scan references s, so
+-- the settings are in place before the index is read. The inner ORDER BY ... LIMIT is what the HNSW index
+-- serves; the outer ORDER BY re-sorts (relaxed_order iterative scans return rows slightly out of order)
+-- and breaks ties by chunk_id. Text and metadata come from the same statement (no query per hit);
+-- {embedding} is t.embedding when the caller wants the vectors (MMR), else NULL (less to send and decode).
+-- {k} is a literal, not a parameter: with LIMIT $n the generic plan is costed for a tenth of the table, so
+-- Postgres re-plans every execution of the prepared statement (measured: +0.2 ms, more than the scan).
+SELECT t.chunk_id, t.package_path,
+       1 - CASE WHEN t.distance = 'NaN'::float8 THEN 1 ELSE t.distance END AS score,
+       ch.text, ch.metadata, {embedding}
+FROM (
+    SELECT set_config('hnsw.ef_search', %(ragstore_ef)s, true)
+           || set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true) AS settings
+    FROM ragstore.families AS f
+    WHERE f.name = %(family)s AND f.table_name = %(family_table)s AND f.dim = %(family_dim)s
+      AND f.model = %(family_model)s AND f.backend = %(family_backend)s AND f.state = %(family_state)s
+) AS s
+CROSS JOIN LATERAL (
     SELECT e.chunk_id, e.package_path, e.embedding, e.embedding <=> %(q)s::{vtype} AS distance
     FROM ragstore.{table} AS e {join}
     {where}
     ORDER BY e.embedding <=> %(q)s::{vtype}
-    LIMIT %(k)s
-), scored AS (
-    SELECT t.*, 1 - CASE WHEN t.distance = 'NaN'::float8 THEN 1 ELSE t.distance END AS score FROM top AS t
-)
-SELECT s.chunk_id, s.package_path, s.score, ch.text, ch.metadata, s.embedding
-FROM scored AS s JOIN ragstore.chunks AS ch ON ch.chunk_id = s.chunk_id
-ORDER BY s.score DESC, s.chunk_id
+    LIMIT {k}
+) AS t
+JOIN ragstore.chunks AS ch ON ch.chunk_id = t.chunk_id
+ORDER BY score DESC, t.chunk_id
 
 -- name: exact_subset
 -- Exact top-k over the rows a selective filter keeps: the MATERIALIZED subset is read through the
@@ -52,10 +66,20 @@ FROM top AS t JOIN ragstore.chunks AS ch ON ch.chunk_id = t.chunk_id
 ORDER BY t.chunk_id
 
 -- name: stream_vectors
--- The numpy exact path reads the family through a server-side cursor, in batches.
-SELECT e.chunk_id, e.embedding
-FROM ragstore.{table} AS e {join}
-{where}
+-- The numpy exact path: the family in batches of %(step)s heap pages, one row per batch, read through a
+-- server-side cursor (one statement, so one snapshot, and the server holds one batch at a time). Each
+-- batch is a TID range scan; its rows come as an array of chunk_ids and ONE bytea concatenating their
+-- {send} values (int16 dim, int16 unused, then big-endian float32/float16 values), which numpy reads
+-- without a step per row. Pages past the relation size computed here hold no row of this snapshot.
+SELECT b.ids, b.vectors
+FROM (SELECT pg_relation_size(%(relation)s::regclass) / current_setting('block_size')::int AS pages) AS r,
+     generate_series(0, r.pages, %(step)s) AS g(first_page)
+CROSS JOIN LATERAL (
+    SELECT array_agg(e.chunk_id) AS ids, string_agg({send}(e.embedding), ''::bytea) AS vectors
+    FROM ragstore.{table} AS e {join}
+    {where}
+) AS b
+WHERE b.ids IS NOT NULL
 
 -- name: hits_by_ids
 -- Text, metadata and vectors of the exact path's top k, in one statement.

@@ -66,7 +66,10 @@ def test_hits_carry_text_metadata_citation_in_score_then_id_order(conn, family):
     assert keys == sorted(keys)
     top = hits[0]
     assert top.text == f"text of {top.chunk_id}" and top.metadata == {"n": int(top.chunk_id[1:])}
-    assert top.citation == f"[pkg/a#{top.chunk_id}]" and top.vector is not None and top.vector.shape == (16,)
+    assert top.citation == f"[pkg/a#{top.chunk_id}]" and top.vector is None  # vectors only when asked for
+    with_vectors = search(conn, "docs", vector=q, k=10, rerank="mmr", mmr_lambda=1.0)
+    assert with_vectors == hits and all(h.vector is not None and h.vector.shape == (16,) for h in with_vectors)
+    assert np.allclose(with_vectors[0].vector, clustered(200)[int(top.chunk_id[1:])])
 
 
 def test_text_query_is_embedded_with_the_family_backend(conn, family):
@@ -78,36 +81,81 @@ def test_text_query_is_embedded_with_the_family_backend(conn, family):
     assert by_text == by_vector and by_text[0].chunk_id == "t1" and math.isclose(by_text[0].score, 1.0, abs_tol=1e-6)
 
 
+def _explain(conn, family, flt, q, *, ef=100, iterative=False):
+    params = {
+        **flt.params(),
+        **vec.guard_params(family),
+        "q": q,
+        "ragstore_ef": str(ef),
+        "ragstore_iterative": "relaxed_order" if iterative else "off",
+    }
+    statement = "EXPLAIN " + vec.hnsw_statement(family, flt, 10)
+    return "\n".join(r[0] for r in conn.execute(statement, params))
+
+
 def test_hnsw_statement_uses_the_hnsw_index(conn, family):
     load(conn, family, clustered(3000))
-    statement = vec.sql.SQL(vec.query("search", "hnsw")).format(
-        table=vec.sql.Identifier(family.table),
-        vtype=family.identifiers()["vector_type"],
-        join=Filter().join(),
-        where=Filter().where(),
-    )
     q = vec.query_param(family, clustered(1, seed=3)[0])
-    plan = "\n".join(r[0] for r in conn.execute(vec.sql.SQL("EXPLAIN ") + statement, {"q": q, "k": 10}))
+    plan = _explain(conn, family, Filter(), q)
     assert family.hnsw_index in plan, plan
 
 
+# Settings are made INSIDE the statement, the way the hnsw block makes them.
 SETTINGS = "SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')"
+PROBE = vec.sql.SQL(
+    SETTINGS + " FROM (SELECT set_config('hnsw.ef_search', %(ragstore_ef)s, true)"
+    " || set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true) AS s) AS s WHERE s.s IS NOT NULL"
+)
 
 
 def test_settings_are_transaction_local_and_never_leak(conn, family):
     load(conn, family, clustered(300))
     before = conn.execute(SETTINGS).fetchone()  # the caller now holds a transaction open
-    probe = vec.sql.SQL(SETTINGS)
-    inside = vec.run_with_settings(conn, probe, {}, ef_search=150, iterative=True)
+    inside = vec.run_with_settings(conn, PROBE, {}, ef_search=150, iterative=True)
     search(conn, "docs", vector=clustered(1)[0], k=150, ef_search=20)
+    search(conn, "docs", vector=clustered(1)[0], k=5, ef_search=300)  # cached family
     api.run_vector(conn, family, clustered(1)[0], k=5, flt=Filter("pkg/"), plan=vec.PLAN_ITERATIVE, ef_search=30)
     assert inside == [("150", "relaxed_order")]
-    assert conn.execute(SETTINGS).fetchone() == before
+    assert conn.execute(SETTINGS).fetchone() == before and conn.info.transaction_status.name == "INTRANS"
     conn.commit()
     conn.autocommit = True
-    assert vec.run_with_settings(conn, probe, {}, ef_search=64, iterative=False) == [("64", "off")]
+    assert vec.run_with_settings(conn, PROBE, {}, ef_search=64, iterative=False) == [("64", "off")]
     search(conn, "docs", vector=clustered(1)[0], k=7, ef_search=64)
+    search(conn, "docs", vector=clustered(1)[0], k=7, ef_search=65)
+    api.run_vector(conn, family, clustered(1)[0], k=5, flt=Filter("pkg/"), plan=vec.PLAN_ITERATIVE, ef_search=30)
     assert conn.execute(SETTINGS).fetchone() == before and conn.info.transaction_status.name == "IDLE"
+
+
+def test_the_statement_applies_its_own_ef_search_and_iterative_scan(conn, family):
+    n = 3000
+    load(conn, family, clustered(n), packages=[f"pkg/{i % 100:02d}/doc" for i in range(n)])
+    conn.execute(f"DROP INDEX ragstore.{family.package_index}")  # leave the planner the HNSW index only
+    conn.commit()
+    conn.autocommit = True
+    conn.execute("SET enable_seqscan = off")
+    flt = Filter("pkg/0")  # 10% of the rows
+    q = clustered(1, seed=5)[0]
+    assert family.hnsw_index in _explain(conn, family, flt, vec.query_param(family, q))
+
+    def found(ef, iterative):
+        return len(vec.hnsw_hits(conn, family, q, k=10, flt=flt, ef_search=ef, iterative=iterative))
+
+    # plain HNSW filters its ef_search candidates afterwards: ~10% of 10 pass, ~10% of 1000 fill k
+    assert found(10, False) < 10 and found(1000, False) == 10
+    assert found(10, True) == 10  # relaxed_order keeps scanning until k pass
+
+
+def test_a_cached_family_is_rechecked_when_the_family_changes(conn, family):
+    load(conn, family, clustered(50))
+    conn.autocommit = True
+    q = clustered(1, seed=1)[0]
+    assert len(search(conn, "docs", vector=q, k=3)) == 3  # now cached
+    families.drop_family(conn, "docs")
+    with pytest.raises(NotFound, match="no family named 'docs'"):
+        search(conn, "docs", vector=q, k=3)
+    other = families.create_family(conn, "docs", OfflineBackend(), table="emb_docs_again")
+    load(conn, other, clustered(5, seed=2), ids=[f"n{i}" for i in range(5)])
+    assert {h.chunk_id for h in search(conn, "docs", vector=q, k=3)} <= {f"n{i}" for i in range(5)}
 
 
 def test_ef_search_is_at_least_k():
@@ -120,7 +168,7 @@ def test_a_failing_statement_leaves_the_connection_usable(conn, family):
     probe = vec.sql.SQL("SELECT 1 / 0")
     with pytest.raises(InvalidInput):
         vec.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
-    assert conn.execute("SELECT 1").fetchone() == (1,)
+    assert conn.execute("SELECT 1").fetchone() == (1,) and conn.info.transaction_status.name == "INTRANS"
     conn.rollback()
     conn.autocommit = True
     with pytest.raises(InvalidInput):
@@ -215,7 +263,9 @@ def test_min_score_drops_lower_hits_and_mmr_reranks_fetch_k(conn, family):
     floor = full[5].score
     assert search(conn, "docs", vector=q, k=50, min_score=floor) == [h for h in full if h.score >= floor]
     reranked = search(conn, "docs", vector=q, k=5, rerank="mmr", mmr_lambda=0.3, fetch_k=50)
-    assert reranked == mmr(full, 5, 0.3) and reranked != full[:5]
+    relevance = search(conn, "docs", vector=q, k=50, rerank="mmr", mmr_lambda=1.0, fetch_k=50)
+    assert relevance == full  # lambda 1 is the relevance order
+    assert reranked == mmr(relevance, 5, 0.3) and reranked != full[:5]
 
 
 def test_empty_family_returns_nothing(conn, family):
@@ -251,3 +301,22 @@ def test_unknown_family_and_mismatched_spaces_are_refused(conn, family):
         search(conn, "docs", vector=[math.nan] * 16)
     with pytest.raises(InvalidInput, match="mode"):
         search(conn, "docs", vector=np.ones(16), mode="fast")
+
+
+def test_fts_and_hybrid_modes_delegate_to_the_hybrid_module_with_the_filters(conn, family):
+    texts = ["rotate the signing keys", "rotate disks weekly", "queues and workers", "signing keys in vaults"]
+    records = [
+        (str(i), ChunkRecord(chunk_id=f"t{i}", package_path=f"pkg/{i % 2}", text=t, metadata={"n": i}))
+        for i, t in enumerate(texts)
+    ]
+    write_records(conn, family, OfflineBackend(), records)
+    conn.commit()
+    from ragstore.search import hybrid
+
+    fts = search(conn, "docs", "signing keys", k=5, mode="fts")
+    assert {h.chunk_id for h in fts} == {"t0", "t3"} and fts == hybrid.fts_search(conn, family, "signing keys", k=5)
+    assert [h.chunk_id for h in search(conn, "docs", "signing keys", k=5, mode="fts", package="pkg/1")] == ["t3"]
+    both = search(conn, "docs", "signing keys", k=3, mode="hybrid", metadata={"n": 0})
+    assert [h.chunk_id for h in both] == ["t0"] and both[0].ranks["fts"] == 1 and both[0].ranks["vector"] == 1
+    with pytest.raises(InvalidInput, match="needs a query text"):
+        search(conn, "docs", vector=np.ones(16), mode="fts")
