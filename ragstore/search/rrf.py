@@ -71,9 +71,7 @@ def rrf(
     fused = [
         Fused(
             chunk_id=chunk_id,
-            score=math.fsum(
-                leg_weights[leg] / (k + rank) for leg, rank in leg_ranks.items() if rank is not None
-            ),
+            score=math.fsum(leg_weights[leg] / (k + rank) for leg, rank in leg_ranks.items() if rank is not None),
             ranks=leg_ranks,
         )
         for chunk_id, leg_ranks in ranks.items()
@@ -87,9 +85,7 @@ def _check_positive_int(name: str, value: object) -> None:
         raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
 
 
-def _check_weights(
-    legs: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None
-) -> dict[str, float]:
+def _check_weights(legs: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None) -> dict[str, float]:
     resolved = dict.fromkeys(legs, 1.0)
     if weights is None:
         return resolved

@@ -1,0 +1,158 @@
+"""The full-text leg (SPEC 5.2): ``websearch_to_tsquery`` over the chunks' generated ``tsvector``.
+
+Promises of :func:`fts_search`:
+
+- The query is parsed by ``websearch_to_tsquery(config, text)``, so users may type ``"quoted phrases"``,
+  ``or`` and ``-exclusions``. ``config`` is the family option ``fts_config`` (``english`` by default,
+  ``simple`` available); the chunks' ``tsv`` column was built with the same configuration at index time.
+- A query of plain words (no quote, no ``or``, no ``-``) matches chunks holding ANY of its words
+  (``match="auto"``): on the manpages set the strict AND of ``websearch_to_tsquery`` finds nothing for
+  about half the queries (docs/hybrid-eval.md). A query with operators keeps its strict meaning;
+  ``match="all"`` forces the strict meaning for every query.
+- Chunks are ranked by an IDF-weighted ``ts_rank_cd``: ``Σ over the query's words w that the chunk holds
+  of idf(w) · (1 + cd/(cd + 1))`` where ``cd = ts_rank_cd(tsv, w, normalization)`` and
+  ``idf(w) = ln(1 + (N − df + 0.5)/(df + 0.5))`` over the chunk table (BM25's idf); then chunk_id
+  ascending. Plain ``ts_rank_cd`` of the whole query has no notion of rare words and ranked the manpages
+  set at nDCG@10 0.51 at best; this reaches ~0.64 (BM25: 0.674). ``normalization`` is ts_rank_cd's flags
+  (default :data:`DEFAULT_NORMALIZATION`, 2 = divide by the chunk length, chosen by measurement). Only
+  chunks that the family embeds are returned (the chunk table is shared by families; df counts all).
+- An empty or stopword-only query gives ``[]``, never an error. ``package`` (a package_path prefix,
+  LIKE wildcards escaped) and ``metadata`` (jsonb ``@>``) filter the chunks.
+
+Hits carry the full-text score as ``score`` and in ``scores["fts"]``, the 1-based rank in
+``ranks["fts"]``, and the family's vector (for MMR).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from ragstore.db.connection import db_errors
+from ragstore.db.sqlfiles import query
+from ragstore.errors import InvalidInput
+from ragstore.families import Family
+from ragstore.search.filters import Filter, check_k, make_filter
+from ragstore.search.types import Hit
+
+__all__ = ["DEFAULT_FTS_CONFIG", "DEFAULT_NORMALIZATION", "MATCHES", "fts_config_of", "fts_search"]
+
+Conn = psycopg.Connection[Any]
+
+DEFAULT_FTS_CONFIG = "english"
+# ts_rank_cd flags inside the IDF-weighted score: 2 divides by the chunk length. Measured on the first 300
+# manpages queries (english): 0 → nDCG@10 0.628, 1 → 0.627, 2 → 0.643 (docs/hybrid-eval.md).
+DEFAULT_NORMALIZATION = 2
+MATCHES = ("auto", "all")
+_OPERATORS = re.compile(r"""["']|(^|\s)-\S|(^|\s)or(\s|$)""", re.IGNORECASE)
+_CONFIG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def fts_config_of(family: Family) -> str:
+    """The text-search configuration of ``family`` (option ``fts_config``, default ``english``).
+
+    Raises InvalidInput when the option is not a plain configuration name.
+    """
+    config = family.options.get("fts_config", DEFAULT_FTS_CONFIG)
+    if not isinstance(config, str) or not _CONFIG_NAME.fullmatch(config):
+        raise InvalidInput(f"family {family.name!r} has an invalid fts_config option {config!r}")
+    return config
+
+
+def plain_words(text: str) -> bool:
+    """True when ``text`` uses none of websearch's operators (quotes, ``or``, a ``-`` before a word)."""
+    return _OPERATORS.search(text) is None
+
+
+def check_normalization(normalization: int) -> int:
+    """``normalization`` when it is a combination of ts_rank_cd's flags (0..63), else InvalidInput."""
+    if isinstance(normalization, bool) or not isinstance(normalization, int) or not 0 <= normalization <= 63:
+        raise InvalidInput(f"normalization must be ts_rank_cd flags between 0 and 63, got {normalization!r}")
+    return normalization
+
+
+def text_params(
+    family: Family, query_text: str, *, normalization: int = DEFAULT_NORMALIZATION, match: str = "auto"
+) -> dict[str, Any]:
+    """The full-text parameters of the SQL blocks: query, fts_config, any, norm. Raises InvalidInput."""
+    if not isinstance(query_text, str):
+        raise InvalidInput(f"the query text must be a string, got {query_text!r}")
+    if match not in MATCHES:
+        raise InvalidInput(f"match must be one of {', '.join(MATCHES)}, got {match!r}")
+    return {
+        "query": query_text,
+        "fts_config": fts_config_of(family),
+        "any": match == "auto" and plain_words(query_text),
+        "norm": check_normalization(normalization),
+    }
+
+
+def filter_sql(flt: Filter, *, leading: str | None) -> sql.Composable:
+    """``WHERE <leading> AND <filter conditions>`` over family table ``e`` and chunks ``c`` (may be empty)."""
+    parts: list[sql.Composable] = [sql.SQL(leading)] if leading else []
+    if flt.package:
+        parts.append(sql.SQL("e.package_path LIKE %(package_like)s"))
+    if flt.metadata:
+        parts.append(sql.SQL("c.metadata @> %(metadata)s"))
+    if not parts:
+        return sql.SQL("")
+    return sql.SQL("WHERE ") + sql.SQL(" AND ").join(parts)
+
+
+def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
+    """Block ``block`` of ``ragstore/sql/hybrid.sql`` with the family's names and the filter filled in."""
+    return sql.SQL(query("hybrid", block)).format(
+        table=sql.Identifier(family.table),
+        vtype=family.identifiers()["vector_type"],
+        join=flt.join(),
+        where_fts=filter_sql(flt, leading="c.tsv @@ m.wide"),
+        where_vec=filter_sql(flt, leading="%(use_vector)s"),
+    )
+
+
+def to_vector(value: Any) -> np.ndarray[Any, np.dtype[np.float32]] | None:
+    if value is None:
+        return None
+    raw = value.to_numpy() if hasattr(value, "to_numpy") else value
+    return np.asarray(raw, dtype=np.float32)
+
+
+def fts_search(
+    conn: Conn,
+    family: Family,
+    query_text: str,
+    *,
+    k: int,
+    package: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    normalization: int = DEFAULT_NORMALIZATION,
+    match: str = "auto",
+) -> list[Hit]:
+    """The top ``k`` chunks of ``family`` for ``query_text`` by full text (see the module docstring).
+
+    Raises InvalidInput (k, normalization, match, filters, a bad fts_config option) and the database
+    errors of :func:`ragstore.db.connection.map_db_error`.
+    """
+    k = check_k(k)
+    flt = make_filter(package, metadata)
+    params = {**text_params(family, query_text, normalization=normalization, match=match), **flt.params(), "k": k}
+    with db_errors():
+        # prepare=False: planned with the actual values every time, so the planner sees the filters' values
+        rows = conn.execute(statement(family, "fts", flt), params, prepare=False).fetchall()
+    return [
+        Hit(
+            chunk_id=chunk_id,
+            package_path=package_path,
+            score=float(score),
+            text=text,
+            vector=to_vector(embedding),
+            metadata=dict(meta or {}),
+            ranks={"fts": int(rank)},
+            scores={"fts": float(score)},
+        )
+        for chunk_id, package_path, score, text, meta, embedding, _created, rank in rows
+    ]

@@ -1,0 +1,224 @@
+"""Hybrid search (SPEC 5.2): the full-text leg and the vector leg fused by RRF in ONE SQL statement.
+
+:func:`hybrid_search` runs block ``hybrid`` of ``ragstore/sql/hybrid.sql``: each leg takes its top
+``per_leg`` chunks (the same package/metadata filter on both), ranks are 1-based, and a chunk's fused score
+is ``Σ w_leg / (rrf_k + rank_leg)`` over the legs that found it — exactly :func:`ragstore.search.rrf.rrf`
+(the tests compare the two). Hits are ordered by fused score descending, then chunk_id ascending; each
+carries ``ranks`` and ``scores`` for ``"fts"`` (the full-text score) and ``"vector"`` (cosine), ``None`` for the
+leg that missed it, and the family's vector (for MMR). ``hnsw.ef_search`` is set to at least ``per_leg``
+with ``SET LOCAL`` in a transaction that is rolled back at the end, so nothing leaks to the session;
+filtered queries use pgvector's iterative index scan so the vector leg still fills its N.
+
+A zero-magnitude query vector has no cosine to anything: its vector leg is empty and the result is the
+full-text leg's order. :func:`blended_search` re-ranks the hybrid candidates with
+:func:`ragstore.search.blend.blend` (semantic, lexical, temporal from ``chunks.created_at``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+
+from ragstore.db.connection import db_errors
+from ragstore.errors import InvalidInput, ModelMismatch
+from ragstore.families import Family
+from ragstore.search import vector as _vector
+from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
+from ragstore.search.filters import check_k, make_filter
+from ragstore.search.fts import DEFAULT_NORMALIZATION, fts_search, statement, text_params, to_vector
+from ragstore.search.rrf import DEFAULT_RRF_K
+from ragstore.search.types import Hit
+
+__all__ = ["DEFAULT_PER_LEG", "LEGS", "blended_search", "fts_search", "hybrid_search", "parse_weights"]
+
+Conn = psycopg.Connection[Any]
+LEGS = ("fts", "vector")
+DEFAULT_PER_LEG = 50
+MAX_PER_LEG = _vector.MAX_EF_SEARCH  # ef_search must reach N, and pgvector caps it at 1,000
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """``"fts=0.5,vector=1"`` as ``{"fts": 0.5, "vector": 1.0}``; InvalidInput for anything else."""
+    weights: dict[str, float] = {}
+    for part in text.split(","):
+        leg, sep, value = part.partition("=")
+        leg = leg.strip()
+        if not sep or leg not in LEGS:
+            raise InvalidInput(f"weights look like fts=0.5,vector=1 (legs: {', '.join(LEGS)}), got {text!r}")
+        try:
+            weights[leg] = float(value)
+        except ValueError:
+            raise InvalidInput(f"weight of leg {leg!r} must be a number, got {value.strip()!r}") from None
+    return check_weights(weights)
+
+
+def check_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
+    """Both legs' weights (1.0 unless given); InvalidInput for an unknown leg or a negative/non-finite weight."""
+    resolved = dict.fromkeys(LEGS, 1.0)
+    for leg, weight in (weights or {}).items():
+        if leg not in LEGS:
+            raise InvalidInput(f"unknown leg {leg!r} in weights: the legs are {', '.join(LEGS)}")
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
+            raise InvalidInput(f"weight of leg {leg!r} must be a finite number, got {weight!r}")
+        if weight < 0:
+            raise InvalidInput(f"weight of leg {leg!r} must be non-negative, got {weight!r}")
+        resolved[leg] = float(weight)
+    return resolved
+
+
+def _check_vector(family: Family, query_vector: Any) -> npt.NDArray[np.float32]:
+    array = np.asarray(query_vector, dtype=np.float32)
+    if array.ndim != 1 or array.shape[0] != family.dim:
+        raise ModelMismatch(
+            f"the query vector has shape {array.shape}; family {family.name!r} holds {family.dim}-d vectors"
+        )
+    if not np.isfinite(array).all():
+        raise InvalidInput("the query vector has a non-finite component (NaN or infinity)")
+    return array
+
+
+def _candidates(
+    conn: Conn,
+    family: Family,
+    query_text: str,
+    query_vector: Any,
+    *,
+    k: int,
+    per_leg: int,
+    rrf_k: int,
+    weights: Mapping[str, float] | None,
+    package: str | None,
+    metadata: dict[str, Any] | None,
+    normalization: int,
+    match: str,
+) -> list[tuple[Any, ...]]:
+    k = check_k(k)
+    per_leg = check_k(per_leg, "per_leg")
+    if per_leg > MAX_PER_LEG:
+        raise InvalidInput(f"per_leg must be at most {MAX_PER_LEG} (pgvector's ef_search bound), got {per_leg}")
+    rrf_k = check_k(rrf_k, "rrf_k")
+    leg_weights = check_weights(weights)
+    vector = _check_vector(family, query_vector)
+    flt = make_filter(package, metadata)
+    params: dict[str, Any] = {
+        **text_params(family, query_text, normalization=normalization, match=match),
+        **flt.params(),
+        "q": _vector.query_param(family, vector),
+        "use_vector": bool(np.any(vector)),
+        "fts_n": per_leg,
+        "vec_n": per_leg,
+        "w_fts": leg_weights["fts"],
+        "w_vec": leg_weights["vector"],
+        "rrf_k": rrf_k,
+        "k": k,
+    }
+    rows: list[tuple[Any, ...]] = []
+    with conn.transaction():
+        _vector.apply_settings(conn, ef_search=_vector.ef_search_for(per_leg, None), iterative=flt.active)
+        with db_errors():
+            rows = conn.execute(statement(family, "hybrid", flt), params, prepare=False).fetchall()
+        raise psycopg.Rollback()  # read-only: undo the SET LOCALs, leave the caller's transaction as it was
+    return rows
+
+
+def hybrid_search(
+    conn: Conn,
+    family: Family,
+    query_text: str,
+    query_vector: Any,
+    *,
+    k: int,
+    per_leg: int = DEFAULT_PER_LEG,
+    rrf_k: int = DEFAULT_RRF_K,
+    weights: Mapping[str, float] | None = None,
+    package: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    normalization: int = DEFAULT_NORMALIZATION,
+    match: str = "auto",
+) -> list[Hit]:
+    """The top ``k`` chunks by RRF of the full-text and vector legs (see the module docstring).
+
+    ``weights`` maps ``"fts"``/``"vector"`` to non-negative weights (1.0 when absent); a leg of weight 0
+    still reports its ranks. ``normalization`` and ``match`` go to the full-text leg
+    (:mod:`ragstore.search.fts`). Raises InvalidInput (k, per_leg over 1,000, rrf_k, weights, filters),
+    ModelMismatch (a query vector of another dimension), and the mapped database errors.
+    """
+    rows = _candidates(
+        conn, family, query_text, query_vector, k=k, per_leg=per_leg, rrf_k=rrf_k, weights=weights,
+        package=package, metadata=metadata, normalization=normalization, match=match,
+    )  # fmt: skip
+    return [_row_to_hit(row) for row in rows]
+
+
+def _row_to_hit(row: tuple[Any, ...]) -> Hit:
+    chunk_id, package_path, score, text, meta, embedding, _created, f_rank, f_score, v_rank, v_score = row[:11]
+    return Hit(
+        chunk_id=chunk_id,
+        package_path=package_path,
+        score=float(score),
+        text=text,
+        vector=to_vector(embedding),
+        metadata=dict(meta or {}),
+        ranks={"fts": None if f_rank is None else int(f_rank), "vector": None if v_rank is None else int(v_rank)},
+        scores={
+            "fts": None if f_score is None else float(f_score),
+            "vector": None if v_score is None else float(v_score),
+        },
+    )
+
+
+def blended_search(
+    conn: Conn,
+    family: Family,
+    query_text: str,
+    query_vector: Any,
+    *,
+    k: int,
+    now: datetime,
+    per_leg: int = DEFAULT_PER_LEG,
+    blend_weights: tuple[float, float, float] = DEFAULT_WEIGHTS,
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+    cosine_floor: float = DEFAULT_COSINE_FLOOR,
+    package: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    normalization: int = DEFAULT_NORMALIZATION,
+) -> list[Hit]:
+    """Blended ranking over every hybrid candidate (the union of both legs' top ``per_leg``).
+
+    Each candidate's cosine to the query, its full-text score (0 when it does not match) and its
+    ``chunks.created_at`` go to :func:`ragstore.search.blend.blend` with ``now`` passed in (no clock here);
+    the top ``k`` come back with the blended score as ``score``, the signals in ``scores`` (``semantic``,
+    ``lexical``, ``temporal``, normalised) and the legs' ranks in ``ranks``. Raises as
+    :func:`hybrid_search` and :func:`ragstore.search.blend.blend` do.
+    """
+    k = check_k(k)
+    rows = _candidates(
+        conn, family, query_text, query_vector, k=2 * check_k(per_leg, "per_leg"), per_leg=per_leg,
+        rrf_k=DEFAULT_RRF_K, weights=None, package=package, metadata=metadata, normalization=normalization,
+        match="auto",
+    )  # fmt: skip
+    by_id = {row[0]: row for row in rows}
+    candidates = [Candidate(row[0], float(row[11]), float(row[12]), row[6]) for row in rows]
+    blended = blend(candidates, blend_weights, now=now, half_life_days=half_life_days, cosine_floor=cosine_floor)
+    hits: list[Hit] = []
+    for item in blended[:k]:
+        base = _row_to_hit(by_id[item.chunk_id])
+        hits.append(
+            Hit(
+                chunk_id=base.chunk_id,
+                package_path=base.package_path,
+                score=item.score,
+                text=base.text,
+                vector=base.vector,
+                metadata=base.metadata,
+                ranks=base.ranks,
+                scores={"semantic": item.semantic, "lexical": item.lexical, "temporal": item.temporal},
+            )
+        )
+    return hits

@@ -1,0 +1,156 @@
+"""Hybrid search: RRF in one SQL statement, pinned by hand and against ragstore.search.rrf; filters on both legs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragstore import families
+from ragstore.embed.offline import OfflineBackend
+from ragstore.errors import InvalidInput, ModelMismatch
+from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.writer import write_records
+from ragstore.search.hybrid import blended_search, fts_search, hybrid_search, parse_weights
+from ragstore.search.rrf import rrf
+
+
+def unit(*xy: float) -> list[float]:
+    v = np.zeros(16, dtype=np.float32)
+    v[: len(xy)] = xy
+    return [float(x) for x in v]
+
+
+# The query vector is e1. Cosines: c 1.0, a 0.8, d 0.0, b -1.0 -> vector leg c, a, d, b.
+# Full text for "apple" (normalization 0): a holds it twice, b once -> fts leg a, b.
+CHUNKS = [
+    ("a", "p1/one", "apple apple banana", unit(0.8, 0.6), {"lang": "fr"}),
+    ("b", "p2/two", "apple cherry", unit(-1.0), {"lang": "en"}),
+    ("c", "p1/three", "grape", unit(1.0), {"lang": "fr"}),
+    ("d", "p2/four", "melon", unit(0.0, 1.0), {"lang": "en"}),
+]
+QUERY = np.asarray(unit(1.0), dtype=np.float32)
+
+
+@pytest.fixture
+def family(conn: Any) -> families.Family:
+    backend = OfflineBackend()
+    fam = families.create_family(conn, "docs", backend)
+    records = [
+        (f"t:{i}", ChunkRecord(chunk_id=cid, package_path=pkg, text=text, vector=vec, metadata=meta))
+        for i, (cid, pkg, text, vec, meta) in enumerate(CHUNKS)
+    ]
+    write_records(conn, fam, backend, records)
+    return fam
+
+
+def test_rrf_in_sql_matches_the_hand_computed_example_including_one_leg_hits(conn: Any, family: Any) -> None:
+    hits = hybrid_search(conn, family, "apple", QUERY, k=10, per_leg=2, normalization=0)
+    assert [h.chunk_id for h in hits] == ["a", "c", "b"]  # d is in neither leg's top 2
+    assert hits[0].score == 1 / 61 + 1 / 62
+    assert hits[1].score == 1 / 61
+    assert hits[2].score == 1 / 62
+    assert hits[0].ranks == {"fts": 1, "vector": 2}
+    assert hits[1].ranks == {"fts": None, "vector": 1}
+    assert hits[2].ranks == {"fts": 2, "vector": None}
+    assert hits[1].scores["fts"] is None and hits[1].scores["vector"] == pytest.approx(1.0)
+    assert hits[2].scores["vector"] is None and hits[2].scores["fts"] is not None
+    assert hits[0].scores["fts"] > hits[2].scores["fts"]  # type: ignore[operator]
+    assert hits[0].vector is not None and hits[0].vector.shape == (16,)
+
+
+@pytest.mark.parametrize("weights", [None, {"fts": 0.5}, {"fts": 0.0, "vector": 2.0}, {"vector": 0.25}])
+@pytest.mark.parametrize("rrf_k", [1, 60])
+def test_rrf_in_sql_equals_the_python_reference(conn: Any, family: Any, weights: Any, rrf_k: int) -> None:
+    fts = [h.chunk_id for h in fts_search(conn, family, "apple", k=3, normalization=0)]
+    vec = ["c", "a", "d"]
+    hits = hybrid_search(conn, family, "apple", QUERY, k=10, per_leg=3, rrf_k=rrf_k, weights=weights, normalization=0)
+    expected = rrf({"fts": fts, "vector": vec}, k=rrf_k, weights=weights)
+    assert [(h.chunk_id, h.score, h.ranks) for h in hits] == [(f.chunk_id, f.score, f.ranks) for f in expected]
+
+
+def test_k_cuts_the_fused_list_after_ordering(conn: Any, family: Any) -> None:
+    hits = hybrid_search(conn, family, "apple", QUERY, k=1, per_leg=2, normalization=0)
+    assert [h.chunk_id for h in hits] == ["a"]
+
+
+def test_package_filter_applies_to_both_legs(conn: Any, family: Any) -> None:
+    hits = hybrid_search(conn, family, "apple", QUERY, k=10, per_leg=4, package="p1/", normalization=0)
+    assert {h.chunk_id for h in hits} == {"a", "c"}
+    by_id = {h.chunk_id: h.ranks for h in hits}
+    assert by_id["a"] == {"fts": 1, "vector": 2}  # b (fts) is filtered out, not just cut
+    assert by_id["c"] == {"fts": None, "vector": 1}
+
+
+def test_package_prefix_wildcards_are_literal(conn: Any, family: Any) -> None:
+    assert hybrid_search(conn, family, "apple", QUERY, k=10, package="p_") == []
+    assert fts_search(conn, family, "apple", k=10, package="%") == []
+
+
+def test_metadata_filter_applies_to_both_legs(conn: Any, family: Any) -> None:
+    hits = hybrid_search(conn, family, "apple", QUERY, k=10, per_leg=4, metadata={"lang": "en"}, normalization=0)
+    assert {h.chunk_id: h.ranks for h in hits} == {
+        "b": {"fts": 1, "vector": 2},
+        "d": {"fts": None, "vector": 1},
+    }
+
+
+def test_zero_query_vector_leaves_the_full_text_order(conn: Any, family: Any) -> None:
+    hits = hybrid_search(conn, family, "apple", np.zeros(16, dtype=np.float32), k=10, normalization=0)
+    assert [h.chunk_id for h in hits] == ["a", "b"]
+    assert all(h.ranks["vector"] is None for h in hits)
+
+
+def test_query_vector_of_another_dimension_is_refused(conn: Any, family: Any) -> None:
+    with pytest.raises(ModelMismatch):
+        hybrid_search(conn, family, "apple", np.ones(8, dtype=np.float32), k=3)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"k": 0}, {"k": 3, "per_leg": 0}, {"k": 3, "per_leg": 1001}, {"k": 3, "rrf_k": 0}, {"k": 3, "weights": {"x": 1}}],
+)
+def test_bad_options_are_refused(conn: Any, family: Any, options: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInput):
+        hybrid_search(conn, family, "apple", QUERY, **options)
+
+
+def test_negative_weight_is_refused(conn: Any, family: Any) -> None:
+    with pytest.raises(InvalidInput, match="non-negative"):
+        hybrid_search(conn, family, "apple", QUERY, k=3, weights={"fts": -1})
+    with pytest.raises(InvalidInput):
+        parse_weights("fts=abc")
+    assert parse_weights("fts=0.5, vector=1") == {"fts": 0.5, "vector": 1.0}
+
+
+def test_settings_do_not_leak_and_an_open_transaction_survives(conn: Any, family: Any) -> None:
+    before = conn.execute("SHOW hnsw.ef_search").fetchone()[0]
+    conn.rollback()
+    hybrid_search(conn, family, "apple", QUERY, k=3, per_leg=500)
+    assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == before
+
+
+def test_api_search_hybrid_and_fts_go_through_these_functions(conn: Any, family: Any) -> None:
+    from ragstore.search.api import search
+
+    class Fixed(OfflineBackend):
+        def embed(self, texts: Any) -> Any:
+            return np.stack([QUERY for _ in texts])
+
+    got = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed())
+    assert [h.chunk_id for h in got] == [h.chunk_id for h in hybrid_search(conn, family, "apple", QUERY, k=10)]
+    assert [h.chunk_id for h in search(conn, "docs", "apple", k=10, mode="fts")] == ["a", "b"]
+
+
+def test_blended_ranking_reranks_every_candidate_with_normalised_signals(conn: Any, family: Any) -> None:
+    now = datetime(2100, 1, 1, tzinfo=UTC)
+    hits = blended_search(conn, family, "apple", QUERY, k=10, now=now, per_leg=4, normalization=0)
+    assert {h.chunk_id for h in hits} == {"a", "b", "c", "d"}
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    top = hits[0]
+    assert top.chunk_id == "a"  # the only chunk strong on both the semantic and the lexical signal
+    assert all(0.0 <= v <= 1.0 for h in hits for v in h.scores.values() if v is not None)
+    assert next(h for h in hits if h.chunk_id == "b").scores["semantic"] == 0.0  # cosine -1, under the floor
