@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import psycopg
+from psycopg import pq
 
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
@@ -81,29 +82,17 @@ def search(
 
     hits: list[Hit] | None = None
     cached: tuple[Family, npt.NDArray[np.float32]] | None = None
-    if mode in ("auto", "hnsw") and not flt.active:
-        hits, cached = _cached_hnsw(conn, family, query, vector, backend, want, ef_search, rerank == "mmr")
+    if mode in ("auto", "hnsw") and not flt.active and query is None:
+        hits, cached = _cached_hnsw(conn, family, vector, want, ef_search, rerank == "mmr")
     if hits is None:
-        fam = fresh_family(conn, family)
-        query_vector: npt.NDArray[np.float32] | None
-        if cached is not None and cached[0] == fam:
-            text, query_vector = query, cached[1]
-        else:
-            text, query_vector = _query(fam, query, vector, backend, needs_vector=mode != "fts")
-        if mode in ("fts", "hybrid"):
-            hits = _text_modes(conn, fam, mode, text, query_vector, want, flt)
-        else:
-            assert query_vector is not None
-            hits = run_vector(
-                conn,
-                fam,
-                query_vector,
-                k=want,
-                flt=flt,
-                exact=mode == "exact",
-                ef_search=ef_search,
-                vectors=rerank == "mmr",
-            )
+        try:
+            hits = _fresh(conn, family, query, vector, backend, mode, want, flt, ef_search, rerank, cached)
+        except RagstoreError as exc:
+            # The family changed between reading it and running the statement (a model migration swapped
+            # its table): read it again and run once more; a second failure is real.
+            if not _vector.stale_family_error(exc) or conn.info.transaction_status == pq.TransactionStatus.INERROR:
+                raise
+            hits = _fresh(conn, family, query, vector, backend, mode, want, flt, ef_search, rerank, None)
     if floor is not None:
         hits = [hit for hit in hits if hit.score >= floor]
     if rerank == "mmr":
@@ -111,9 +100,50 @@ def search(
     return hits[:k]
 
 
-# Families this process has read, per connection: the unfiltered HNSW path (the hot one) runs on the
-# cached Family and its statement checks ragstore.families itself (vector.guard_params), so a cached
-# entry costs no round trip and cannot go stale silently. Entries die with their connection.
+def _fresh(
+    conn: Conn,
+    family: str,
+    query: str | None,
+    vector: Any,
+    backend: Backend | None,
+    mode: str,
+    want: int,
+    flt: Filter,
+    ef_search: int | None,
+    rerank: str | None,
+    cached: tuple[Family, npt.NDArray[np.float32]] | None,
+) -> list[Hit]:
+    """The search on family ``family`` read now (one lookup round trip, then the search itself)."""
+    fam = fresh_family(conn, family)
+    query_vector: npt.NDArray[np.float32] | None
+    if cached is not None and cached[0] == fam:
+        text, query_vector = query, cached[1]
+    else:
+        text, query_vector = _query(fam, query, vector, backend, needs_vector=mode != "fts")
+    if mode in ("fts", "hybrid"):
+        hits = _text_modes(conn, fam, mode, text, query_vector, want, flt)
+    else:
+        assert query_vector is not None
+        hits = run_vector(
+            conn,
+            fam,
+            query_vector,
+            k=want,
+            flt=flt,
+            exact=mode == "exact",
+            ef_search=ef_search,
+            vectors=rerank == "mmr",
+        )
+    return hits
+
+
+# Families this process has read, per connection. The unfiltered HNSW search by vector (the hot path) runs
+# on the cached Family with no lookup round trip and no check of ragstore.families in its statement: what
+# it relies on is the table name and the dimension, and the server checks both (a swapped-out table is
+# UndefinedTable, another dimension a DataError), after which the family is read again. A text query
+# always reads the family first, as it embeds with the family's model (a family dropped and re-created
+# under the same table name with another model must not be served from the cache); the lookup is small
+# next to embedding the text. Entries die with their connection.
 _FAMILIES: weakref.WeakKeyDictionary[Conn, dict[str, Family]] = weakref.WeakKeyDictionary()
 
 
@@ -127,25 +157,24 @@ def fresh_family(conn: Conn, name: str) -> Family:
 def _cached_hnsw(
     conn: Conn,
     name: str,
-    text: str | None,
     vector: Any,
-    backend: Backend | None,
     k: int,
     ef_search: int | None,
     vectors: bool,
 ) -> tuple[list[Hit] | None, tuple[Family, npt.NDArray[np.float32]] | None]:
-    """The unfiltered HNSW search on the cached Family, in one round trip; hits carry vectors if ``vectors``.
+    """The unfiltered HNSW search by ``vector`` on the cached Family, in one round trip; hits carry
+    vectors if ``vectors``.
 
     Returns ``(None, …)`` whenever the answer must come from the fresh path instead: no cached family, a
-    zero query, an error (raised again there if real), or no rows (an empty family, or a family that
-    changed since it was cached: the statement's guard returns nothing then). The second item is the
-    cached family with the query vector, reused by the fresh path when the family has not changed.
+    zero query, an error (raised again there if real: a dropped or swapped table, another dimension), or no
+    rows (an empty family). The second item is the cached family with the query vector, reused by the fresh
+    path when the family has not changed.
     """
     fam = _FAMILIES.get(conn, {}).get(name)
     if fam is None:
         return None, None
     try:
-        _, query_vector = _query(fam, text, vector, backend, needs_vector=True)
+        query_vector = check_query_vector(vector, fam)
     except RagstoreError:
         return None, None
     assert query_vector is not None

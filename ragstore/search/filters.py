@@ -30,10 +30,10 @@ Conn = psycopg.Connection[Any]
 
 # A filtered query whose filter keeps at most this many rows runs exact in SQL over those rows (recall 1.0);
 # a wider filter runs HNSW with iterative scan. Measured with benchmarks/query.py (docs/search.md), p50 of
-# exact-over-subset / iterative scan: 16-d 1,000 rows 0.31, 2,000 rows 1.23, 5,000 rows 2.53; 384-d
-# 1,000 rows 1.15, 2,000 rows 0.67, 5,000 rows 0.99, 10,000 rows 4.54. The iterative scan's cost grows with
-# the dimension as fast as the exact scan's, so the crossover is in rows, and later at high dimension.
-FILTER_EXACT_MAX_ROWS = 1_500
+# exact-over-subset / iterative scan (ef 100), with the un-materialized exact plan: 16-d 1,000 rows 0.37,
+# 2,000 rows 0.74, 5,000 rows 1.64, 10,000 rows 2.92; 384-d 1,000 rows 1.04, 2,000 rows 0.53, 5,000 rows
+# 0.51, 10,000 rows 2.42. Crossover: ~3,000 rows at 16-d, between 5,000 and 10,000 at 384-d.
+FILTER_EXACT_MAX_ROWS = 3_000
 FILTER_EXACT_MAX_ROWS_WIDE = 5_000
 WIDE_DIM = 256
 

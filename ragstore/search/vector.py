@@ -5,7 +5,7 @@ Every function here runs ONE statement on a connection the caller has put inside
 descending, then chunk_id ascending, each with its text, metadata and vector from the same statement.
 
 Plan choice for a filtered search (``plan_for``): the filtered rows are counted through the btree on
-``package_path`` (or the metadata GIN index) up to :func:`~ragstore.search.filters.exact_max_rows` (1,500
+``package_path`` (or the metadata GIN index) up to :func:`~ragstore.search.filters.exact_max_rows` (3,000
 rows below 256 dimensions, 5,000 from 256);
 at or under it the search is exact over those rows (recall 1.0), above it HNSW with
 ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until k rows pass the filter.
@@ -104,18 +104,6 @@ def run_block(conn: Conn, family: Family, block: str, flt: Filter, params: dict[
     return [row_to_hit(row) for row in rows]
 
 
-def guard_params(family: Family) -> dict[str, Any]:
-    """The values the ``hnsw`` block checks ``ragstore.families`` against (a cached Family stays honest)."""
-    return {
-        "family": family.name,
-        "family_table": family.table,
-        "family_dim": family.dim,
-        "family_model": family.model,
-        "family_backend": family.backend,
-        "family_state": family.state,
-    }
-
-
 def run_with_settings(
     conn: Conn, statement: sql.Composed | str, params: dict[str, Any], *, ef_search: int, iterative: bool
 ) -> list[tuple[Any, ...]]:
@@ -160,8 +148,8 @@ _SETTINGS_REF = sql.SQL("s.settings IS NOT NULL")
 
 def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True) -> str:
     """The ``hnsw`` block for ``family``, ``flt`` and ``k`` (a literal, so the prepared statement keeps a
-    generic plan), returning the rows' vectors when ``vectors``; its parameters are the filter's,
-    :func:`guard_params`, ``q`` and the two settings :func:`run_with_settings` fills in. Rendered once per
+    generic plan), returning the rows' vectors when ``vectors``; its parameters are the filter's, ``q``
+    and the two settings :func:`run_with_settings` fills in. Rendered once per
     shape (the hot path composes nothing)."""
     return _hnsw_text(
         family.table, family.vector_type, family.dim, int(k), bool(flt.package), bool(flt.metadata), vectors
@@ -199,10 +187,10 @@ def hnsw_hits(
     """Top ``k`` through the HNSW index (``ORDER BY embedding <=> q LIMIT k``), re-sorted; one round trip.
     Hits carry their vectors when ``vectors`` (else ``Hit.vector`` is None).
 
-    Returns ``[]`` also when ``ragstore.families`` no longer describes ``family`` as given (the guard in
-    the statement): a caller holding a cached Family re-reads it then.
+    The statement does not re-read ``ragstore.families``: a ``family`` whose table was dropped (a model
+    migration's swap) raises SchemaError caused by UndefinedTable, see :func:`stale_family_error`.
     """
-    params = {**flt.params(), **guard_params(family), "q": query_param(family, vector)}
+    params = {**flt.params(), "q": query_param(family, vector)}
     statement = hnsw_statement(family, flt, k, vectors=vectors)
     rows = run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
     return [row_to_hit(row) for row in rows]
@@ -225,13 +213,26 @@ def to_float32(value: Any) -> npt.NDArray[np.float32]:
 
 
 def row_to_hit(row: tuple[Any, ...]) -> Hit:
-    """A ``chunk_id, package_path, score, text, metadata, embedding`` row as a Hit (embedding may be NULL)."""
+    """A ``chunk_id, package_path, score, text, metadata, embedding`` row as a Hit (embedding and metadata
+    may be NULL: no vector, and ``{}``)."""
     chunk_id, package_path, score, text, metadata, embedding = row
+    # Positional (the field order of Hit): this runs once per hit on the hot path.
     return Hit(
-        chunk_id=chunk_id,
-        package_path=package_path,
-        score=score,  # float8, already a float
-        text=text,
-        vector=None if embedding is None else to_float32(embedding),
-        metadata=metadata if metadata is not None else {},  # a fresh dict from the JSON loader
+        chunk_id,
+        package_path,
+        score,  # float8, already a float
+        text,
+        None if embedding is None else to_float32(embedding),
+        {} if metadata is None else metadata,  # a fresh dict from the JSON loader
     )
+
+
+def stale_family_error(exc: BaseException) -> bool:
+    """True when ``exc`` says the Family a statement was built from no longer matches the database: its
+    table is gone (UndefinedTable: a model migration swapped the family's table and dropped the old one,
+    or the family was dropped) or its column has another dimension (a family re-created under the same
+    table name). The caller re-reads the family once and runs again."""
+    cause = exc.__cause__
+    if isinstance(cause, psycopg.errors.UndefinedTable):
+        return True
+    return isinstance(cause, psycopg.errors.DataException) and "dimensions" in str(cause)

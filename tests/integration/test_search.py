@@ -7,7 +7,7 @@ import pytest
 
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend, fingerprint
-from ragstore.errors import InvalidInput, ModelMismatch, NotFound
+from ragstore.errors import InvalidInput, ModelMismatch, NotFound, RagstoreError
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
 from ragstore.search import api, exact, search
@@ -84,7 +84,6 @@ def test_text_query_is_embedded_with_the_family_backend(conn, family):
 def _explain(conn, family, flt, q, *, ef=100, iterative=False):
     params = {
         **flt.params(),
-        **vec.guard_params(family),
         "q": q,
         "ragstore_ef": str(ef),
         "ragstore_iterative": "relaxed_order" if iterative else "off",
@@ -156,6 +155,62 @@ def test_a_cached_family_is_rechecked_when_the_family_changes(conn, family):
     other = families.create_family(conn, "docs", OfflineBackend(), table="emb_docs_again")
     load(conn, other, clustered(5, seed=2), ids=[f"n{i}" for i in range(5)])
     assert {h.chunk_id for h in search(conn, "docs", vector=q, k=3)} <= {f"n{i}" for i in range(5)}
+
+
+def test_a_search_after_a_model_migration_swapped_the_table_re_reads_the_family(conn, dsn, family):
+    from ragstore.db.connection import connect
+    from ragstore.family_migrate import migrate_family
+    from tests.integration.test_family_migrate import HashBackend
+
+    load(conn, family, clustered(40))
+    conn.autocommit = True
+    q = clustered(1, seed=1)[0]
+    before = search(conn, "docs", vector=q, k=5)  # the family (and its table name) is now cached
+    assert len(before) == 5
+    with connect(dsn) as other:  # another session migrates: new table, old one dropped at the swap
+        migrate_family(other, "docs", HashBackend(model="hash-b", dim=16))
+    old_table = conn.execute("SELECT to_regclass(%s)", (f"ragstore.{family.table}",)).fetchone()
+    assert old_table == (None,)
+    after = search(conn, "docs", vector=q, k=5)  # the same connection: re-reads, runs on the new table
+    assert len(after) == 5 and api._FAMILIES[conn]["docs"].model == "hash-b"
+    filtered = search(conn, "docs", vector=q, k=5, package="pkg/")
+    assert [h.chunk_id for h in filtered] == [h.chunk_id for h in after]
+
+
+def test_a_swap_between_the_family_lookup_and_the_statement_is_retried_once(conn, family, monkeypatch):
+    load(conn, family, clustered(40))
+    conn.autocommit = True
+    q = clustered(1, seed=1)[0]
+    expected = [h.chunk_id for h in search(conn, "docs", vector=q, k=5, mode="exact")]
+    stale = families.get_family(conn, "docs")
+    # Simulate the swap through the registry: the table gets a new name, the old name is gone.
+    conn.execute(f"ALTER TABLE ragstore.{family.table} RENAME TO emb_docs_v2")
+    conn.execute("UPDATE ragstore.families SET table_name = 'emb_docs_v2' WHERE name = 'docs'")
+    reads = []
+    real = api.get_family
+
+    def first_stale(connection, name):  # the first lookup returns what it read just before the swap
+        reads.append(name)
+        return stale if len(reads) == 1 else real(connection, name)
+
+    monkeypatch.setattr(api, "get_family", first_stale)
+    for kwargs in ({"package": "pkg/"}, {"mode": "exact"}, {}):
+        reads.clear()
+        api._FAMILIES.clear()
+        got = [h.chunk_id for h in search(conn, "docs", vector=q, k=5, **kwargs)]
+        assert got == expected and len(reads) == 2, kwargs
+    reads.clear()
+    monkeypatch.setattr(api, "get_family", lambda connection, name: reads.append(name) or real(connection, name))
+    api._FAMILIES[conn] = {"docs": stale}  # a stale cache entry: the hot path falls back, reads once
+    assert [h.chunk_id for h in search(conn, "docs", vector=q, k=5)] == expected and reads == ["docs"]
+
+
+def test_a_changed_family_that_still_fails_is_not_retried_forever(conn, family):
+    load(conn, family, clustered(10))
+    conn.autocommit = True
+    conn.execute("UPDATE ragstore.families SET table_name = 'emb_gone' WHERE name = 'docs'")
+    with pytest.raises(RagstoreError, match="emb_gone"):
+        search(conn, "docs", vector=clustered(1)[0], k=3)
 
 
 def test_ef_search_is_at_least_k():

@@ -20,7 +20,7 @@ QUERIES = [Query(query_id="q1", text="alpha"), Query(query_id="q2", text="beta")
 QRELS = {"q1": {"a": 2, "b": 1}, "q2": {"b": 1}, "q3": {"zz": 0}}
 # what each fake mode returns per query text
 RESULTS = {
-    "exact": {"alpha": ["a", "b"], "beta": ["x", "b"], "gamma": ["a"]},
+    "hnsw": {"alpha": ["a", "b"], "beta": ["x", "b"], "gamma": ["a"]},
     "fts": {"alpha": ["b", "a"], "beta": ["b"], "gamma": []},
 }
 
@@ -54,10 +54,10 @@ def test_modes_are_scored_with_deltas_against_the_first(fake_search: list[dict[s
     ticks = itertools.count()
     result = run_eval(
         None,  # type: ignore[arg-type]
-        "docs", QUERIES, QRELS, [ModeSpec("exact"), ModeSpec("fts")], k=2, backend=backend,
+        "docs", QUERIES, QRELS, [ModeSpec("hnsw"), ModeSpec("fts")], k=2, backend=backend,
         clock=lambda: float(next(ticks)),
     )  # fmt: skip
-    exact, fts = result.modes
+    exact, fts = result.modes  # the first mode (hnsw) is the A of the A/B
     assert exact.report.evaluated == 2 and exact.report.skipped == ("q3",)
     assert exact.report.mrr == pytest.approx((1.0 + 0.5) / 2)
     assert fts.report.mrr == pytest.approx(1.0)
@@ -67,7 +67,7 @@ def test_modes_are_scored_with_deltas_against_the_first(fake_search: list[dict[s
     assert exact.latencies_ms == [1000.0, 1000.0, 1000.0] and exact.p95_ms == 1000.0
     # embedded once, in one batch, before any search; the searches hit the cache
     assert backend.calls == [["alpha", "beta", "gamma"]]
-    assert {c["mode"] for c in fake_search} == {"exact", "fts"} and all(c["k"] == 2 for c in fake_search)
+    assert {c["mode"] for c in fake_search} == {"hnsw", "fts"} and all(c["k"] == 2 for c in fake_search)
     table = format_table(result)
     assert "Δ fts" in table and "+0.2500" in table and "1 skipped" in table
     data = result.as_dict()
