@@ -65,7 +65,9 @@ def physical_limit(conn: psycopg.Connection, records: list[tuple[str, ChunkRecor
     conn.execute("CREATE TABLE bench.chunks (LIKE ragstore.chunks INCLUDING ALL)")
     conn.execute("CREATE TABLE bench.emb (LIKE ragstore.emb_bench INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
     conn.execute("ALTER TABLE bench.emb ADD PRIMARY KEY (chunk_id)")
-    conn.execute("ALTER TABLE bench.emb ADD FOREIGN KEY (chunk_id) REFERENCES bench.chunks (chunk_id) ON DELETE CASCADE")
+    conn.execute(
+        "ALTER TABLE bench.emb ADD FOREIGN KEY (chunk_id) REFERENCES bench.chunks (chunk_id) ON DELETE CASCADE"
+    )
     conn.execute("CREATE INDEX ON bench.emb (package_path text_pattern_ops)")
     conn.commit()
     started = time.perf_counter()
@@ -146,7 +148,8 @@ def main() -> None:
             result = run_size(admin, n)
             results.append(result)
             print(
-                f"{n:>9,} rows | physical limit {result['physical_rows_per_s']:>9,.0f} rows/s ({result['physical_s']:.1f}s)"
+                f"{n:>9,} rows | physical limit {result['physical_rows_per_s']:>9,.0f} rows/s"
+                f" ({result['physical_s']:.1f}s)"
                 f" | ragstore first run {result['first_rows_per_s']:>9,.0f} rows/s ({result['first_s']:.1f}s)"
                 f" = {result['first_vs_physical']:.2f}x physical"
                 f" | re-run {result['rerun_rows_per_s']:>9,.0f} rows/s ({result['rerun_s']:.1f}s)"

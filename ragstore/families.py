@@ -188,18 +188,14 @@ def family_stats(conn: Conn, name: str) -> FamilyStats:
         row = conn.execute(statement, {"table_name": family.table}).fetchone()
     assert row is not None
     rows, total, index, index_bytes = row
-    return FamilyStats(
-        family, int(rows), int(total), index, None if index_bytes is None else int(index_bytes)
-    )
+    return FamilyStats(family, int(rows), int(total), index, None if index_bytes is None else int(index_bytes))
 
 
 def drop_family(conn: Conn, name: str) -> None:
     """Remove the family and its table (the chunks stay: other families may embed them)."""
     family = get_family(conn, name)
     with conn.transaction(), db_errors():
-        conn.execute(
-            sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(family.table))
-        )
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(family.table)))
         conn.execute(query("families", "delete_family"), {"name": name})
 
 

@@ -67,9 +67,7 @@ def template_db(pg_admin_dsn: str) -> Iterator[str]:
     name = f"ragstore_tpl_{os.getpid()}"
     with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        admin.execute(
-            sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name))
-        )
+        admin.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name)))
     migrate.upgrade(with_database(pg_admin_dsn, name))
     yield name
     with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
@@ -81,14 +79,10 @@ def _fresh_database(admin_dsn: str, template: str | None) -> str:
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         if template:
             admin.execute(
-                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                    sql.Identifier(name), sql.Identifier(template)
-                )
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template))
             )
         else:
-            admin.execute(
-                sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name))
-            )
+            admin.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name)))
     return name
 
 

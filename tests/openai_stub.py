@@ -86,9 +86,7 @@ class StubServer:
         if dim is None:
             wanted = request.get("dimensions")
             dim = wanted if (wanted and self.honour_dimensions) else self.native_dim
-        data = [
-            {"object": "embedding", "index": i, "embedding": vector_for(t, dim)} for i, t in enumerate(texts)
-        ]
+        data = [{"object": "embedding", "index": i, "embedding": vector_for(t, dim)} for i, t in enumerate(texts)]
         if self.reverse_order:
             data.reverse()
         return {
@@ -98,9 +96,7 @@ class StubServer:
             "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
         }
 
-    def _answer(
-        self, path: str, headers: dict[str, str], body: Any
-    ) -> tuple[int, dict[str, str], bytes, float]:
+    def _answer(self, path: str, headers: dict[str, str], body: Any) -> tuple[int, dict[str, str], bytes, float]:
         with self._lock:
             self.requests.append(Recorded(path, headers, body))
             reply = self._script.popleft() if self._script else Reply()

@@ -11,9 +11,7 @@ from ragstore.db.server import EmbeddedServer
 
 
 @click.command("migrate")
-@click.option(
-    "--status", "show_status", is_flag=True, help="Show the current and head revisions; change nothing."
-)
+@click.option("--status", "show_status", is_flag=True, help="Show the current and head revisions; change nothing.")
 @click.option("--sql", "offline", is_flag=True, help="Print the DDL to head without touching any database.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
@@ -35,9 +33,7 @@ def migrate_command(ctx: click.Context, show_status: bool, offline: bool, as_jso
     if as_json:
         emit_json({"before": result.before, "after": result.after, "applied": list(result.applied)})
     elif result.changed:
-        click.echo(
-            f"migrated {result.before or '(empty)'} -> {result.after}: applied {', '.join(result.applied)}"
-        )
+        click.echo(f"migrated {result.before or '(empty)'} -> {result.after}: applied {', '.join(result.applied)}")
     else:
         click.echo(f"already at head ({result.after}): nothing to do")
 

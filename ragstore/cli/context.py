@@ -105,9 +105,7 @@ def _budget(budget: int | None, model: str | None, role: str | None, budgets: Pa
 
 @click.command("context-pack")
 @click.option("--brief", help="L0: the task in one line.")
-@click.option(
-    "--repo", type=click.Path(file_okay=False, path_type=Path), help="Root; fills L1 with its files."
-)
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), help="Root; fills L1 with its files.")
 @click.option("--file", "files", multiple=True, type=click.Path(path_type=Path), help="L2: a whole file.")
 @click.option("--summary", "summaries", multiple=True, help="L4: a compressed summary (repeatable).")
 @click.option("--state", type=click.Path(path_type=Path), help="L5: debate/phase state, a JSON object file.")
@@ -118,9 +116,7 @@ def _budget(budget: int | None, model: str | None, role: str | None, budgets: Pa
 @click.option("--role", help="Pick the budget for this role from --budgets.")
 @click.option("--budgets", type=click.Path(path_type=Path), help="Budgets file (TOML, or .json).")
 @click.option("--shed", "do_shed", is_flag=True, help="Drop whole layers L7, L6, … (never L0) until it fits.")
-@click.option(
-    "--shed-within-layers", is_flag=True, help="Drop low-ranked snippets, large files, then layers."
-)
+@click.option("--shed-within-layers", is_flag=True, help="Drop low-ranked snippets, large files, then layers.")
 @click.option("--retrieve", "query", help="Fill L3 with the hits for this query.")
 @click.option("--family", help="The family to retrieve from (with --retrieve).")
 @click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True, help="Hits to retrieve.")

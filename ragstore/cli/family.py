@@ -21,9 +21,7 @@ def family_group() -> None:
 @click.option("--backend", "backend_name", type=click.Choice(BACKENDS), default="offline", show_default=True)
 @click.option("--model", default=None, help="Model name (required for --backend openai).")
 @click.option("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
-@click.option(
-    "--dimensions", type=int, default=None, help="Ask the provider for shorter vectors (Matryoshka)."
-)
+@click.option("--dimensions", type=int, default=None, help="Ask the provider for shorter vectors (Matryoshka).")
 @click.option("--api-key-env", default=None, help="Environment variable holding the API key.")
 @click.option(
     "--fts-config",

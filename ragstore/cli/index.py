@@ -16,9 +16,7 @@ from ragstore.ingest.writer import DEFAULT_BATCH
 @click.command("index")
 @click.argument("family")
 @click.argument("sources", nargs=-1, required=True)
-@click.option(
-    "--prune", is_flag=True, help="Delete chunks of the indexed packages that the input no longer has."
-)
+@click.option("--prune", is_flag=True, help="Delete chunks of the indexed packages that the input no longer has.")
 @click.option("--batch-size", type=click.IntRange(1, 1_000_000), default=DEFAULT_BATCH, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")

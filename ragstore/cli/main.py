@@ -17,9 +17,7 @@ from ragstore.cli.search import check_recall_command, search_command
 
 
 @click.group(cls=RagstoreGroup)
-@click.option(
-    "--dsn", envvar="RAGSTORE_DSN", default=None, help="PostgreSQL to use (default: the embedded server)."
-)
+@click.option("--dsn", envvar="RAGSTORE_DSN", default=None, help="PostgreSQL to use (default: the embedded server).")
 @click.option("--debug", is_flag=True, help="Show tracebacks of unexpected errors.")
 @click.version_option(package_name="ragstore")
 @click.pass_context

@@ -68,7 +68,5 @@ def load_budget_config(path: str | Path) -> BudgetConfig:
     try:
         return BudgetConfig.model_validate(data)
     except ValidationError as exc:
-        details = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'file'}: {err['msg']}" for err in exc.errors()
-        )
+        details = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'file'}: {err['msg']}" for err in exc.errors())
         raise InvalidInput(f"{source}: invalid budgets: {details}") from exc

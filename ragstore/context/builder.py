@@ -120,9 +120,7 @@ def assemble_pack(layers: Layers, max_tokens: int, shed: ShedReport | None = Non
         pack_id=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         manifest_id=manifest_id,
         layers=layers,
-        budget=BudgetReport(
-            estimated_tokens=estimated, max_tokens=max_tokens, within_budget=estimated <= max_tokens
-        ),
+        budget=BudgetReport(estimated_tokens=estimated, max_tokens=max_tokens, within_budget=estimated <= max_tokens),
         shed=shed,
     )
 

@@ -50,9 +50,7 @@ def render_markdown(pack: ContextPack) -> str:
     ]
     if pack.shed is not None:
         shed_layers = ", ".join(pack.shed.dropped_layers) or "none"
-        out.append(
-            f"- shed ({pack.shed.strategy}): layers {shed_layers}; items {len(pack.shed.dropped_items)}"
-        )
+        out.append(f"- shed ({pack.shed.strategy}): layers {shed_layers}; items {len(pack.shed.dropped_items)}")
         if pack.shed.note:
             out.append(f"- note: {pack.shed.note}")
     out += [*_section("L0"), layers.L0]

@@ -64,8 +64,7 @@ def model_file(package: str = MODEL_PACKAGE) -> Path:
         path = Path(str(importlib.resources.files(package) / "model.onnx"))
     except ModuleNotFoundError as exc:
         raise BackendError(
-            f"the minilm backend needs the model package {package!r}, which is not installed: "
-            f"run {INSTALL_HINT}"
+            f"the minilm backend needs the model package {package!r}, which is not installed: run {INSTALL_HINT}"
         ) from exc
     if not path.is_file():
         raise BackendError(f"the model package {package!r} has no model.onnx at {path}: run {INSTALL_HINT}")

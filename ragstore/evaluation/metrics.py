@@ -124,9 +124,7 @@ def hit_at_k(ranking: Sequence[str], qrels: Judgements, k: int) -> float:
     return _score(ranking, qrels, k).hit
 
 
-def score_query(
-    ranking: Sequence[str], qrels: Judgements, k: int, query_id: str | None = None
-) -> QueryScores:
+def score_query(ranking: Sequence[str], qrels: Judgements, k: int, query_id: str | None = None) -> QueryScores:
     """All five metrics of one query (definitions in the module docstring).
 
     A query with no relevant chunk scores 0 everywhere (:func:`evaluate` skips such queries instead).

@@ -5,8 +5,9 @@ Promises of :func:`run_eval`:
 - Every mode goes through :func:`ragstore.search.api.search`, the call ``ragstore search`` makes, so the
   figures are what users get. One exception, for speed: plain ``exact`` ranks every query in streamed
   passes over the family (:func:`ragstore.search.exact.top_k_many`, the same cosine and order), and its
-  latency columns time real one-query exact searches on the first 100 queries. Two variants the API does not expose go to the same library functions it
-  calls: a hybrid with leg ``weights`` (:func:`ragstore.search.hybrid.hybrid_search`) and ``rerank="blend"``
+  latency columns time real one-query exact searches on the first 100 queries. Two variants the API
+  does not expose go to the same library functions it calls: a hybrid with leg ``weights``
+  (:func:`ragstore.search.hybrid.hybrid_search`) and ``rerank="blend"``
   (:func:`ragstore.search.hybrid.blended_search`, with ``now`` taken once per run).
 - The queries are embedded ONCE, in batches, by the family's own backend before any mode runs; the
   searches get them through a cache with the same backend identity. ``embed_seconds`` reports that cost;

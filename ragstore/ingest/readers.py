@@ -96,9 +96,7 @@ def read_jsonl(path: Path, *, label: str | None = None) -> Iterator[tuple[str, C
             except ValidationError as exc:
                 kinds = {e["type"] for e in exc.errors()}
                 if kinds & {"json_invalid", "json_type", "model_type"}:
-                    raise InvalidInput(
-                        f"{where}: not a JSON object: {describe_validation_error(exc)}"
-                    ) from exc
+                    raise InvalidInput(f"{where}: not a JSON object: {describe_validation_error(exc)}") from exc
                 raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
             yield where, record
 

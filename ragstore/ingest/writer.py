@@ -338,9 +338,7 @@ def write_records(
     it built at the end of this run. Raises InvalidInput/ModelMismatch for bad rows, DatabaseUnavailable.
     """
     started = time.perf_counter()
-    writer = Writer(
-        conn, family, backend, fts_config=fts_config or family.options.get("fts_config", "english")
-    )
+    writer = Writer(conn, family, backend, fts_config=fts_config or family.options.get("fts_config", "english"))
     # An earlier bulk load killed before its end leaves the index missing: this run builds it at its end.
     bulk = not has_hnsw_index(conn, family)
     conn.commit()

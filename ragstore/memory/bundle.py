@@ -122,9 +122,7 @@ class Bundle:
         """The JSON-ready form; it carries no clock, so equal inputs give equal dicts."""
         return {
             "agent": self.agent,
-            "stores": {
-                store.value: [record_to_dict(r) for r in recs] for store, recs in self.records.items()
-            },
+            "stores": {store.value: [record_to_dict(r) for r in recs] for store, recs in self.records.items()},
             "failures": [failure.to_dict() for failure in self.failures],
             "rejections": [rejection.to_dict() for rejection in self.rejections],
         }

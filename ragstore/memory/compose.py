@@ -100,13 +100,9 @@ def compose_memory(
             continue
         records[store] = kept
         rejections.extend(
-            Rejection(store=store, reason=reason, count=counts[reason])
-            for reason in _REASONS
-            if counts[reason]
+            Rejection(store=store, reason=reason, count=counts[reason]) for reason in _REASONS if counts[reason]
         )
-    return Bundle(
-        agent=binding.agent, records=records, failures=tuple(failures), rejections=tuple(rejections)
-    )
+    return Bundle(agent=binding.agent, records=records, failures=tuple(failures), rejections=tuple(rejections))
 
 
 def _read_store(

@@ -172,9 +172,7 @@ def load_profile(path: str | Path) -> AgentProfile:
     file = Path(path)
     suffix = file.suffix.lower()
     if suffix not in (".json", ".toml"):
-        raise InvalidInput(
-            f"{file}: agent profile must be a .json or .toml file, not {suffix or 'no suffix'!r}"
-        )
+        raise InvalidInput(f"{file}: agent profile must be a .json or .toml file, not {suffix or 'no suffix'!r}")
     try:
         raw = file.read_bytes()
     except FileNotFoundError as exc:

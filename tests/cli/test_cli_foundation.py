@@ -39,7 +39,9 @@ def test_family_create_list_show(dsn):
 
 def test_index_twice_reports_zero_inserted_then_all_unchanged(dsn, tmp_path):
     src = tmp_path / "c.jsonl"
-    src.write_text("".join(json.dumps({"chunk_id": f"c{i}", "package_path": "p", "text": f"t {i}"}) + "\n" for i in range(7)))
+    src.write_text(
+        "".join(json.dumps({"chunk_id": f"c{i}", "package_path": "p", "text": f"t {i}"}) + "\n" for i in range(7))
+    )
     invoke(dsn, "family", "create", "docs")
     first = invoke(dsn, "index", "docs", str(src))
     assert first.exit_code == 0 and "7 inserted" in first.output
@@ -51,7 +53,9 @@ def test_index_twice_reports_zero_inserted_then_all_unchanged(dsn, tmp_path):
 
 def test_index_reads_jsonl_from_stdin(dsn):
     invoke(dsn, "family", "create", "docs")
-    lines = "".join(json.dumps({"chunk_id": f"s{i}", "package_path": "stdin", "text": f"x{i}"}) + "\n" for i in range(3))
+    lines = "".join(
+        json.dumps({"chunk_id": f"s{i}", "package_path": "stdin", "text": f"x{i}"}) + "\n" for i in range(3)
+    )
     result = invoke(dsn, "index", "docs", "-", "--json", input=lines)
     assert json.loads(result.output)["inserted"] == 3
 
@@ -93,6 +97,8 @@ def test_unreachable_database_is_one_line_and_debug_shows_a_traceback():
     assert plain.stderr.startswith("error: cannot connect to") and "hunter2" not in plain.stderr
     assert "Traceback" not in plain.stderr and len(plain.stderr.strip().splitlines()) == 1
     debug = subprocess.run(
-        [sys.executable, "-m", "ragstore.cli", "--debug", "--dsn", bad, "family", "list"], capture_output=True, text=True
+        [sys.executable, "-m", "ragstore.cli", "--debug", "--dsn", bad, "family", "list"],
+        capture_output=True,
+        text=True,
     )
     assert debug.returncode != 0 and "Traceback" in debug.stderr

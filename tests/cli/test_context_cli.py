@@ -87,9 +87,7 @@ def test_without_retrieve_the_pack_is_byte_identical_to_one_without_retrieval_op
 def test_retrieve_fills_l3_with_reasons_and_citations(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Any, ...]] = []
 
-    def fake(
-        ctx_obj: object, family: str, query: str, k: int, mode: str, rerank: str | None, lam: float
-    ) -> list[Hit]:
+    def fake(ctx_obj: object, family: str, query: str, k: int, mode: str, rerank: str | None, lam: float) -> list[Hit]:
         calls.append((family, query, k, mode, rerank, lam))
         return [Hit("c1", "docs/x.md", 0.8312, "first"), Hit("c7", "docs/y.md", 0.5, "second")]
 
@@ -117,9 +115,7 @@ def test_retrieve_fills_l3_with_reasons_and_citations(repo: Path, monkeypatch: p
     assert snippets[1]["reason"] == 'retrieved for "QUERY": rank 2, score 0.50, hybrid, mmr λ=0.5'
 
 
-def test_retrieve_without_the_read_path_is_a_ragstore_error(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_retrieve_without_the_read_path_is_a_ragstore_error(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ragstore.search
 
     monkeypatch.delattr(ragstore.search, "search", raising=False)
@@ -140,10 +136,7 @@ def test_budget_excludes_model_and_role(repo: Path) -> None:
 def test_budget_from_model_then_role_then_default(repo: Path) -> None:
     args = ["--brief", "t", "--budgets", str(DATA / "budgets.toml")]
     assert json.loads(_run([*args, "--model", "gpt-4o-mini"]).stdout)["budget"]["max_tokens"] == 64000
-    assert (
-        json.loads(_run([*args, "--model", "x", "--role", "reviewer"]).stdout)["budget"]["max_tokens"]
-        == 16000
-    )
+    assert json.loads(_run([*args, "--model", "x", "--role", "reviewer"]).stdout)["budget"]["max_tokens"] == 16000
     assert json.loads(_run(args).stdout)["budget"]["max_tokens"] == 8000
 
 
@@ -203,9 +196,7 @@ def test_same_command_gives_same_bytes_across_processes(repo: Path) -> None:
     script = "import sys; from ragstore.cli.context import context_pack; context_pack.main(sys.argv[1:])"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "random"}
     outputs = [
-        subprocess.run(
-            [sys.executable, "-c", script, *_base(repo)], capture_output=True, check=True, env=env
-        ).stdout
+        subprocess.run([sys.executable, "-c", script, *_base(repo)], capture_output=True, check=True, env=env).stdout
         for _ in range(2)
     ]
     assert outputs[0] == outputs[1] == _run(_base(repo)).stdout_bytes

@@ -5,7 +5,7 @@ import json
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.evaluation.datasets import Query
-from ragstore.evaluation.runner import ModeSpec, _exact_rankings, _CachedBackend, run_eval
+from ragstore.evaluation.runner import ModeSpec, _CachedBackend, _exact_rankings, run_eval
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search.api import search
@@ -16,7 +16,8 @@ def test_batched_exact_rankings_equal_per_query_exact_search(conn, tmp_path):
     src = tmp_path / "c.jsonl"
     src.write_text(
         "".join(
-            json.dumps({"chunk_id": f"c{i:03d}", "package_path": f"p/{i % 7}", "text": f"chunk text {i} {i * i}"}) + "\n"
+            json.dumps({"chunk_id": f"c{i:03d}", "package_path": f"p/{i % 7}", "text": f"chunk text {i} {i * i}"})
+            + "\n"
             for i in range(300)
         )
     )

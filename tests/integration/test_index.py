@@ -29,9 +29,7 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 
 
 def records(n: int, package: str = "pkg/a", prefix: str = "c") -> list[dict]:
-    return [
-        {"chunk_id": f"{prefix}{i}", "package_path": package, "text": f"text number {i}"} for i in range(n)
-    ]
+    return [{"chunk_id": f"{prefix}{i}", "package_path": package, "text": f"text number {i}"} for i in range(n)]
 
 
 def table_digest(conn) -> str:
@@ -69,9 +67,7 @@ def test_duplicates_collapse_first_occurrence_wins(conn, family, tmp_path):
     rows = records(3) + [{"chunk_id": "c1", "package_path": "pkg/a", "text": "second version"}]
     report = run(conn, [write_jsonl(tmp_path / "c.jsonl", rows)])
     assert report.duplicates == 1 and report.inserted == 3
-    assert conn.execute("SELECT text FROM ragstore.chunks WHERE chunk_id = 'c1'").fetchone() == (
-        "text number 1",
-    )
+    assert conn.execute("SELECT text FROM ragstore.chunks WHERE chunk_id = 'c1'").fetchone() == ("text number 1",)
 
 
 def test_changed_text_is_updated_and_only_it_is_re_embedded(conn, family, tmp_path):
@@ -86,9 +82,7 @@ def test_changed_text_is_updated_and_only_it_is_re_embedded(conn, family, tmp_pa
     assert backend.calls == ["a brand new text"]
     got = conn.execute("SELECT e.embedding FROM ragstore.emb_docs e WHERE chunk_id = 'c4'").fetchone()[0]
     assert np.array_equal(got.to_numpy(), fingerprint(["a brand new text"])[0])
-    assert conn.execute("SELECT metadata FROM ragstore.chunks WHERE chunk_id = 'c6'").fetchone() == (
-        {"lang": "en"},
-    )
+    assert conn.execute("SELECT metadata FROM ragstore.chunks WHERE chunk_id = 'c6'").fetchone() == ({"lang": "en"},)
 
 
 def test_blank_text_is_skipped_and_never_embedded(conn, family, tmp_path):
@@ -100,9 +94,7 @@ def test_blank_text_is_skipped_and_never_embedded(conn, family, tmp_path):
     report = run(conn, [write_jsonl(tmp_path / "c.jsonl", rows)], backend=backend)
     assert report.skipped == 2 and report.inserted == 2
     assert all(t.strip() for t in backend.calls)
-    assert conn.execute(
-        "SELECT count(*) FROM ragstore.chunks WHERE chunk_id IN ('blank', 'empty')"
-    ).fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM ragstore.chunks WHERE chunk_id IN ('blank', 'empty')").fetchone() == (0,)
 
 
 def test_prune_removes_chunks_gone_from_the_indexed_packages_only(conn, family, tmp_path):
@@ -164,9 +156,7 @@ def test_bad_lines_name_file_line_and_field_and_write_nothing(conn, family, tmp_
 
 def test_invalid_utf8_is_named(conn, family, tmp_path):
     path = tmp_path / "c.jsonl"
-    path.write_bytes(
-        b'{"chunk_id": "a", "package_path": "p", "text": "ok"}\n{"chunk_id": "b", "text": "\xff"}\n'
-    )
+    path.write_bytes(b'{"chunk_id": "a", "package_path": "p", "text": "ok"}\n{"chunk_id": "b", "text": "\xff"}\n')
     with pytest.raises(InvalidInput, match=r"c.jsonl:2: invalid UTF-8"):
         run(conn, [path])
 

@@ -53,9 +53,7 @@ def test_offline_sql_prints_ddl_without_a_database():
     ddl = migrate.offline_sql()
     assert "CREATE TABLE ragstore.chunks" in ddl
     assert "CREATE FUNCTION ragstore.offline_embed" in ddl
-    assert ddl.index("CREATE SCHEMA IF NOT EXISTS ragstore") < ddl.index(
-        "CREATE TABLE ragstore.alembic_version"
-    )
+    assert ddl.index("CREATE SCHEMA IF NOT EXISTS ragstore") < ddl.index("CREATE TABLE ragstore.alembic_version")
     assert "%%" not in ddl
 
 
@@ -65,8 +63,7 @@ def test_concurrent_migrations_serialise_on_the_advisory_lock(empty_dsn):
 
     code = "import sys; from ragstore import migrate; print(migrate.upgrade(sys.argv[1]).changed)"
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, empty_dsn], stdout=subprocess.PIPE, text=True)
-        for _ in range(3)
+        subprocess.Popen([sys.executable, "-c", code, empty_dsn], stdout=subprocess.PIPE, text=True) for _ in range(3)
     ]
     outputs = [p.communicate(timeout=120)[0].strip() for p in procs]
     assert all(p.returncode == 0 for p in procs)
@@ -83,9 +80,9 @@ def test_refuses_a_database_that_is_not_utf8(pg_admin_dsn):
     with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
         admin.execute(
-            sql.SQL(
-                "CREATE DATABASE {} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
-            ).format(sql.Identifier(name))
+            sql.SQL("CREATE DATABASE {} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0").format(
+                sql.Identifier(name)
+            )
         )
     try:
         with pytest.raises(SchemaError, match="LATIN1"):

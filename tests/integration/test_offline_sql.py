@@ -15,9 +15,7 @@ def test_sql_offline_embed_is_bit_identical_to_python(conn):
     assert len(rows) == 1000
     for ord_, values in rows:
         got = np.array(values, dtype=np.float32)
-        assert got.view(np.uint32).tolist() == expected[ord_ - 1].view(np.uint32).tolist(), repr(
-            texts[ord_ - 1][:30]
-        )
+        assert got.view(np.uint32).tolist() == expected[ord_ - 1].view(np.uint32).tolist(), repr(texts[ord_ - 1][:30])
 
 
 def test_sql_offline_embed_refuses_empty_text(conn):

@@ -225,9 +225,7 @@ def test_property_invariant_under_positive_affine_transform_of_lexical(
 
 @settings(max_examples=100, deadline=None)
 @given(cands=_candidates(), shift_days=st.integers(min_value=-3650, max_value=3650))
-def test_property_invariant_under_shifting_all_times_together(
-    cands: list[Candidate], shift_days: int
-) -> None:
+def test_property_invariant_under_shifting_all_times_together(cands: list[Candidate], shift_days: int) -> None:
     delta = timedelta(days=shift_days)
     moved = [Candidate(c.chunk_id, c.cosine, c.lexical, c.timestamp + delta) for c in cands]
     before = blend(cands, now=NOW)

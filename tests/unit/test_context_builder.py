@@ -146,9 +146,7 @@ def test_estimate_matches_the_spec_formula() -> None:
         ({"surprise": 1}, "surprise", None),
     ],
 )
-def test_validation_error_names_the_field_path_and_layer(
-    override: dict[str, Any], loc: str, layer: str | None
-) -> None:
+def test_validation_error_names_the_field_path_and_layer(override: dict[str, Any], loc: str, layer: str | None) -> None:
     errors = _errors(**override).errors
     assert any(e.loc == loc and e.layer == layer for e in errors), errors
 

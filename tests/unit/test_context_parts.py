@@ -41,9 +41,7 @@ def test_budget_config_reads_json_too(tmp_path: Path) -> None:
     assert select_token_budget(None, "coder", load_budget_config(path)) == 200
 
 
-@pytest.mark.parametrize(
-    "text", ["default = 0", "[models]\nx = true", "default = 'many'", "default = [", "x = 1"]
-)
+@pytest.mark.parametrize("text", ["default = 0", "[models]\nx = true", "default = 'many'", "default = [", "x = 1"])
 def test_bad_budget_file_is_invalid_input_naming_the_file(tmp_path: Path, text: str) -> None:
     path = tmp_path / "budgets.toml"
     path.write_text(text)

@@ -23,9 +23,7 @@ def _pack(max_tokens: int = 100_000, **overrides: Any) -> ContextPack:
             {"path": "big.py", "content": "b = 2\n" * 200},
             {"path": "mid.py", "content": "c = 3\n" * 40},
         ],
-        "snippets": [
-            {"ref": f"[p#{i}]", "text": f"snippet {i} " * 10, "reason": f"rank {i}"} for i in range(1, 6)
-        ],
+        "snippets": [{"ref": f"[p#{i}]", "text": f"snippet {i} " * 10, "reason": f"rank {i}"} for i in range(1, 6)],
         "summaries": ["a summary " * 20],
         "state": {"phase": "debate", "notes": "x" * 300},
         "artifacts": ["out/report.json"],
@@ -127,9 +125,7 @@ def test_shed_rejects_a_bad_budget(bad: Any) -> None:
         shed(_pack(), bad)
 
 
-_texts = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), min_size=1
-)
+_texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), min_size=1)
 _content = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)
 
 

@@ -71,9 +71,7 @@ def test_record_is_frozen() -> None:
 
 @pytest.mark.parametrize("name", ["profile_ana.json", "profile_ana.toml"])
 def test_load_profile_reads_json_and_toml(name: str) -> None:
-    assert load_profile(HERE / name) == AgentProfile(
-        agent="ana", stores=frozenset({Store.EPISODIC, Store.SEMANTIC})
-    )
+    assert load_profile(HERE / name) == AgentProfile(agent="ana", stores=frozenset({Store.EPISODIC, Store.SEMANTIC}))
 
 
 def test_unknown_store_error_names_file_field_and_store() -> None:
@@ -98,9 +96,7 @@ def test_unknown_store_error_names_file_field_and_store() -> None:
         ("p.yaml", "agent: ana", "must be a .json or .toml"),
     ],
 )
-def test_bad_profiles_raise_invalid_input_naming_the_file(
-    tmp_path: Path, name: str, text: str, expected: str
-) -> None:
+def test_bad_profiles_raise_invalid_input_naming_the_file(tmp_path: Path, name: str, text: str, expected: str) -> None:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     with pytest.raises(InvalidInput) as info:
@@ -121,11 +117,7 @@ def test_missing_profile_is_not_found(tmp_path: Path) -> None:
 
 
 def test_default_policy_is_exactly_spec_7() -> None:
-    table = {
-        s.value: (p.min_salience, p.min_confidence, p.cap)
-        for s in Store
-        for p in [DEFAULT_POLICY.for_store(s)]
-    }
+    table = {s.value: (p.min_salience, p.min_confidence, p.cap) for s in Store for p in [DEFAULT_POLICY.for_store(s)]}
     assert table == {
         "episodic": (0.2, None, 10),
         "semantic": (None, 0.3, 10),

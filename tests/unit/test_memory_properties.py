@@ -44,9 +44,7 @@ stores_st = st.sets(st.sampled_from(list(Store)), min_size=1)
 hint_st = st.none() | st.sampled_from(["pg", "STRASSE", " vector ", ""])
 
 
-def oracle(
-    records: list[MemoryRecord], store: Store, policy: CompositionPolicy, hint: str | None
-) -> list[str]:
+def oracle(records: list[MemoryRecord], store: Store, policy: CompositionPolicy, hint: str | None) -> list[str]:
     """A deliberately naive restatement of SPEC 7 for one store of agent ana."""
     p = policy.for_store(store)
     folded = normalize_hint(hint) if store in policy.hint_stores else None
@@ -98,9 +96,7 @@ def test_bundle_bytes_do_not_depend_on_record_order(
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(records_st, max_size=40), stores_st)
-def test_promiscuous_readers_never_leak_other_stores_or_agents(
-    records: list[MemoryRecord], stores: set[Store]
-) -> None:
+def test_promiscuous_readers_never_leak_other_stores_or_agents(records: list[MemoryRecord], stores: set[Store]) -> None:
     binding = Binding(agent="ana", readers={s: PromiscuousReader(records) for s in stores})
     bundle = compose_memory(binding, now=NOW)
     assert set(bundle.records) == stores

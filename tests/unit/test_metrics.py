@@ -64,9 +64,7 @@ def test_ndcg_ideal_is_cut_to_k() -> None:
 def test_ndcg_perfect_ranking_is_one_and_grade_order_matters() -> None:
     assert ndcg_at_k(["a", "b", "e"], QRELS, 3) == pytest.approx(1.0)
     # swapping grade 2 and grade 1: DCG = 1 + 2/log2(3) + 1/2 = 2.761860 < IDCG 3.130930
-    assert ndcg_at_k(["b", "a", "e"], QRELS, 3) == pytest.approx(
-        (1 + 2 / math.log2(3) + 0.5) / 3.130930, abs=1e-6
-    )
+    assert ndcg_at_k(["b", "a", "e"], QRELS, 3) == pytest.approx((1 + 2 / math.log2(3) + 0.5) / 3.130930, abs=1e-6)
 
 
 def test_negative_grades_count_as_non_relevant_with_zero_gain() -> None:

@@ -34,9 +34,7 @@ def test_batch_order_and_grouping_do_not_change_vectors():
 
 def test_known_value_for_hello():
     # Pinned so that a change of the algorithm cannot pass unnoticed.
-    assert fingerprint(["hello"])[0][:3].tolist() == pytest.approx(
-        [0.36430264, 0.5133966, 0.5018979], abs=1e-7
-    )
+    assert fingerprint(["hello"])[0][:3].tolist() == pytest.approx([0.36430264, 0.5133966, 0.5018979], abs=1e-7)
 
 
 def test_values_are_in_minus_one_to_one():

@@ -59,9 +59,7 @@ def test_embeds_in_input_order_as_contiguous_float32(make: Any, stub: StubServer
     assert sent.path == "/v1/embeddings"
     assert sent.body == {"model": "text-embedding-test", "input": texts}
     assert sent.headers["authorization"] == f"Bearer {KEY}"
-    assert (
-        isinstance(backend, Backend) and backend.name == "openai" and backend.model == "text-embedding-test"
-    )
+    assert isinstance(backend, Backend) and backend.name == "openai" and backend.model == "text-embedding-test"
 
 
 def test_reorders_rows_by_data_index(make: Any, stub: StubServer) -> None:
@@ -85,9 +83,7 @@ def test_429_waits_for_retry_after_then_succeeds(make: Any, stub: StubServer, sl
     assert len(sleeps) == 1 and 3.0 <= sleeps[0] <= 3.3
 
 
-def test_5xx_backs_off_exponentially_with_small_jitter(
-    make: Any, stub: StubServer, sleeps: list[float]
-) -> None:
+def test_5xx_backs_off_exponentially_with_small_jitter(make: Any, stub: StubServer, sleeps: list[float]) -> None:
     stub.queue(Reply(status=500, raw=b"oops"), Reply(status=503, raw=b"busy"), Reply(status=502, raw=b""))
     make(dim=8, backoff=0.5).embed(["x"])
     assert len(stub.requests) == 4
@@ -95,9 +91,7 @@ def test_5xx_backs_off_exponentially_with_small_jitter(
         assert base <= got <= base * 1.1
 
 
-def test_gives_up_after_max_retries_naming_the_last_failure(
-    make: Any, stub: StubServer, sleeps: list[float]
-) -> None:
+def test_gives_up_after_max_retries_naming_the_last_failure(make: Any, stub: StubServer, sleeps: list[float]) -> None:
     stub.queue(*[Reply(status=500, json_body={"error": {"message": "model crashed"}})] * 5)
     with pytest.raises(BackendError, match=r"3 attempts.*HTTP 500.*model crashed"):
         make(dim=8, max_retries=2).embed(["x"])

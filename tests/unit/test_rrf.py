@@ -104,9 +104,7 @@ _ids = st.lists(st.sampled_from("abcdefghij"), unique=True, max_size=10)
 
 
 @given(fts=_ids, vector=_ids)
-def test_property_rrf_is_sorted_complete_and_independent_of_leg_order(
-    fts: list[str], vector: list[str]
-) -> None:
+def test_property_rrf_is_sorted_complete_and_independent_of_leg_order(fts: list[str], vector: list[str]) -> None:
     result = rrf({"fts": fts, "vector": vector})
     assert {f.chunk_id for f in result} == set(fts) | set(vector)
     keys = [(-f.score, f.chunk_id) for f in result]
