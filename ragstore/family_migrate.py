@@ -77,12 +77,14 @@ class MigrationReport:
     source: str
     target: str
     table: str
+    old_table: str = ""
     resumed: bool = False
     total: int = 0
     written: int = 0
     embedded: int = 0
     caught_up: int = 0
     swapped: bool = False
+    old_table_dropped: bool = False
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -257,6 +259,7 @@ def _migrate(
         source=_space(family.backend, family.model, family.dim),
         target=_space(target.backend, target.model, target.dim),
         table=target.table,
+        old_table=family.table,
         resumed=family.state == "migrating",
     )
     if not report.resumed:
@@ -348,6 +351,10 @@ class _Copier:
         return written
 
 
+DROP_TRIES = 40
+DROP_LOCK_TIMEOUT = "100ms"
+
+
 def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier, batch_size: int) -> None:
     options = dict(target.options)
     if "fts_config" in old.options:
@@ -373,7 +380,23 @@ def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier,
                 "options": Jsonb(options),
             },
         )
-        conn.execute(_block("drop_table", old.table))
+    # The old table goes in a transaction of its own: dropping it also locks ragstore.chunks (its foreign
+    # key's triggers live there), which inside the swap would stall every reader and deadlock some.
+    copier.report.old_table_dropped = _drop_old_table(conn, old.table)
+
+
+def _drop_old_table(conn: Conn, table: str) -> bool:
+    """Drop the swapped-out table, waiting at most ``DROP_LOCK_TIMEOUT`` each try so readers never stall
+    long; False (the table left behind, harmless: nothing reads it) when every try found it busy."""
+    for attempt in range(DROP_TRIES):
+        try:
+            with conn.transaction():
+                conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
+                conn.execute(_block("drop_table", table))
+            return True
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+            time.sleep(min(1.0, 0.02 * 2**attempt))
+    return False
 
 
 def abort_migration(conn: Conn, name: str) -> Family:

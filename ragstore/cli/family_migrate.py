@@ -105,6 +105,12 @@ def family_migrate_command(
             f"({report.embedded} embedded, {report.caught_up} caught up), swapped to ragstore.{report.table} "
             f"in {report.seconds:.1f}s"
         )
+        if not report.old_table_dropped:
+            click.echo(
+                f"note: the old table ragstore.{report.old_table} was busy and is left behind (nothing reads it); "
+                f"drop it later: DROP TABLE ragstore.{report.old_table}",
+                err=True,
+            )
 
 
 def _run(conn: Any, name: str, backend: Any, options: dict[str, Any], batch_size: int, show_bar: bool) -> Any:

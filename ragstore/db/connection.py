@@ -13,6 +13,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ragstore import config
 from ragstore.errors import (
+    Conflict,
     DatabaseUnavailable,
     InvalidInput,
     NotFound,
@@ -101,6 +102,8 @@ def db_errors() -> Iterator[None]:
 def map_db_error(exc: psycopg.Error) -> NoReturn:
     """Raise the ragstore error that says what the caller does next about ``exc``."""
     message = mask_dsn(_first_line(exc))
+    if isinstance(exc, pgerrors.TransactionRollback):  # deadlock, serialisation failure: an OperationalError
+        raise Conflict(f"a concurrent transaction conflicted, nothing was changed; retry: {message}") from exc
     if isinstance(exc, pgerrors.QueryCanceled):
         raise Timeout(f"statement cancelled: {message}") from exc
     if isinstance(exc, psycopg.OperationalError | pgerrors.AdminShutdown | pgerrors.CannotConnectNow):

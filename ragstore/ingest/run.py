@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -16,14 +17,25 @@ from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, write_r
 Conn = psycopg.Connection[Any]
 
 
+_BACKENDS: dict[str, Backend] = {}
+
+
 def backend_for(family: Family) -> Backend:
-    """The backend that built ``family``, configured from the options the family recorded."""
+    """The backend that built ``family``, configured from the options the family recorded.
+
+    Backends are kept per process and configuration: a search must not pay for a new model session or
+    HTTP client (tens of milliseconds) on every query.
+    """
     from ragstore.embed.registry import make_backend
 
     # fts_config belongs to the chunks; target is a model migration in progress (ragstore.family_migrate).
     options = {k: v for k, v in family.options.items() if k not in {"fts_config", "target"}}
-    backend = make_backend(family.backend, model=family.model, dim=family.dim, **options)
-    family.check_backend(backend)
+    key = json.dumps([family.backend, family.model, family.dim, options], sort_keys=True, default=str)
+    backend = _BACKENDS.get(key)
+    if backend is None:
+        backend = make_backend(family.backend, model=family.model, dim=family.dim, **options)
+        family.check_backend(backend)
+        _BACKENDS[key] = backend
     return backend
 
 

@@ -253,7 +253,12 @@ def run_vector(
     """
     if exact:
         hits: list[Hit] = []
+        top_level = conn.info.transaction_status == pq.TransactionStatus.IDLE
         with conn.transaction():  # the server-side cursor needs one; rolled back, as the search only reads
+            if top_level:
+                # The scan and the fetch of the winners' text are two statements: one snapshot for both,
+                # or a chunk pruned between them would leave the answer short.
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             hits = _exact.exact_hits(conn, family, query_vector, k=k, flt=flt)
             raise psycopg.Rollback()
         return hits
@@ -283,14 +288,14 @@ def _query(
         return None, check_query_vector(vector, family)
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("the query text is empty")
+    if backend is not None:
+        family.check_backend(backend)  # a backend of another space is refused whatever the mode
     if not needs_vector:
         return text, None
     if backend is None:
         from ragstore.ingest.run import backend_for
 
         backend = backend_for(family)
-    else:
-        family.check_backend(backend)
     matrix = backend.embed([text])
     return text, check_query_vector(matrix[0], family)
 

@@ -76,7 +76,7 @@ def test_text_query_is_embedded_with_the_family_backend(conn, family):
     texts = ["alpha beta", "gamma delta", "epsilon"]
     records = [(str(i), ChunkRecord(chunk_id=f"t{i}", package_path="p", text=t)) for i, t in enumerate(texts)]
     write_records(conn, family, OfflineBackend(), records)
-    by_text = search(conn, "docs", "gamma delta", k=3)
+    by_text = search(conn, "docs", "gamma delta", k=3, mode="hnsw")
     by_vector = search(conn, "docs", vector=fingerprint(["gamma delta"])[0], k=3)
     assert by_text == by_vector and by_text[0].chunk_id == "t1" and math.isclose(by_text[0].score, 1.0, abs_tol=1e-6)
 

@@ -117,3 +117,22 @@ def consistent(dsn: str, table: str = "emb_docs") -> list[str]:
             ).format(t=sql.Identifier(table))
         ).fetchall()
     return [r[0] for r in rows]
+
+
+def family_data_hashes(dsn: str) -> dict[str, str]:
+    """:func:`data_hashes` with each family's embedding table named ``emb@<family>`` and the registry hashed
+    without ``table_name``: a model migration names its new table at random, so two runs that did the same
+    work compare equal. A table no family serves (an old one left behind) keeps its own name and differs."""
+    hashes = data_hashes(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        serving = conn.execute("SELECT name, table_name FROM ragstore.families").fetchall()
+        rows = sorted(
+            r[0]
+            for r in conn.execute(
+                "SELECT ROW(name, backend, model, dim, vector_type, state, options)::text FROM ragstore.families"
+            )
+        )
+    for name, table in serving:
+        hashes[f"emb@{name}"] = hashes.pop(table)
+    hashes["families"] = hashlib.sha256("\n".join(rows).encode()).hexdigest()
+    return hashes
