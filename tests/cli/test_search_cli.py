@@ -71,8 +71,12 @@ def test_search_filters_exact_and_mmr_options_reach_the_library(store):
     )
     hits = json.loads(result.output)["hits"]
     assert hits and all(h["package_path"] == "pkg/1" and h["metadata"] == {"even": False} for h in hits)
-    mmr = json.loads(invoke(store, "search", "docs", "topic 3", "--rerank", "mmr", "--lambda", "0", "--json").output)
-    plain = json.loads(invoke(store, "search", "docs", "topic 3", "--json").output)
+    mmr = json.loads(
+        invoke(
+            store, "search", "docs", "topic 3", "--mode", "hnsw", "--rerank", "mmr", "--lambda", "0", "--json"
+        ).output
+    )
+    plain = json.loads(invoke(store, "search", "docs", "topic 3", "--mode", "hnsw", "--json").output)
     assert mmr["hits"][0] == plain["hits"][0] and mmr["hits"] != plain["hits"]
 
 

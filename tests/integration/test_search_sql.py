@@ -73,7 +73,7 @@ def test_sql_search_text_embeds_in_sql_like_the_library(conn):
     write_records(conn, fam, OfflineBackend(), records)
     conn.commit()
     rows = conn.execute("SELECT chunk_id, score, text FROM ragstore.search_text('notes', 'rotate disks', 5)").fetchall()
-    hits = search(conn, "notes", "rotate disks", k=5)
+    hits = search(conn, "notes", "rotate disks", k=5, mode="hnsw")
     assert [r[0] for r in rows] == [h.chunk_id for h in hits] and len(rows) == 5
     assert all(math.isclose(r[1], h.score, abs_tol=1e-6) for r, h in zip(rows, hits, strict=True))
 
