@@ -221,6 +221,21 @@ def ensure_hnsw_index(conn: Conn, family: Family) -> None:
         conn.execute(sql.SQL(query("families", "create_hnsw_index")).format(**family.identifiers()))
 
 
+def cluster_by_package(conn: Conn, family: Family) -> None:
+    """Rewrite the family table in package_path order and refresh its statistics.
+
+    Done after a bulk load into an empty family, before the HNSW build: rows of one package then sit on
+    contiguous pages, so a package-filtered exact search reads a few pages instead of one per row
+    (MEASURED.md: 0.73 ms against 3.7 ms at 1% of 100k×384). Rows written later append at the end.
+    """
+    with conn.transaction(), db_errors():
+        _lock_index_ddl(conn, family)
+        conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
+        conn.execute(sql.SQL(query("families", "cluster_by_package")).format(**family.identifiers()))
+    with conn.transaction(), db_errors():
+        conn.execute(sql.SQL(query("families", "analyze_table")).format(**family.identifiers()))
+
+
 def drop_hnsw_index(conn: Conn, family: Family) -> None:
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)

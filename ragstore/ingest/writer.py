@@ -36,7 +36,7 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import embed_cached
 from ragstore.errors import InvalidInput, ModelMismatch
-from ragstore.families import Family, drop_hnsw_index, ensure_hnsw_index, has_hnsw_index
+from ragstore.families import Family, cluster_by_package, drop_hnsw_index, ensure_hnsw_index, has_hnsw_index
 from ragstore.ingest.readers import describe_validation_error
 from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix
 
@@ -365,6 +365,7 @@ def write_records(
                 ensure_hnsw_index(conn, family)
         raise
     if bulk:
+        cluster_by_package(conn, family)
         ensure_hnsw_index(conn, family)
     writer.report.seconds = time.perf_counter() - started
     return writer.report

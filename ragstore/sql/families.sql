@@ -50,3 +50,11 @@ SELECT
 
 -- name: delete_family
 DELETE FROM ragstore.families WHERE name = %(name)s
+
+-- name: cluster_by_package
+-- Rewrite the family table in package_path order (after a bulk load, before the HNSW build): a filtered
+-- exact search then reads its rows from a few contiguous pages instead of one page per row.
+CLUSTER ragstore.{table} USING {package_index}
+
+-- name: analyze_table
+ANALYZE ragstore.{table}
