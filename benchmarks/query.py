@@ -122,7 +122,10 @@ def load(dsn: str, data: np.ndarray) -> families.Family:
         conn.autocommit = True
         conn.execute(sql.SQL("VACUUM ANALYZE ragstore.{}").format(table))
         conn.execute("VACUUM ANALYZE ragstore.chunks")
-    print(f"  load {n:,} rows by binary COPY: {loaded:.1f} s; cluster by package {clustered:.1f} s; HNSW build {built:.1f} s")
+    print(
+        f"  load {n:,} rows by binary COPY: {loaded:.1f} s; cluster by package {clustered:.1f} s;"
+        f" HNSW build {built:.1f} s"
+    )
     return fam
 
 
