@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 from typing import Any
 
 import click
 
 from ragstore.cli.app import CliError, app, emit_json
 from ragstore.search.api import MODES, search
-from ragstore.search.recall import RecallReport, check_recall
+from ragstore.search.recall import RecallReport, check_recall, sweep_recall
 from ragstore.search.types import Hit
 
 
@@ -136,6 +137,13 @@ def format_report(report: RecallReport) -> str:
 @click.option("--where", default=None, help="Filter: metadata containment, a JSON object.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--min-recall", type=float, default=None, help="Exit with status 3 when recall@k is below this.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also sweep ef_search (--sweep) and draw recall and HNSW latency against it (needs ragstore[plot]).",
+)
+@click.option("--sweep", default="10,20,40,64,100,200,400", show_default=True, help="ef_search values for --plot.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def check_recall_command(
@@ -149,10 +157,17 @@ def check_recall_command(
     where: str | None,
     seed: int,
     min_recall: float | None,
+    plot: Path | None,
+    sweep: str,
     as_json: bool,
 ) -> None:
     """Measure FAMILY's HNSW recall@k against the exact top k, with latency of each path."""
     metadata = _metadata(where)
+    ef_values = _ef_values(sweep) if plot is not None else []
+    if plot is not None:
+        from ragstore.evaluation.plot import require_matplotlib
+
+        require_matplotlib()  # fail before the measurements, not after them
     with app(ctx).connect() as conn:
         report = check_recall(
             conn,
@@ -166,9 +181,49 @@ def check_recall_command(
             seed=seed,
             min_recall=min_recall,
         )
+        curve = (
+            sweep_recall(
+                conn,
+                family,
+                ef_values,
+                k=k,
+                samples=samples,
+                package=package,
+                metadata=metadata,
+                queries=list(queries) or None,
+                seed=seed,
+            )
+            if plot is not None
+            else []
+        )
+    if plot is not None:
+        from ragstore.evaluation.plot import plot_recall_curve
+
+        plot_recall_curve([(r.ef_search, r.recall, r.hnsw_mean_ms) for r in curve], plot)
     if as_json:
-        emit_json(report.as_dict())
+        data = report.as_dict()
+        if curve:
+            data["sweep"] = [
+                {"ef_search": r.ef_search, "recall": r.recall, "hnsw_mean_ms": r.hnsw_mean_ms} for r in curve
+            ]
+        emit_json(data)
     else:
         click.echo(format_report(report))
+        for r in curve:
+            click.echo(f"  ef_search {r.ef_search:>5}: recall@{k} {r.recall:.3f}, hnsw mean {r.hnsw_mean_ms:.2f} ms")
+        if plot is not None:
+            click.echo(f"wrote {plot}")
     if report.passed is False:
         ctx.exit(3)
+
+
+def _ef_values(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r}: give comma-separated integers, e.g. 10,40,100", param_hint="--sweep"
+        ) from None
+    if not values or min(values) < 1:
+        raise click.BadParameter("ef_search values must be positive integers", param_hint="--sweep")
+    return values

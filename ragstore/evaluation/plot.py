@@ -35,6 +35,11 @@ def _pyplot() -> Any:
     return plt
 
 
+def require_matplotlib() -> None:
+    """Raise InvalidInput (saying how to install it) when matplotlib is missing; call before long work."""
+    _pyplot()
+
+
 def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
     target = Path(path)
     try:

@@ -148,3 +148,13 @@ def check_recall(
         min_recall=min_recall,
         passed=None if min_recall is None else recall >= min_recall,
     )
+
+
+def sweep_recall(conn: Conn, family: str, ef_values: Sequence[int], **options: Any) -> list[RecallReport]:
+    """:func:`check_recall` at each ``ef_search`` in ``ef_values`` (same samples and seed each time), for the
+    recall-against-ef_search curve. ``options`` are check_recall's; ``min_recall`` is not applied here."""
+    if not ef_values:
+        raise InvalidInput("give at least one ef_search value to sweep")
+    options.pop("min_recall", None)
+    options.pop("ef_search", None)
+    return [check_recall(conn, family, ef_search=ef, exact_timings=0, **options) for ef in ef_values]

@@ -107,3 +107,13 @@ def test_check_recall_exits_3_below_min_recall(store, monkeypatch):
     monkeypatch.setattr(cli_search, "check_recall", low)
     failing = invoke(store, "check-recall", "docs", "--min-recall", "0.9")
     assert failing.exit_code == 3 and "recall@10  0.5000  FAIL (< 0.9)" in failing.output
+
+
+def test_check_recall_plot_sweeps_ef_search_and_writes_a_png(store, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "recall.png"
+    result = invoke(store, "check-recall", "docs", "--samples", "10", "--sweep", "10,40", "--plot", str(out), "--json")
+    data = json.loads(result.output)
+    assert [point["ef_search"] for point in data["sweep"]] == [10, 40]
+    assert all(0.0 <= point["recall"] <= 1.0 for point in data["sweep"])
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
