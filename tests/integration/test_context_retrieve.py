@@ -32,7 +32,7 @@ def test_retrieve_fills_l3_with_hits_reasons_and_citations(conn, dsn, tmp_path):
     assert plain.exit_code == 0 and retrieved.exit_code == 0
     pack = json.loads(retrieved.output)
     snippets = pack["layers"]["L3"] if "L3" in pack["layers"] else pack["layers"]["snippets"]
-    assert [s["ref"] for s in snippets][0] == "[ops/keys.md#c0]"
+    assert len(snippets) == 2 and snippets[0]["ref"] == "[ops/keys.md#c0]"
     assert snippets[0]["reason"].startswith('retrieved for "rotate keys": rank 1, score ')
     assert "fts" in snippets[0]["reason"] and snippets[0]["text"] == texts[0]
     assert json.loads(plain.output)["pack_id"] != pack["pack_id"]
