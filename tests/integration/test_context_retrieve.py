@@ -45,7 +45,8 @@ def test_memory_profile_puts_the_composed_memory_in_l4_and_l5(dsn, tmp_path):
     added = runner.invoke(
         cli,
         ["--dsn", dsn, "memory", "add", "--agent", "ana", "--store", "semantic",
-         "--content", "Deploys need two approvals", "--confidence", "0.9", "--id", "m1", "--at", "2026-01-01T00:00:00Z"],
+         "--content", "Deploys need two approvals", "--confidence", "0.9", "--id", "m1",
+         "--at", "2026-01-01T00:00:00Z"],
         catch_exceptions=False,
     )  # fmt: skip
     assert added.exit_code == 0, added.output
