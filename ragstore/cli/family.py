@@ -8,7 +8,7 @@ import click
 
 from ragstore import families
 from ragstore.cli.app import CliError, app, emit_json
-from ragstore.embed.registry import BACKENDS, make_backend
+from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
 
 
 @click.group("family")
@@ -44,13 +44,7 @@ def family_create(
 ) -> None:
     """Create family NAME (its table ragstore.emb_NAME and an HNSW cosine index)."""
     families.check_name(name)
-    options: dict[str, Any] = {}
-    if base_url:
-        options["base_url"] = base_url
-    if dimensions:
-        options["dimensions"] = dimensions
-    if api_key_env:
-        options["api_key_env"] = api_key_env
+    options = backend_settings(base_url, dimensions, api_key_env)
     backend = make_backend(backend_name, model=model, **options)
     if fts_config != "english":
         options["fts_config"] = fts_config

@@ -13,7 +13,7 @@ import click
 
 from ragstore import family_migrate
 from ragstore.cli.app import CliError, app, emit_json, interactive
-from ragstore.embed.registry import BACKENDS, make_backend
+from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
 
 _progressbar: Any = click.progressbar  # used as a context manager entered by hand
 
@@ -75,13 +75,7 @@ def family_migrate_command(
         return
     if backend_name is None:
         raise CliError("say where to migrate: --backend NAME (and --model for openai)")
-    options: dict[str, Any] = {}
-    if base_url:
-        options["base_url"] = base_url
-    if dimensions:
-        options["dimensions"] = dimensions
-    if api_key_env:
-        options["api_key_env"] = api_key_env
+    options = backend_settings(base_url, dimensions, api_key_env)
     backend = make_backend(backend_name, model=model, **options)
     with app(ctx).connect() as conn:
         if dry_run:

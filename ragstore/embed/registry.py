@@ -60,3 +60,20 @@ def _known_options(name: str, options: dict[str, Any], known: set[str]) -> None:
     if unknown:
         allowed = ", ".join(sorted(known)) or "none"
         raise InvalidInput(f"the {name} backend takes no option {', '.join(unknown)} (it takes: {allowed})")
+
+
+def backend_settings(
+    base_url: str | None = None, dimensions: int | None = None, api_key_env: str | None = None
+) -> dict[str, Any]:
+    """The options a family records for its backend, from the CLI's provider flags (unset ones left out).
+
+    Never a key itself: ``api_key_env`` names the environment variable that holds it.
+    """
+    options: dict[str, Any] = {}
+    if base_url:
+        options["base_url"] = base_url
+    if dimensions:
+        options["dimensions"] = dimensions
+    if api_key_env:
+        options["api_key_env"] = api_key_env
+    return options
