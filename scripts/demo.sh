@@ -12,6 +12,9 @@ rs family show sample >/dev/null 2>&1 || rs family create sample --backend offli
 rs index sample examples/sample.jsonl
 rs index sample examples/sample.jsonl   # a rerun writes nothing
 rs family show sample
-if .venv/bin/ragstore search --help >/dev/null 2>&1; then
-    rs search sample "how do I copy files" -k 3
-fi
+rs search sample "copy files and directories" -k 3          # offline family: full text by default
+# The semantic path: all-MiniLM-L6-v2 from the installed model package (no download), hybrid by default.
+rs family show sample_minilm >/dev/null 2>&1 || rs family create sample_minilm --backend minilm
+rs index sample_minilm examples/sample.jsonl
+rs search sample_minilm "copy files and directories" -k 3
+rs search sample_minilm "copy files and directories" -k 3 --mode hnsw --rerank mmr --lambda 0.5
