@@ -5,8 +5,9 @@ Every function here runs ONE statement on a connection the caller has put inside
 descending, then chunk_id ascending, each with its text, metadata and vector from the same statement.
 
 Plan choice for a filtered search (``plan_for``): the filtered rows are counted through the btree on
-``package_path`` (or the metadata GIN index) up to :func:`~ragstore.search.filters.exact_max_rows` (3,000
-rows below 256 dimensions, 5,000 from 256);
+``package_path`` (or the metadata GIN index) up to a budget: :func:`~ragstore.search.filters.exact_max_rows`
+(3,000 rows below 256 dimensions, 5,000 from 256), or 2% of a large family up to 25,000 rows
+(:func:`~ragstore.search.filters.count_with_budget`);
 at or under it the search is exact over those rows (recall 1.0), above it HNSW with
 ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until k rows pass the filter.
 Without iterative scan a 1% filter returns ~0.4 rows of 10 (pgvector filters after the ef_search
@@ -28,7 +29,7 @@ from psycopg import pq, sql
 from ragstore.db.connection import db_errors, map_db_error
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.search.filters import Filter, count_up_to, exact_max_rows
+from ragstore.search.filters import Filter, count_up_to, count_with_budget
 from ragstore.search.types import Hit
 
 Conn = psycopg.Connection[Any]
@@ -72,11 +73,12 @@ def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
 
 def plan_for(conn: Conn, family: Family, flt: Filter, threshold: int | None = None) -> str:
     """Which plan a query with ``flt`` takes: plain HNSW, exact over a small subset (at most ``threshold``
-    rows, :func:`~ragstore.search.filters.exact_max_rows` by default), or iterative HNSW."""
+    rows; by default the budget of :func:`~ragstore.search.filters.count_with_budget`), or iterative HNSW."""
     if not flt.active:
         return PLAN_HNSW
     if threshold is None:
-        threshold = exact_max_rows(family.dim)
+        rows, budget = count_with_budget(conn, family, flt)
+        return PLAN_EXACT_SUBSET if rows <= budget else PLAN_ITERATIVE
     if count_up_to(conn, family, flt, threshold) <= threshold:
         return PLAN_EXACT_SUBSET
     return PLAN_ITERATIVE
