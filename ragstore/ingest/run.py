@@ -12,7 +12,7 @@ from ragstore.embed.base import Backend
 from ragstore.families import Family, get_family
 from ragstore.ingest.readers import Source
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, write_records
+from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector, write_records
 
 Conn = psycopg.Connection[Any]
 
@@ -44,12 +44,18 @@ def _all_records(sources: Sequence[Source]) -> Iterator[tuple[str, ChunkRecord]]
         yield from source.records()
 
 
-def validate_sources(sources: Sequence[Source]) -> int:
-    """Read every source whole and return the record count; InvalidInput names the first bad record.
+def validate_sources(sources: Sequence[Source], family: Family | None = None) -> int:
+    """Read every source whole and return the record count; InvalidInput names the first bad record,
+    ModelMismatch a precomputed vector that does not fit ``family``.
 
     Nothing is written before this returns, so a bad line 900,000 leaves the store as it was.
     """
-    return sum(1 for _ in _all_records(sources))
+    count = 0
+    for where, record in _all_records(sources):
+        if family is not None:
+            check_supplied_vector(where, record, family)
+        count += 1
+    return count
 
 
 def index_sources(
@@ -68,7 +74,7 @@ def index_sources(
     family = get_family(conn, family_name)
     chosen = backend or backend_for(family)
     family.check_backend(chosen)
-    total = validate_sources(sources)
+    total = validate_sources(sources, family)
     if on_validated is not None:
         on_validated(total)
     prefixes = [prefix for source in sources for prefix in source.prefixes]

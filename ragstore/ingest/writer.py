@@ -128,7 +128,7 @@ class Writer:
             if record.is_blank:
                 self.report.skipped += 1
                 continue
-            self._check_supplied_vector(where, record)
+            check_supplied_vector(where, record, self.family)
             kept.append((where, record))
             self.report.packages.add(record.package_path)
         content = [r.content_sha256() for _, r in kept]
@@ -140,29 +140,6 @@ class Writer:
         if record.vector is not None:
             digest = hashlib.sha256(digest + np.asarray(record.vector, dtype=np.float32).tobytes()).digest()
         return digest
-
-    def _check_supplied_vector(self, where: str, record: ChunkRecord) -> None:
-        if record.vector is None:
-            return
-        if len(record.vector) != self.family.dim:
-            raise ModelMismatch(
-                f"{where}: vector: {len(record.vector)} dimensions, family {self.family.name!r} is {self.family.dim}-d"
-            )
-        if record.model is not None and record.model != self.family.model:
-            raise ModelMismatch(
-                f"{where}: model: vector made by {record.model!r}, family {self.family.name!r} holds "
-                f"{self.family.model!r} vectors"
-            )
-        try:
-            IndexRow(
-                chunk_id=record.chunk_id,
-                package_path=record.package_path,
-                vector=record.vector,
-                dim=self.family.dim,
-                model=self.family.model,
-            )
-        except ValidationError as exc:
-            raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
 
     def write_batch(self, raw: list[tuple[str, ChunkRecord]]) -> None:
         batch = self._prepare(raw)
@@ -311,6 +288,31 @@ def _rollback(conn: Conn) -> None:
     """Roll back; on a lost connection the server has done it already, and the caller reports the loss."""
     with contextlib.suppress(psycopg.Error):
         conn.rollback()
+
+
+def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> None:
+    """A precomputed vector in a record must fit ``family``: its dimension, its model, finite float32
+    values (the :class:`IndexRow` contract). Raises ModelMismatch or InvalidInput naming ``where``."""
+    if record.vector is None:
+        return
+    if len(record.vector) != family.dim:
+        raise ModelMismatch(
+            f"{where}: vector: {len(record.vector)} dimensions, family {family.name!r} is {family.dim}-d"
+        )
+    if record.model is not None and record.model != family.model:
+        raise ModelMismatch(
+            f"{where}: model: vector made by {record.model!r}, family {family.name!r} holds {family.model!r} vectors"
+        )
+    try:
+        IndexRow(
+            chunk_id=record.chunk_id,
+            package_path=record.package_path,
+            vector=record.vector,
+            dim=family.dim,
+            model=family.model,
+        )
+    except ValidationError as exc:
+        raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
 
 
 def _like_prefix(prefix: str) -> str:

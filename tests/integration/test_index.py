@@ -231,3 +231,13 @@ def test_a_run_after_a_killed_bulk_load_rebuilds_the_missing_index(conn, family,
     report = run(conn, [src])
     assert report.unchanged == 30
     assert families.family_stats(conn, "docs").hnsw_index == "ragstore.emb_docs_embedding_hnsw"
+
+
+def test_a_bad_vector_far_down_the_input_writes_nothing(conn, family, tmp_path):
+    """Family-dependent checks (dimension, model) run in the validation pass too, before any batch commits."""
+    rows = [{"chunk_id": f"v{i}", "package_path": "p", "text": f"t{i}", "vector": [0.5] * 16} for i in range(50)]
+    rows.append({"chunk_id": "bad", "package_path": "p", "text": "t", "vector": [0.5] * 15})
+    with pytest.raises(ModelMismatch, match=r"c.jsonl:51: vector: 15 dimensions"):
+        run(conn, [write_jsonl(tmp_path / "c.jsonl", rows)], batch_size=10)
+    conn.rollback()
+    assert conn.execute("SELECT count(*) FROM ragstore.chunks").fetchone() == (0,)
