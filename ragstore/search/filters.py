@@ -152,19 +152,23 @@ def check_query_vector(vector: Any, family: Family) -> npt.NDArray[np.float32]:
 
 
 def count_with_budget(conn: Conn, family: Family, flt: Filter) -> tuple[int, int]:
-    """``(filtered rows counted up to budget + 1, budget)`` in one statement, where the budget is
-    ``max(exact_max_rows(dim), min(SELECTIVE_MAX_ROWS, SELECTIVE_FRACTION x the family's rows))``, the
-    family's rows being the planner's estimate (``pg_class.reltuples``, no scan)."""
+    """``(filtered rows counted up to the row floor + 1, budget)`` in one statement.
+
+    The floor is :func:`exact_max_rows`; the budget ``max(floor, min(SELECTIVE_MAX_ROWS, SELECTIVE_FRACTION
+    x the family's rows))``, the family's rows being the planner's estimate (``pg_class.reltuples``, no
+    scan). Counting stops at the floor so that a wide filter costs little to rule out; between the floor
+    and the budget, :func:`estimated_rows` decides.
+    """
     statement = sql.SQL(
-        "WITH budget AS ("
-        " SELECT greatest(%(floor)s, least(%(cap)s, floor(%(fraction)s * greatest(c.reltuples, 0))))::bigint AS n"
-        " FROM pg_class AS c WHERE c.oid = %(relation)s::regclass)"
-        " SELECT (SELECT count(*) FROM (SELECT 1 FROM ragstore.{table} AS e {join} {where}"
-        " LIMIT (SELECT n + 1 FROM budget)) AS s), (SELECT n FROM budget)"
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM ragstore.{table} AS e {join} {where} LIMIT %(limit)s) AS s),"
+        " (SELECT greatest(%(floor)s, least(%(cap)s, floor(%(fraction)s * greatest(c.reltuples, 0))))::bigint"
+        "  FROM pg_class AS c WHERE c.oid = %(relation)s::regclass)"
     ).format(table=sql.Identifier(family.table), join=flt.join(), where=flt.where())
+    floor = exact_max_rows(family.dim)
     params = {
         **flt.params(),
-        "floor": exact_max_rows(family.dim),
+        "limit": floor + 1,
+        "floor": floor,
         "cap": SELECTIVE_MAX_ROWS,
         "fraction": SELECTIVE_FRACTION,
         "relation": sql.Identifier("ragstore", family.table).as_string(conn),
@@ -172,8 +176,26 @@ def count_with_budget(conn: Conn, family: Family, flt: Filter) -> tuple[int, int
     with db_errors():
         row = conn.execute(statement, params).fetchone()
     if row is None or row[1] is None:
-        return 0, exact_max_rows(family.dim)
+        return (0 if row is None else int(row[0])), floor
     return int(row[0]), int(row[1])
+
+
+def estimated_rows(conn: Conn, family: Family, flt: Filter) -> float:
+    """The planner's estimate of the rows passing ``flt`` (``EXPLAIN``: statistics, no scan)."""
+    statement = sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM ragstore.{table} AS e {join} {where}").format(
+        table=sql.Identifier(family.table), join=flt.join(), where=flt.where()
+    )
+    with db_errors():
+        row = conn.execute(statement, flt.params()).fetchone()
+    plan = row[0] if row else None
+    if isinstance(plan, str):
+        import json
+
+        plan = json.loads(plan)
+    try:
+        return float(plan[0]["Plan"]["Plan Rows"])  # type: ignore[index]
+    except (TypeError, KeyError, IndexError, ValueError):
+        return math.inf
 
 
 def count_up_to(conn: Conn, family: Family, flt: Filter, limit: int) -> int:

@@ -7,7 +7,8 @@ descending, then chunk_id ascending, each with its text, metadata and vector fro
 Plan choice for a filtered search (``plan_for``): the filtered rows are counted through the btree on
 ``package_path`` (or the metadata GIN index) up to a budget: :func:`~ragstore.search.filters.exact_max_rows`
 (3,000 rows below 256 dimensions, 5,000 from 256), or 2% of a large family up to 25,000 rows
-(:func:`~ragstore.search.filters.count_with_budget`);
+(:func:`~ragstore.search.filters.count_with_budget`: counted exactly up to the floor, estimated by the
+planner between the floor and the 2% budget);
 at or under it the search is exact over those rows (recall 1.0), above it HNSW with
 ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until k rows pass the filter.
 Without iterative scan a 1% filter returns ~0.4 rows of 10 (pgvector filters after the ef_search
@@ -29,7 +30,7 @@ from psycopg import pq, sql
 from ragstore.db.connection import db_errors, map_db_error
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.search.filters import Filter, count_up_to, count_with_budget
+from ragstore.search.filters import Filter, count_up_to, count_with_budget, estimated_rows, exact_max_rows
 from ragstore.search.types import Hit
 
 Conn = psycopg.Connection[Any]
@@ -78,7 +79,11 @@ def plan_for(conn: Conn, family: Family, flt: Filter, threshold: int | None = No
         return PLAN_HNSW
     if threshold is None:
         rows, budget = count_with_budget(conn, family, flt)
-        return PLAN_EXACT_SUBSET if rows <= budget else PLAN_ITERATIVE
+        if rows <= exact_max_rows(family.dim):
+            return PLAN_EXACT_SUBSET
+        if budget > exact_max_rows(family.dim) and estimated_rows(conn, family, flt) <= budget:
+            return PLAN_EXACT_SUBSET
+        return PLAN_ITERATIVE
     if count_up_to(conn, family, flt, threshold) <= threshold:
         return PLAN_EXACT_SUBSET
     return PLAN_ITERATIVE

@@ -37,8 +37,8 @@ def test_a_selective_filter_on_a_large_family_goes_exact_a_wide_one_iterative(co
     monkeypatch.setattr(filters, "FILTER_EXACT_MAX_ROWS", 10)
     monkeypatch.setattr(filters, "SELECTIVE_FRACTION", 0.5)
     rows, budget = filters.count_with_budget(conn, docs, make_filter("small/", None))
-    assert (rows, budget) == (80, 200)
+    assert (rows, budget) == (11, 200)  # counted no further than the floor + 1
+    assert 40 <= filters.estimated_rows(conn, docs, make_filter("small/", None)) <= 160  # planner: ~80
     assert vector.plan_for(conn, docs, make_filter("small/", None)) == vector.PLAN_EXACT_SUBSET
-    wide, _ = filters.count_with_budget(conn, docs, make_filter("big/", None))
-    assert wide == 201  # counted no further than budget + 1
+    assert filters.estimated_rows(conn, docs, make_filter("big/", None)) > 200  # planner: ~320
     assert vector.plan_for(conn, docs, make_filter("big/", None)) == vector.PLAN_ITERATIVE
