@@ -79,9 +79,7 @@ class FailingReader:
         raise self.error
 
 
-def binding_of(
-    records: Iterable[MemoryRecord], stores: Iterable[Store] = ALL_STORES, agent: str = "ana"
-) -> Binding:
+def binding_of(records: Iterable[MemoryRecord], stores: Iterable[Store] = ALL_STORES, agent: str = "ana") -> Binding:
     """A binding of ``agent`` with one :class:`StoreReader` over ``records`` per store in ``stores``."""
     held = list(records)
     return Binding(agent=agent, readers={Store(s): StoreReader(held) for s in stores})
