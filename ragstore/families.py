@@ -60,6 +60,8 @@ class Family:
             "package_index": sql.Identifier(self.package_index),
             "vector_type": sql.SQL(f"{self.vector_type}({int(self.dim)})"),  # checked in vector_type_for
             "opclass": sql.SQL(self.opclass),
+            "m": sql.Literal(HNSW_M),
+            "ef_construction": sql.Literal(HNSW_EF_CONSTRUCTION),
         }
 
     def check_backend(self, backend: Backend) -> None:

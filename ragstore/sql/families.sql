@@ -15,6 +15,7 @@ CREATE INDEX IF NOT EXISTS {package_index} ON ragstore.{table} (package_path tex
 
 -- name: create_hnsw_index
 CREATE INDEX IF NOT EXISTS {hnsw_index} ON ragstore.{table} USING hnsw (embedding {opclass})
+    WITH (m = {m}, ef_construction = {ef_construction})
 
 -- name: drop_hnsw_index
 DROP INDEX IF EXISTS ragstore.{hnsw_index}
