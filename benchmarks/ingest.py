@@ -21,21 +21,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import numpy as np
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from _db import admin_dsn, scratch_database
 
-from ragstore import migrate
 from ragstore.db.connection import connect
-from ragstore.db.server import EmbeddedServer
 from ragstore.embed.offline import OfflineBackend, fingerprint
 from ragstore.families import create_family
 from ragstore.ingest.records import ChunkRecord
@@ -95,28 +90,19 @@ def physical_limit(conn: psycopg.Connection, records: list[tuple[str, ChunkRecor
     return elapsed
 
 
-def run_size(admin_dsn: str, n: int) -> dict[str, float]:
-    name = f"ragstore_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name)))
-    dsn = make_conninfo(admin_dsn, dbname=name)
-    try:
-        migrate.upgrade(dsn)
-        records = make_records(n)
-        with connect(dsn) as conn:
-            family = create_family(conn, "bench", OfflineBackend())
-            raw = physical_limit(conn, records)
-            started = time.perf_counter()
-            first = write_records(conn, family, OfflineBackend(), records, expected=n)
-            first_s = time.perf_counter() - started
-            assert first.inserted == n, first
-            started = time.perf_counter()
-            second = write_records(conn, family, OfflineBackend(), records, expected=n)
-            second_s = time.perf_counter() - started
-            assert second.unchanged == n and second.inserted == 0, second
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+def run_size(admin: str, n: int) -> dict[str, float]:
+    records = make_records(n)
+    with scratch_database(admin) as dsn, connect(dsn) as conn:
+        family = create_family(conn, "bench", OfflineBackend())
+        raw = physical_limit(conn, records)
+        started = time.perf_counter()
+        first = write_records(conn, family, OfflineBackend(), records, expected=n)
+        first_s = time.perf_counter() - started
+        assert first.inserted == n, first
+        started = time.perf_counter()
+        second = write_records(conn, family, OfflineBackend(), records, expected=n)
+        second_s = time.perf_counter() - started
+        assert second.unchanged == n and second.inserted == 0, second
     return {
         "rows": n,
         "physical_rows_per_s": n / raw,
@@ -136,14 +122,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    server = None
-    admin = os.environ.get("RAGSTORE_DSN")
-    if not admin:
-        server = EmbeddedServer(Path(tempfile.mkdtemp(prefix="ragstore-bench-")))
-        server.ensure_running()
-        admin = server.dsn("postgres")
     results = []
-    try:
+    with admin_dsn() as admin:
         for n in sizes:
             result = run_size(admin, n)
             results.append(result)
@@ -156,9 +136,6 @@ def main() -> None:
                 f" = {result['rerun_vs_first']:.1f}x first run",
                 flush=True,
             )
-    finally:
-        if server is not None:
-            server.stop()
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -17,12 +17,10 @@ import statistics
 import time
 from datetime import UTC, datetime, timedelta
 
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from _db import admin_dsn, scratch_database
+from psycopg.conninfo import conninfo_to_dict
 
-from ragstore import migrate
-from ragstore.db.connection import connect, resolve_dsn
+from ragstore.db.connection import connect
 from ragstore.memory import ALL_STORES, AgentProfile, MemoryRecord, add_records, compose_from_db
 
 WORDS = "deploy rollback schema index vector query cache latency budget review release incident".split()
@@ -62,13 +60,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=50)
     args = parser.parse_args()
-    admin = resolve_dsn(args.dsn)
-    name = f"ragstore_bench_memory_{os.getpid()}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name)))
-    dsn = make_conninfo(admin, dbname=name)
-    try:
-        migrate.upgrade(dsn)
+    with admin_dsn(args.dsn) as admin, scratch_database(admin) as dsn:
         with connect(dsn) as conn:
             t = time.perf_counter()
             add_records(conn, records(args.records))
@@ -88,9 +80,6 @@ def main() -> None:
         print(f"  compose, no hint:          p50 {plain[0]:.2f} ms  p95 {plain[1]:.2f} ms  (target p50 < 50 ms)")
         print(f"  compose, common hint:      p50 {hinted[0]:.2f} ms  p95 {hinted[1]:.2f} ms")
         print(f"  compose, hint in 1 record: p50 {rare[0]:.2f} ms  p95 {rare[1]:.2f} ms  (scans the hinted stores)")
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 if __name__ == "__main__":

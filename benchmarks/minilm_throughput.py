@@ -18,17 +18,13 @@ import json
 import os
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from _db import admin_dsn, scratch_database
 
-from ragstore import families, migrate
+from ragstore import families
 from ragstore.db.connection import connect
-from ragstore.db.server import EmbeddedServer
 from ragstore.embed.minilm import MiniLMBackend
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
@@ -65,15 +61,10 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def run(admin_dsn: str, limit: int, corpus: Path, work: Path) -> dict[str, Any]:
+def run(admin: str, limit: int, corpus: Path, work: Path) -> dict[str, Any]:
     rows = _records(limit, corpus)
     texts = [r["text"] for r in rows]
-    name = f"ragstore_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name)))
-    dsn = make_conninfo(admin_dsn, dbname=name)
-    try:
-        migrate.upgrade(dsn)
+    with scratch_database(admin) as dsn:
         backend = MiniLMBackend()
         backend.embed(texts[:32])  # load the model and warm it before either measurement
         started = time.perf_counter()
@@ -97,9 +88,6 @@ def run(admin_dsn: str, limit: int, corpus: Path, work: Path) -> dict[str, Any]:
         started = time.perf_counter()
         backend.embed(texts)
         raw_after = time.perf_counter() - started
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
     raw = (raw_before + raw_after) / 2
     return {
         "chunks": len(rows),
@@ -123,17 +111,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        server = None
-        dsn = args.dsn
-        if not dsn:
-            server = EmbeddedServer(work / "pg")
-            server.ensure_running()
-            dsn = server.dsn("postgres")
-        try:
-            result = run(dsn, args.limit, args.corpus, work)
-        finally:
-            if server is not None:
-                server.stop()
+        with admin_dsn(args.dsn) as admin:
+            result = run(admin, args.limit, args.corpus, work)
     print(json.dumps(result, indent=2))
     print(
         f"ragstore index: {result['index_per_s']}/s vs raw embed(): {result['raw_embed_per_s']}/s -> {result['ratio']}x"

@@ -16,20 +16,16 @@ Every figure is from one run on one machine: compare the ratios, not the absolut
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
-import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg
+from _db import admin_dsn, scratch_database
 from pgvector import HalfVector, Vector
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
-from ragstore import families, migrate
+from ragstore import families
 from ragstore.db.connection import connect
 from ragstore.search import search
 from ragstore.search import vector as vec
@@ -252,31 +248,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     efs = [int(x) for x in args.ef.split(",")]
-    server = None
-    admin = args.dsn
-    if admin is None:
-        from ragstore.db.server import EmbeddedServer
-
-        server = EmbeddedServer(Path(tempfile.mkdtemp(prefix="ragstore-bench-")))
-        server.ensure_running()
-        admin = server.dsn("postgres")
-    try:
+    with admin_dsn(args.dsn) as admin:
         for spec in args.sizes.split(","):
             rows_text, dim_text = spec.lower().split(":")
             n = int(float(rows_text.replace("k", "e3").replace("m", "e6")))
-            name = f"ragstore_bench_{uuid.uuid4().hex[:8]}"
-            with psycopg.connect(admin, autocommit=True) as c:
-                c.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(name)))
-            dsn = make_conninfo(admin, dbname=name)
-            try:
-                migrate.upgrade(dsn)
+            with scratch_database(admin) as dsn:
                 bench(dsn, n, int(dim_text), args.queries, efs, args.exact_queries, args.filter_queries, args.seed)
-            finally:
-                with psycopg.connect(admin, autocommit=True) as c:
-                    c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-    finally:
-        if server is not None:
-            server.stop()
 
 
 if __name__ == "__main__":
