@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragstore.embed.base import Matrix
+from ragstore.embed.base import Matrix, check_texts
 from ragstore.errors import BackendError, InvalidInput
 
 MODEL = "all-MiniLM-L6-v2"
@@ -164,7 +164,7 @@ class MiniLMBackend:
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Embed ``texts``; rows are unit vectors in input order."""
-        _check_texts(texts)
+        check_texts(texts)
         out = np.empty((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
@@ -176,16 +176,6 @@ class MiniLMBackend:
             rows = order[start : start + self._batch_size]
             out[rows] = _run(loaded, [ids[i] for i in rows])
         return out
-
-
-def _check_texts(texts: Sequence[str]) -> None:
-    if isinstance(texts, str):
-        raise InvalidInput("embed takes a sequence of texts, not one string")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidInput(f"text #{i} is {type(text).__name__}, not str")
-        if not text:
-            raise InvalidInput(f"text #{i} is empty: empty text is never embedded")
 
 
 def _run(loaded: _Loaded, batch: list[list[int]]) -> Matrix:

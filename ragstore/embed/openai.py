@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ragstore.embed.base import Matrix
+from ragstore.embed.base import Matrix, check_texts
 from ragstore.errors import BackendError, InvalidInput
 
 log = logging.getLogger(__name__)
@@ -119,13 +119,7 @@ class OpenAIBackend:
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Embed ``texts`` in batches of ``batch_size``; rows come back in input order."""
-        if isinstance(texts, str):
-            raise InvalidInput("embed takes a sequence of texts, not one string")
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise InvalidInput(f"text #{i} is {type(text).__name__}, not str")
-            if not text:
-                raise InvalidInput(f"text #{i} is empty: empty text is never embedded")
+        check_texts(texts)
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
         parts = [

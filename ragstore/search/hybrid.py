@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -209,16 +210,10 @@ def blended_search(
     hits: list[Hit] = []
     for item in blended[:k]:
         base = _row_to_hit(by_id[item.chunk_id])
-        hits.append(
-            Hit(
-                chunk_id=base.chunk_id,
-                package_path=base.package_path,
-                score=item.score,
-                text=base.text,
-                vector=base.vector,
-                metadata=base.metadata,
-                ranks=base.ranks,
-                scores={"semantic": item.semantic, "lexical": item.lexical, "temporal": item.temporal},
-            )
-        )
+        signals: dict[str, float | None] = {
+            "semantic": item.semantic,
+            "lexical": item.lexical,
+            "temporal": item.temporal,
+        }
+        hits.append(replace(base, score=item.score, scores=signals))
     return hits
