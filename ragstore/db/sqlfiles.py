@@ -1,8 +1,8 @@
 """Named SQL blocks kept in ``ragstore/sql/*.sql`` files.
 
 A file holds blocks introduced by a comment line ``-- name: <block_name>``; ``query("ingest",
-"merge_chunks")`` returns that block's text. Names of tables are placeholders ``{family_table}`` etc.
-filled only through :func:`psycopg.sql.SQL.format` with :class:`psycopg.sql.Identifier` values.
+"merge_chunks")`` returns that block's text. Names of tables are placeholders such as ``{table}``,
+filled by the callers only through :func:`psycopg.sql.SQL.format` with :class:`psycopg.sql.Identifier` values.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import functools
 import re
 from importlib import resources
-
-from psycopg import sql
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z0-9_]+)\s*$", re.MULTILINE)
 
@@ -30,11 +28,3 @@ def query(file: str, name: str) -> str:
     except KeyError:
         raise KeyError(f"no SQL block {name!r} in ragstore/sql/{file}.sql") from None
 
-
-def composed(file: str, name: str, **identifiers: str | tuple[str, str]) -> sql.Composed:
-    """Block ``name`` with ``{placeholders}`` filled by identifiers (``("ragstore", "emb_docs")`` is qualified)."""
-    values = {
-        key: sql.Identifier(*value) if isinstance(value, tuple) else sql.Identifier(value)
-        for key, value in identifiers.items()
-    }
-    return sql.SQL(query(file, name)).format(**values)
