@@ -160,16 +160,14 @@ def _with_cosine_relevance(hits: list[Hit], query_vector: npt.NDArray[np.float32
     (an RRF score of 0.03 or a text rank of 6 would drown or be drowned by it). The order stays the
     search's; MMR's first pick is then the hit nearest the query.
     """
-    out: list[Hit] = []
-    q = np.asarray(query_vector, dtype=np.float64)
-    q_norm = float(np.linalg.norm(q))
-    for hit in hits:
-        if hit.vector is None:
-            out.append(hit)
-            continue
-        v = np.asarray(hit.vector, dtype=np.float64)
-        norm = float(np.linalg.norm(v)) * q_norm
-        out.append(replace(hit, score=float(v @ q / norm) if norm > 0.0 else 0.0))
+    with_vectors = [i for i, hit in enumerate(hits) if hit.vector is not None]
+    if not with_vectors:
+        return hits  # mmr() names the problem: it needs the hits' vectors
+    matrix = np.stack([np.asarray(hits[i].vector, dtype=np.float32) for i in with_vectors])
+    scores = _exact.cosine_scores(matrix, query_vector)
+    out = list(hits)
+    for i, score in zip(with_vectors, scores, strict=True):
+        out[i] = replace(hits[i], score=float(score))
     return out
 
 
