@@ -4,7 +4,8 @@ For each size N (default 100k; add 1M with --sizes 100000,1000000):
 
 * physical limit: binary COPY of the same N rows (hashes and vectors precomputed, outside the clock)
   into tables built ``LIKE`` ragstore's chunk and family tables (same columns, keys, generated tsvector,
-  btree/GIN indexes and foreign key; no HNSW), then the HNSW build on them;
+  btree/GIN indexes and foreign key; no HNSW), then the HNSW build on them with ragstore's m and
+  ef_construction;
 * ragstore first run: ``write_records`` into an empty offline family — validation, hashing, embedding,
   lookup, staging COPY, ON CONFLICT merge, per-batch commits and the HNSW build at the end, all on the clock;
 * ragstore second run over the same records (all unchanged).
@@ -32,7 +33,7 @@ from _db import admin_dsn, scratch_database
 
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend, fingerprint
-from ragstore.families import create_family
+from ragstore.families import HNSW_EF_CONSTRUCTION, HNSW_M, create_family
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
 
@@ -82,7 +83,10 @@ def physical_limit(conn: psycopg.Connection, records: list[tuple[str, ChunkRecor
                 copy.write_row((r.chunk_id, r.package_path, vectors[i], "fingerprint-v1", content[i]))
     conn.commit()
     conn.execute("SET maintenance_work_mem = '1GB'")
-    conn.execute("CREATE INDEX ON bench.emb USING hnsw (embedding vector_cosine_ops)")
+    conn.execute(
+        f"CREATE INDEX ON bench.emb USING hnsw (embedding vector_cosine_ops)"
+        f" WITH (m = {int(HNSW_M)}, ef_construction = {int(HNSW_EF_CONSTRUCTION)})"
+    )
     conn.commit()
     elapsed = time.perf_counter() - started
     conn.execute("DROP SCHEMA bench CASCADE")
