@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
-from typing import NoReturn
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
 
 from ragstore import config
@@ -96,6 +97,45 @@ def db_errors() -> Iterator[None]:
     except RagstoreError:
         raise
     except psycopg.Error as exc:
+        map_db_error(exc)
+
+
+Statement = tuple["str | psycopg.sql.SQL | psycopg.sql.Composed", dict[str, Any] | Sequence[Any] | None]
+_SAVEPOINT = "SAVEPOINT ragstore_isolated"
+_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT ragstore_isolated"
+_RELEASE = "RELEASE SAVEPOINT ragstore_isolated"
+
+
+def run_isolated(
+    conn: psycopg.Connection[Any], statements: Sequence[Statement], *, binary: bool = False
+) -> list[list[tuple[Any, ...]]]:
+    """Run read-only ``statements`` in ONE round trip and return the rows of each; nothing they do lasts.
+
+    In autocommit with no transaction open they are sent together and each is its own transaction (a
+    ``SET LOCAL``/``set_config(..., true)`` ends with its statement). Otherwise they run in a pipeline
+    ``SAVEPOINT; statements; ROLLBACK TO SAVEPOINT; RELEASE SAVEPOINT``, still one round trip: the
+    caller's transaction is left as it was, and a failing statement leaves it usable too. Raises the
+    mapped RagstoreError of a failing statement.
+    """
+    isolated = not (conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE)
+    if not isolated and len(statements) == 1:  # one message, no pipeline to set up (the search hot path)
+        with db_errors():
+            statement, params = statements[0]
+            return [conn.execute(statement, params, binary=binary).fetchall()]
+    try:
+        with conn.pipeline():
+            if isolated:
+                conn.execute(_SAVEPOINT)
+            cursors = [conn.execute(statement, params, binary=binary) for statement, params in statements]
+            if isolated:
+                conn.execute(_ROLLBACK_TO)
+                conn.execute(_RELEASE)
+        return [cur.fetchall() for cur in cursors]
+    except psycopg.Error as exc:
+        if isolated:
+            with contextlib.suppress(psycopg.Error):
+                conn.execute(_ROLLBACK_TO)
+                conn.execute(_RELEASE)
         map_db_error(exc)
 
 

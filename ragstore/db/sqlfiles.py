@@ -27,4 +27,3 @@ def query(file: str, name: str) -> str:
         return _blocks(file)[name]
     except KeyError:
         raise KeyError(f"no SQL block {name!r} in ragstore/sql/{file}.sql") from None
-

@@ -83,8 +83,8 @@ def search(
 
     hits: list[Hit] | None = None
     cached: tuple[Family, npt.NDArray[np.float32]] | None = None
-    if mode in ("auto", "hnsw") and not flt.active and query is None:
-        hits, cached = _cached_hnsw(conn, family, vector, want, ef_search, rerank == "mmr")
+    if mode in ("auto", "hnsw") and query is None:
+        hits, cached = _cached_hnsw(conn, family, vector, want, flt, ef_search, rerank == "mmr")
     if hits is None:
         try:
             hits = _fresh(conn, family, query, vector, backend, mode, want, flt, ef_search, rerank, cached)
@@ -193,10 +193,12 @@ def _cached_hnsw(
     name: str,
     vector: Any,
     k: int,
+    flt: Filter,
     ef_search: int | None,
     vectors: bool,
 ) -> tuple[list[Hit] | None, tuple[Family, npt.NDArray[np.float32]] | None]:
-    """The unfiltered HNSW search by ``vector`` on the cached Family, in one round trip; hits carry
+    """The HNSW search by ``vector`` on the cached Family, in one round trip (a filter repeated within a
+    minute plans from its remembered estimate, see :func:`~ragstore.search.vector.plan_for`); hits carry
     vectors if ``vectors``.
 
     Returns ``(None, …)`` whenever the answer must come from the fresh path instead: no cached family, a
@@ -215,16 +217,7 @@ def _cached_hnsw(
     if not np.any(query_vector):
         return None, (fam, query_vector)
     try:
-        hits = _vector.hnsw_hits(
-            conn,
-            fam,
-            query_vector,
-            k=k,
-            flt=Filter(),
-            ef_search=_vector.ef_search_for(k, ef_search),
-            iterative=False,
-            vectors=vectors,
-        )
+        hits = run_vector(conn, fam, query_vector, k=k, flt=flt, ef_search=ef_search, vectors=vectors)
     except RagstoreError:
         _FAMILIES.get(conn, {}).pop(name, None)
         return None, None
@@ -271,7 +264,7 @@ def run_vector(
         query_vector,
         k=k,
         flt=flt,
-        ef_search=_vector.ef_search_for(k, ef_search, filtered=chosen == _vector.PLAN_ITERATIVE),
+        ef_search=_vector.ef_search_for(k, ef_search),
         iterative=chosen == _vector.PLAN_ITERATIVE,
         vectors=vectors,
     )

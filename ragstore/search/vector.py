@@ -1,23 +1,22 @@
 """The SQL paths of a vector search: HNSW, exact over a filtered subset, and the zero query.
 
-Every function here runs ONE statement on a connection the caller has put inside a transaction (the
-``SET LOCAL`` settings of :func:`apply_settings` end with it), and returns hits ordered by score
-descending, then chunk_id ascending, each with its text, metadata and vector from the same statement.
+Every function here runs ONE statement (settings included, transaction-local) and returns hits ordered
+by score descending, then chunk_id ascending, each with its text, metadata and vector from the same
+statement.
 
-Plan choice for a filtered search (``plan_for``): the filtered rows are counted through the btree on
-``package_path`` (or the metadata GIN index) up to a budget: :func:`~ragstore.search.filters.exact_max_rows`
-(3,000 rows below 256 dimensions, 5,000 from 256), or 2% of a large family up to 25,000 rows
-(:func:`~ragstore.search.filters.count_with_budget`: counted exactly up to the floor, estimated by the
-planner between the floor and the 2% budget);
-at or under it the search is exact over those rows (recall 1.0), above it HNSW with
-``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until k rows pass the filter.
-Without iterative scan a 1% filter returns ~0.4 rows of 10 (pgvector filters after the ef_search
-candidates), which is why a filtered query never runs plain HNSW.
+Plan choice for a filtered search (:func:`plan_for`), from the planner's estimate of the rows the filter
+keeps (:func:`~ragstore.search.filters.cached_estimate`: one ``EXPLAIN``, remembered per connection for a
+minute): at most :meth:`~ragstore.search.filters.RowEstimate.budget` rows (3,000 below 256 dimensions,
+5,000 from 256, or on a large family 2% of its rows up to 25,000) -> exact over those rows in SQL (recall
+1.0); more -> HNSW with ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until k rows
+pass the filter, in a statement that answers exactly over the filtered rows should the scan still come
+back short (a stale estimate), so k hits come back whenever k rows pass. Without iterative scan a 1% filter
+returns ~0.4 rows of 10 (pgvector filters after the ef_search candidates): a filtered query never runs
+plain HNSW.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Any
 
@@ -25,25 +24,23 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 from pgvector import HalfVector, Vector
-from psycopg import pq, sql
+from psycopg import sql
 
-from ragstore.db.connection import db_errors, map_db_error
+from ragstore.db.connection import db_errors, run_isolated
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.search.filters import Filter, count_up_to, count_with_budget, estimated_rows, exact_max_rows
+from ragstore.search.filters import Filter, cached_estimate
 from ragstore.search.types import Hit
 
 Conn = psycopg.Connection[Any]
 
-# hnsw.ef_search when the caller names none (pgvector's own default is 40). From the recall curve of
-# benchmarks/query.py (docs/search.md), recall@10 on clustered 100k rows: 384-d ef 40 .936, 64 .969,
-# 100 .976, 200 .985; 16-d saturates at .983 from ef 40. 100 clears 0.95 at 384-d with room.
+# hnsw.ef_search when the caller names none (pgvector's own default is 40), filtered or not. From the
+# recall curve of benchmarks/query.py (README, "Searching"), recall@10 on clustered 100k rows at 384-d:
+# ef 40 .927, 64 .959, 100 .969 (ef_construction 64); 100 is the first value with a margin over 0.95.
+# An iterative scan over a 10% filter gains nothing from more: ef 40/100/200/400 gave recall .990/.990/
+# .990/1.000 at p50 1.26/1.18/1.31/1.71 ms (100k x 16-d, ef_construction 128): the extra candidates cost
+# more than the second pass relaxed_order makes when fewer than k of the first ef_search pass the filter.
 DEFAULT_EF_SEARCH = 100
-# hnsw.ef_search of a filtered query's iterative scan when the caller names none: relaxed_order keeps
-# scanning until k rows pass the filter, but its recall is bounded by the ef_search-wide candidate list.
-# Measured (benchmarks/query.py, 10% filter, recall@10 / p50): 16-d ef 100 .988 / 1.88 ms, ef 400
-# .999 / 2.02 ms; 384-d ef 100 .976 / 4.55 ms, ef 400 .993 / 4.08 ms.
-FILTERED_EF_SEARCH = 400
 # pgvector's bound on hnsw.ef_search.
 MAX_EF_SEARCH = 1000
 
@@ -52,11 +49,10 @@ PLAN_ITERATIVE = "hnsw-iterative"
 PLAN_EXACT_SUBSET = "exact-subset"
 
 
-def ef_search_for(k: int, ef_search: int | None, *, filtered: bool = False) -> int:
+def ef_search_for(k: int, ef_search: int | None) -> int:
     """``max(k, configured)``, capped at 1000; configured is ``ef_search`` when given, else
-    :data:`FILTERED_EF_SEARCH` for a filtered (iterative) scan and :data:`DEFAULT_EF_SEARCH` otherwise."""
-    default = FILTERED_EF_SEARCH if filtered else DEFAULT_EF_SEARCH
-    return min(max(k, ef_search if ef_search is not None else default), MAX_EF_SEARCH)
+    :data:`DEFAULT_EF_SEARCH`."""
+    return min(max(k, ef_search if ef_search is not None else DEFAULT_EF_SEARCH), MAX_EF_SEARCH)
 
 
 def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
@@ -73,20 +69,15 @@ def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
 
 
 def plan_for(conn: Conn, family: Family, flt: Filter, threshold: int | None = None) -> str:
-    """Which plan a query with ``flt`` takes: plain HNSW, exact over a small subset (at most ``threshold``
-    rows; by default the budget of :func:`~ragstore.search.filters.count_with_budget`), or iterative HNSW."""
+    """Which plan a query with ``flt`` takes: plain HNSW (no filter), exact over the filtered rows when the
+    planner estimates at most ``threshold`` of them (by default :meth:`RowEstimate.budget
+    <ragstore.search.filters.RowEstimate.budget>`), else iterative HNSW. The estimate is remembered per
+    connection (:func:`~ragstore.search.filters.cached_estimate`), so a repeated filter plans with no round trip."""
     if not flt.active:
         return PLAN_HNSW
-    if threshold is None:
-        rows, budget = count_with_budget(conn, family, flt)
-        if rows <= exact_max_rows(family.dim):
-            return PLAN_EXACT_SUBSET
-        if budget > exact_max_rows(family.dim) and estimated_rows(conn, family, flt) <= budget:
-            return PLAN_EXACT_SUBSET
-        return PLAN_ITERATIVE
-    if count_up_to(conn, family, flt, threshold) <= threshold:
-        return PLAN_EXACT_SUBSET
-    return PLAN_ITERATIVE
+    estimate = cached_estimate(conn, family, flt)
+    limit = estimate.budget(family.dim) if threshold is None else threshold
+    return PLAN_EXACT_SUBSET if estimate.rows <= limit else PLAN_ITERATIVE
 
 
 def query_param(family: Family, vector: npt.NDArray[np.float32]) -> Vector | HalfVector:
@@ -118,56 +109,47 @@ def run_with_settings(
 
     The statement calls ``set_config('hnsw.ef_search', %(ragstore_ef)s, true)`` and
     ``set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true)`` (filled in here), so the settings
-    are transaction-local. In autocommit with no transaction open the statement is its own transaction:
-    one message, and the settings end with it. Otherwise it runs in a pipeline
-    ``SAVEPOINT; statement; ROLLBACK TO SAVEPOINT; RELEASE SAVEPOINT``, still one round trip, and the
-    caller's transaction is left as it was. Raises the mapped RagstoreError of a failing statement, after
-    which the connection is usable (the savepoint is rolled back).
+    are transaction-local; :func:`~ragstore.db.connection.run_isolated` runs it as its own transaction in
+    autocommit, else between a savepoint and its rollback, so no setting outlives the call. Raises the
+    mapped RagstoreError of a failing statement, after which the connection is usable.
     """
     values = {
         **params,
         "ragstore_ef": str(int(ef_search)),
         "ragstore_iterative": "relaxed_order" if iterative else "off",
     }
-    if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
-        with db_errors():
-            return conn.execute(statement, values, binary=True).fetchall()
-    try:
-        with conn.pipeline():
-            conn.execute(_SAVEPOINT)
-            cur = conn.execute(statement, values, binary=True)
-            conn.execute(_ROLLBACK_TO)
-            conn.execute(_RELEASE)
-        return cur.fetchall()
-    except psycopg.Error as exc:
-        with contextlib.suppress(psycopg.Error):
-            conn.execute(_ROLLBACK_TO)
-            conn.execute(_RELEASE)
-        map_db_error(exc)
+    return run_isolated(conn, [(statement, values)], binary=True)[0]
 
 
-_SAVEPOINT = sql.SQL("SAVEPOINT ragstore_search")
-_ROLLBACK_TO = sql.SQL("ROLLBACK TO SAVEPOINT ragstore_search")
-_RELEASE = sql.SQL("RELEASE SAVEPOINT ragstore_search")
 # The hnsw block's LATERAL scan references its settings row, so the settings are made before the scan.
 _SETTINGS_REF = sql.SQL("s.settings IS NOT NULL")
 
 
-def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True) -> str:
+def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True, iterative: bool = False) -> str:
     """The ``hnsw`` block for ``family``, ``flt`` and ``k`` (a literal, so the prepared statement keeps a
-    generic plan), returning the rows' vectors when ``vectors``; its parameters are the filter's, ``q``
-    and the two settings :func:`run_with_settings` fills in. Rendered once per
-    shape (the hot path composes nothing)."""
+    generic plan), or for a filtered ``iterative`` scan the ``hnsw_filtered`` block (exact when it comes back short),
+    returning the rows' vectors when ``vectors``; its parameters are the filter's, ``q`` and the two
+    settings :func:`run_with_settings` fills in. Rendered once per shape (the hot path composes nothing)."""
     return _hnsw_text(
-        family.table, family.vector_type, family.dim, int(k), bool(flt.package), bool(flt.metadata), vectors
+        family.table,
+        family.vector_type,
+        family.dim,
+        int(k),
+        bool(flt.package),
+        bool(flt.metadata),
+        vectors,
+        iterative and flt.active,
     )
 
 
 @functools.lru_cache(maxsize=512)
-def _hnsw_text(table: str, vector_type: str, dim: int, k: int, package: bool, metadata: bool, vectors: bool) -> str:
+def _hnsw_text(
+    table: str, vector_type: str, dim: int, k: int, package: bool, metadata: bool, vectors: bool, fallback: bool
+) -> str:
     shape = Filter("x" if package else None, {"x": 1} if metadata else None)
+    block = "hnsw_filtered" if fallback else "hnsw"
     return (
-        sql.SQL(query("search", "hnsw"))
+        sql.SQL(query("search", block))
         .format(
             k=sql.Literal(k),
             embedding=sql.SQL("t.embedding" if vectors else "NULL"),
@@ -175,6 +157,7 @@ def _hnsw_text(table: str, vector_type: str, dim: int, k: int, package: bool, me
             vtype=sql.SQL(f"{vector_type}({int(dim)})"),  # vector_type is checked by ragstore.families
             join=shape.join(),
             where=shape.where(extra=_SETTINGS_REF),
+            where_exact=shape.where(extra=sql.SQL("(SELECT count(*) FROM found) < {}").format(sql.Literal(k))),
         )
         .as_string()
     )
@@ -198,7 +181,7 @@ def hnsw_hits(
     migration's swap) raises SchemaError caused by UndefinedTable, see :func:`stale_family_error`.
     """
     params = {**flt.params(), "q": query_param(family, vector)}
-    statement = hnsw_statement(family, flt, k, vectors=vectors)
+    statement = hnsw_statement(family, flt, k, vectors=vectors, iterative=iterative)
     rows = run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
     return [row_to_hit(row) for row in rows]
 

@@ -1,15 +1,17 @@
-"""The filtered-plan budget: a fixed row floor, or a small fraction of a large family (planner estimate)."""
+"""The filtered plan: chosen from the planner's estimate (remembered per connection), and a scan that comes
+back short answered exactly in the same statement."""
 
 import json
 
+import numpy as np
 import pytest
 
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
-from ragstore.search import filters, vector
-from ragstore.search.filters import make_filter
+from ragstore.search import api, filters, search, vector
+from ragstore.search.filters import RowEstimate, make_filter
 
 
 @pytest.fixture
@@ -26,9 +28,19 @@ def docs(conn, tmp_path):
     return family
 
 
-def test_budget_is_the_row_floor_on_a_small_family(conn, docs):
-    rows, budget = filters.count_with_budget(conn, docs, make_filter("small/", None))
-    assert (rows, budget) == (80, filters.FILTER_EXACT_MAX_ROWS)
+def test_the_budget_is_the_row_floor_or_a_fraction_of_a_large_family():
+    floor, wide = filters.FILTER_EXACT_MAX_ROWS, filters.FILTER_EXACT_MAX_ROWS_WIDE
+    assert RowEstimate(rows=10, total=400).budget(16) == floor
+    assert RowEstimate(rows=10, total=400).budget(384) == wide
+    assert RowEstimate(rows=10, total=1_000_000).budget(16) == 20_000  # 2% of the family
+    assert RowEstimate(rows=10, total=10_000_000).budget(16) == filters.SELECTIVE_MAX_ROWS
+
+
+def test_the_estimate_comes_from_the_planner(conn, docs):
+    small = filters.estimate_rows(conn, docs, make_filter("small/", None))
+    big = filters.estimate_rows(conn, docs, make_filter("big/", None))
+    assert small.total == big.total == 400  # pg_class.reltuples after ANALYZE
+    assert 40 <= small.rows <= 160 and 200 < big.rows <= 400  # actual: 80 and 320
     assert vector.plan_for(conn, docs, make_filter("small/", None)) == vector.PLAN_EXACT_SUBSET
 
 
@@ -36,9 +48,71 @@ def test_a_selective_filter_on_a_large_family_goes_exact_a_wide_one_iterative(co
     # Shrink the scale: a floor of 10 rows and "selective" = at most half the family (400 rows -> 200).
     monkeypatch.setattr(filters, "FILTER_EXACT_MAX_ROWS", 10)
     monkeypatch.setattr(filters, "SELECTIVE_FRACTION", 0.5)
-    rows, budget = filters.count_with_budget(conn, docs, make_filter("small/", None))
-    assert (rows, budget) == (11, 200)  # counted no further than the floor + 1
-    assert 40 <= filters.estimated_rows(conn, docs, make_filter("small/", None)) <= 160  # planner: ~80
     assert vector.plan_for(conn, docs, make_filter("small/", None)) == vector.PLAN_EXACT_SUBSET
-    assert filters.estimated_rows(conn, docs, make_filter("big/", None)) > 200  # planner: ~320
     assert vector.plan_for(conn, docs, make_filter("big/", None)) == vector.PLAN_ITERATIVE
+    assert vector.plan_for(conn, docs, make_filter("big/", None), threshold=1000) == vector.PLAN_EXACT_SUBSET
+
+
+def test_an_estimate_is_remembered_per_connection_for_a_while(conn, docs, monkeypatch):
+    calls = []
+    real = filters.estimate_rows
+    monkeypatch.setattr(filters, "estimate_rows", lambda *a: calls.append(a[2]) or real(*a))
+    small, meta = make_filter("small/", None), make_filter(None, {"b": 1, "a": 2})
+    for _ in range(3):
+        vector.plan_for(conn, docs, small)
+        vector.plan_for(conn, docs, make_filter(None, {"a": 2, "b": 1}))  # the same filter, keys reordered
+    assert calls == [small, meta]
+    monkeypatch.setattr(filters, "ESTIMATE_TTL_SECONDS", 0.0)
+    filters._ESTIMATES.clear()
+    vector.plan_for(conn, docs, small)
+    vector.plan_for(conn, docs, small)
+    assert calls == [small, meta, small, small]  # expired at once: asked again
+
+
+def test_a_stale_estimate_still_returns_every_row_the_filter_keeps(conn, docs, monkeypatch):
+    conn.autocommit = True
+    big = make_filter("big/", None)
+    monkeypatch.setattr(filters, "FILTER_EXACT_MAX_ROWS", 10)
+    assert vector.plan_for(conn, docs, big) == vector.PLAN_ITERATIVE  # remembered: ~320 rows
+    # The package shrinks to 3 rows; the statistics (and the remembered estimate) still say ~320.
+    conn.execute("DELETE FROM ragstore.emb_docs WHERE package_path = 'big/' AND chunk_id > 'c0082'")
+    q = np.ones(16, dtype=np.float32)
+    hits = search(conn, "docs", vector=q, k=10, package="big/")
+    assert sorted(h.chunk_id for h in hits) == ["c0080", "c0081", "c0082"]
+    assert vector.plan_for(conn, docs, big) == vector.PLAN_ITERATIVE  # the plan was the iterative scan
+
+
+def _clustered(n, dim=16, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(20, dim))
+    return (centers[rng.integers(0, 20, n)] + 0.3 * rng.normal(size=(n, dim))).astype(np.float32)
+
+
+def test_the_iterative_statement_answers_exactly_when_its_scan_comes_back_short(conn, monkeypatch):
+    from tests.integration.test_search import load
+
+    family = families.create_family(conn, "vecs", OfflineBackend())
+    n = 3000
+    load(conn, family, _clustered(n), packages=[f"pkg/{i % 100:02d}/doc" for i in range(n)])
+    conn.autocommit = True
+    flt = make_filter("pkg/07/", None)  # 1%: 30 rows
+    q = _clustered(1, seed=5)[0]
+    truth = [h.chunk_id for h in api.run_vector(conn, family, q, k=10, flt=flt, exact=True)]
+    statement = vector.hnsw_statement(family, flt, 10, vectors=False, iterative=True)
+    params = {**flt.params(), "q": vector.query_param(family, q)}
+
+    def run(iterative):
+        rows = vector.run_with_settings(conn, statement, params, ef_search=10, iterative=iterative)
+        return [row[0] for row in rows]
+
+    # Without iterative scan the index filters its 10 candidates afterwards (~0.1 pass): the statement's
+    # exact part answers; with it, the scan finds 10 and the exact part is never executed.
+    assert run(iterative=False) == truth
+    assert len(run(iterative=True)) == 10
+    explain = vector.run_with_settings(
+        conn, "EXPLAIN (ANALYZE, COSTS OFF) " + statement, params, ef_search=10, iterative=True
+    )
+    text = "\n".join(row[0] for row in explain)
+    assert "Bitmap Heap Scan" in text or "Index Scan using" in text
+    assert "(never executed)" in text, text
+    assert [h.chunk_id for h in api.run_vector(conn, family, q, k=10, flt=flt)] == truth  # exact plan

@@ -121,7 +121,7 @@ def test_edge_checks_refuse_bools_non_positive_and_non_finite():
             check_min_score(bad)
 
 
-def test_filtered_queries_get_the_wider_ef_search_unless_named():
-    assert ef_search_for(10, None, filtered=True) > ef_search_for(10, None)
-    assert ef_search_for(10, 40, filtered=True) == 40
-    assert ef_search_for(2000, None, filtered=True) == 1000
+def test_ef_search_is_the_default_or_the_named_one_at_least_k_at_most_1000():
+    assert ef_search_for(10, None) == 100
+    assert ef_search_for(10, 40) == 40
+    assert ef_search_for(2000, None) == 1000 and ef_search_for(300, 20) == 300
