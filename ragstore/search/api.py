@@ -257,17 +257,23 @@ def run_vector(
         return _vector.zero_query_hits(conn, family, k=k, flt=flt)
     chosen = plan or _vector.plan_for(conn, family, flt)
     if chosen == _vector.PLAN_EXACT_SUBSET:
-        return _vector.exact_subset_hits(conn, family, query_vector, k=k, flt=flt)
-    return _vector.hnsw_hits(
+        return _vector.exact_subset_hits(conn, family, query_vector, k=k, flt=flt, vectors=vectors)
+    iterative = chosen == _vector.PLAN_ITERATIVE
+    hits = _vector.hnsw_hits(
         conn,
         family,
         query_vector,
         k=k,
         flt=flt,
         ef_search=_vector.ef_search_for(k, ef_search),
-        iterative=chosen == _vector.PLAN_ITERATIVE,
+        iterative=iterative,
         vectors=vectors,
     )
+    if iterative and len(hits) < k:
+        # The scan came back short: the filter keeps fewer rows than the estimate said (stale statistics),
+        # or the scan stopped at hnsw.max_scan_tuples. Exact over the filtered rows gives every row it keeps.
+        hits = _vector.exact_subset_hits(conn, family, query_vector, k=k, flt=flt, vectors=vectors)
+    return hits
 
 
 def _query(

@@ -9,8 +9,9 @@ keeps (:func:`~ragstore.search.filters.cached_estimate`: one ``EXPLAIN``, rememb
 minute): at most :meth:`~ragstore.search.filters.RowEstimate.budget` rows (3,000 below 256 dimensions,
 5,000 from 256, or on a large family 2% of its rows up to 25,000) -> exact over those rows in SQL (recall
 1.0); more -> HNSW with ``hnsw.iterative_scan = relaxed_order`` so the index keeps scanning until k rows
-pass the filter, in a statement that answers exactly over the filtered rows should the scan still come
-back short (a stale estimate), so k hits come back whenever k rows pass. Without iterative scan a 1% filter
+pass the filter (the caller, :func:`ragstore.search.api.run_vector`, answers exactly over the filtered rows
+should the scan still come back short: a stale estimate), so k hits come back whenever k rows pass.
+Without iterative scan a 1% filter
 returns ~0.4 rows of 10 (pgvector filters after the ef_search candidates): a filtered query never runs
 plain HNSW.
 """
@@ -125,39 +126,38 @@ def run_with_settings(
 _SETTINGS_REF = sql.SQL("s.settings IS NOT NULL")
 
 
-def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True, iterative: bool = False) -> str:
-    """The ``hnsw`` block for ``family``, ``flt`` and ``k`` (a literal, so the prepared statement keeps a
-    generic plan), or for a filtered ``iterative`` scan the ``hnsw_filtered`` block (exact when it comes back short),
-    returning the rows' vectors when ``vectors``; its parameters are the filter's, ``q`` and the two
-    settings :func:`run_with_settings` fills in. Rendered once per shape (the hot path composes nothing)."""
-    return _hnsw_text(
-        family.table,
-        family.vector_type,
-        family.dim,
-        int(k),
-        bool(flt.package),
-        bool(flt.metadata),
-        vectors,
-        iterative and flt.active,
-    )
+def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True) -> str:
+    """The ``hnsw`` block for ``family``, ``flt`` and ``k``, returning the rows' vectors when ``vectors``;
+    its parameters are the filter's, ``q`` and the two settings :func:`run_with_settings` fills in."""
+    return _statement_text("hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors)
+
+
+def exact_subset_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True) -> str:
+    """The ``exact_subset`` block for ``family``, ``flt`` and ``k``; its parameters are the filter's and ``q``."""
+    return _statement_text("exact_subset", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors)
+
+
+def _shape(flt: Filter) -> tuple[bool, bool]:
+    return bool(flt.package), bool(flt.metadata)
 
 
 @functools.lru_cache(maxsize=512)
-def _hnsw_text(
-    table: str, vector_type: str, dim: int, k: int, package: bool, metadata: bool, vectors: bool, fallback: bool
+def _statement_text(
+    block: str, table: str, vector_type: str, dim: int, k: int, package: bool, metadata: bool, vectors: bool
 ) -> str:
+    """Block ``block`` of search.sql rendered for one shape of query: ``k`` is a literal (so a prepared
+    statement keeps its plan), the filter's parameters are named. Rendered once per shape: the hot path
+    composes nothing."""
     shape = Filter("x" if package else None, {"x": 1} if metadata else None)
-    block = "hnsw_filtered" if fallback else "hnsw"
     return (
         sql.SQL(query("search", block))
         .format(
-            k=sql.Literal(k),
+            k=sql.Literal(int(k)),
             embedding=sql.SQL("t.embedding" if vectors else "NULL"),
             table=sql.Identifier(table),
             vtype=sql.SQL(f"{vector_type}({int(dim)})"),  # vector_type is checked by ragstore.families
             join=shape.join(),
-            where=shape.where(extra=_SETTINGS_REF),
-            where_exact=shape.where(extra=sql.SQL("(SELECT count(*) FROM found) < {}").format(sql.Literal(k))),
+            where=shape.where(extra=_SETTINGS_REF if block == "hnsw" else None),
         )
         .as_string()
     )
@@ -181,14 +181,20 @@ def hnsw_hits(
     migration's swap) raises SchemaError caused by UndefinedTable, see :func:`stale_family_error`.
     """
     params = {**flt.params(), "q": query_param(family, vector)}
-    statement = hnsw_statement(family, flt, k, vectors=vectors, iterative=iterative)
+    statement = hnsw_statement(family, flt, k, vectors=vectors)
     rows = run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
     return [row_to_hit(row) for row in rows]
 
 
-def exact_subset_hits(conn: Conn, family: Family, vector: npt.NDArray[np.float32], *, k: int, flt: Filter) -> list[Hit]:
-    """Exact top ``k`` over the rows ``flt`` keeps, computed by Postgres (meant for small subsets)."""
-    return run_block(conn, family, "exact_subset", flt, {"q": query_param(family, vector), "k": k})
+def exact_subset_hits(
+    conn: Conn, family: Family, vector: npt.NDArray[np.float32], *, k: int, flt: Filter, vectors: bool = True
+) -> list[Hit]:
+    """Exact top ``k`` over the rows ``flt`` keeps, computed by Postgres (meant for small subsets); hits
+    carry their vectors when ``vectors``."""
+    statement = exact_subset_statement(family, flt, k, vectors=vectors)
+    with db_errors():
+        rows = conn.execute(statement, {**flt.params(), "q": query_param(family, vector)}, binary=True).fetchall()
+    return [row_to_hit(row) for row in rows]
 
 
 def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[Hit]:
