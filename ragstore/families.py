@@ -24,8 +24,8 @@ NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,47}")
 HNSW_MAX_DIM = {"vector": 2000, "halfvec": 4000}
 # HNSW build parameters; ef_search is chosen at query time. m is pgvector's default; ef_construction is
 # twice its default: a denser graph is what lets a filtered iterative scan reach recall@10 >= 0.99 at the
-# default ef_search (benchmarks/query.py, 10% filter, ef_construction 64 -> 128: 1M x 16-d .988 -> .999,
-# 100k x 384-d .989 -> .995) for a build 1.4x (100k) to 1.6x (1M) longer.
+# default ef_search (benchmarks/query.py, 10% filter, ef_construction 64 -> 128: 1M x 16-d .977-.988 ->
+# .990-.999, 100k x 384-d .969-.989 -> .995; ranges over builds) for a build 1.4x (100k) to 1.6x (1M) longer.
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 

@@ -37,10 +37,11 @@ Conn = psycopg.Connection[Any]
 
 # hnsw.ef_search when the caller names none (pgvector's own default is 40), filtered or not. From the
 # recall curve of benchmarks/query.py (README, "Searching"), recall@10 on clustered 100k rows at 384-d:
-# ef 40 .927, 64 .959, 100 .969 (ef_construction 64); 100 is the first value with a margin over 0.95.
-# An iterative scan over a 10% filter gains nothing from more: ef 40/100/200/400 gave recall .990/.990/
-# .990/1.000 at p50 1.26/1.18/1.31/1.71 ms (100k x 16-d, ef_construction 128): the extra candidates cost
-# more than the second pass relaxed_order makes when fewer than k of the first ef_search pass the filter.
+# ef 40 .951, 64 .982, 100 .990 (.927/.959/.969 with ef_construction 64): 100 is the first value with a
+# clear margin over 0.95. An iterative scan over a 10% filter gains little from more: 384-d ef 40/100/200/
+# 400 gave recall .995/.995/.999/1.0 at p50 2.17/2.20/2.47/2.67 ms, and 1M x 16-d ef 100/400 .990/.990 at
+# 3.04/5.73 ms: when fewer than k of the first ef_search candidates pass the filter, relaxed_order scans
+# on, which costs less than a wider candidate list for every query.
 DEFAULT_EF_SEARCH = 100
 # pgvector's bound on hnsw.ef_search.
 MAX_EF_SEARCH = 1000
@@ -192,8 +193,10 @@ def exact_subset_hits(
     """Exact top ``k`` over the rows ``flt`` keeps, computed by Postgres (meant for small subsets); hits
     carry their vectors when ``vectors``."""
     statement = exact_subset_statement(family, flt, k, vectors=vectors)
-    with db_errors():
-        rows = conn.execute(statement, {**flt.params(), "q": query_param(family, vector)}, binary=True).fetchall()
+    params = {**flt.params(), "q": query_param(family, vector)}
+    # Isolated like the hnsw statement: it may run on a cached Family whose table is gone (a model
+    # migration's swap), and that failure must not abort the caller's transaction.
+    rows = run_isolated(conn, [(statement, params)], binary=True)[0]
     return [row_to_hit(row) for row in rows]
 
 

@@ -10,7 +10,7 @@ from ragstore.embed.offline import OfflineBackend, fingerprint
 from ragstore.errors import InvalidInput, ModelMismatch, NotFound, RagstoreError
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
-from ragstore.search import api, exact, search
+from ragstore.search import api, exact, filters, search
 from ragstore.search import vector as vec
 from ragstore.search.filters import Filter
 from ragstore.search.mmr import mmr
@@ -203,6 +203,26 @@ def test_a_swap_between_the_family_lookup_and_the_statement_is_retried_once(conn
     monkeypatch.setattr(api, "get_family", lambda connection, name: reads.append(name) or real(connection, name))
     api._FAMILIES[conn] = {"docs": stale}  # a stale cache entry: the hot path falls back, reads once
     assert [h.chunk_id for h in search(conn, "docs", vector=q, k=5)] == expected and reads == ["docs"]
+
+
+def test_a_filtered_search_on_a_stale_cached_family_inside_a_transaction_recovers(conn, family):
+    load(conn, family, clustered(40))
+    q = clustered(1, seed=1)[0]
+    expected = [h.chunk_id for h in search(conn, "docs", vector=q, k=5, package="pkg/")]  # cached now
+    stale = api._FAMILIES[conn]["docs"]
+    conn.execute(f"ALTER TABLE ragstore.{family.table} RENAME TO emb_docs_v2")
+    conn.execute("UPDATE ragstore.families SET table_name = 'emb_docs_v2' WHERE name = 'docs'")
+    assert api._FAMILIES[conn]["docs"] is stale and conn.info.transaction_status.name == "INTRANS"
+    # The estimate and the statement on the cached family fail inside savepoints; the search re-reads the
+    # family and answers, and the caller's transaction (holding the rename) is intact.
+    assert [h.chunk_id for h in search(conn, "docs", vector=q, k=5, package="pkg/")] == expected
+    assert conn.info.transaction_status.name == "INTRANS"
+    # Again with no estimate remembered: the EXPLAIN on the stale table fails first, isolated as well.
+    api._FAMILIES[conn]["docs"] = stale
+    filters._ESTIMATES.clear()
+    assert [h.chunk_id for h in search(conn, "docs", vector=q, k=5, package="pkg/")] == expected
+    assert conn.info.transaction_status.name == "INTRANS"
+    assert conn.execute("SELECT count(*) FROM ragstore.emb_docs_v2").fetchone() == (40,)
 
 
 def test_a_changed_family_that_still_fails_is_not_retried_forever(conn, family):
