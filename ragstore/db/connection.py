@@ -111,11 +111,16 @@ def run_isolated(
 ) -> list[list[tuple[Any, ...]]]:
     """Run read-only ``statements`` in ONE round trip and return the rows of each; nothing they do lasts.
 
-    In autocommit with no transaction open they are sent together and each is its own transaction (a
-    ``SET LOCAL``/``set_config(..., true)`` ends with its statement). Otherwise they run in a pipeline
-    ``SAVEPOINT; statements; ROLLBACK TO SAVEPOINT; RELEASE SAVEPOINT``, still one round trip: the
-    caller's transaction is left as it was, and a failing statement leaves it usable too. Raises the
-    mapped RagstoreError of a failing statement.
+    In autocommit with no transaction open, one statement is sent alone and is its own transaction (a
+    ``set_config(..., true)`` ends with it); several share one implicit transaction that ends at the
+    pipeline's sync (so a setting one makes would reach the next: callers pass settings in one statement).
+    Otherwise they run in a pipeline ``SAVEPOINT; statements; ROLLBACK TO SAVEPOINT; RELEASE SAVEPOINT``,
+    still one round trip: the caller's transaction is left as it was (on a connection that was idle
+    outside autocommit, the transaction psycopg opens stays open, as with any statement), and a failing
+    statement leaves it usable too. Raises the mapped RagstoreError of a failing statement.
+
+    Like any psycopg pipeline, not for two threads sharing one connection at once (use one connection,
+    or a pool, per thread).
     """
     isolated = not (conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE)
     if not isolated and len(statements) == 1:  # one message, no pipeline to set up (the search hot path)

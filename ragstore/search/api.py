@@ -9,8 +9,9 @@ Contracts (all fail closed, InvalidInput unless said otherwise):
   a positive integer; ``mode`` one of :data:`MODES`; ``rerank`` None or ``"mmr"``.
 - An empty family returns ``[]``. Hits are ordered by score descending, then chunk_id ascending
   (MMR returns its pick order). A zero-magnitude query or row scores 0.
-- HNSW settings are ``SET LOCAL`` in a transaction (a savepoint when the caller has one open) that is
-  rolled back at the end: nothing leaks to the connection.
+- HNSW settings are transaction-local (``set_config(..., true)``), made by the search statement itself,
+  which runs as its own transaction in autocommit and inside a savepoint rolled back at the end
+  otherwise: nothing leaks to the connection.
 
 Modes: ``hnsw`` (``auto`` is hnsw for now) uses the index, choosing exact-over-subset or iterative scan
 for filtered queries (see :mod:`ragstore.search.vector`); ``exact`` is the streamed numpy path;
@@ -171,8 +172,8 @@ def _with_cosine_relevance(hits: list[Hit], query_vector: npt.NDArray[np.float32
     return out
 
 
-# Families this process has read, per connection. The unfiltered HNSW search by vector (the hot path) runs
-# on the cached Family with no lookup round trip and no check of ragstore.families in its statement: what
+# Families this process has read, per connection. The HNSW search by vector, filtered or not (the hot
+# path), runs on the cached Family with no lookup round trip and no check of ragstore.families in its statement: what
 # it relies on is the table name and the dimension, and the server checks both (a swapped-out table is
 # UndefinedTable, another dimension a DataError), after which the family is read again. A text query
 # always reads the family first, as it embeds with the family's model (a family dropped and re-created
@@ -203,8 +204,9 @@ def _cached_hnsw(
 
     Returns ``(None, …)`` whenever the answer must come from the fresh path instead: no cached family, a
     zero query, an error (raised again there if real: a dropped or swapped table, another dimension), or no
-    rows (an empty family). The second item is the cached family with the query vector, reused by the fresh
-    path when the family has not changed.
+    rows from an unfiltered search (an empty family; a filter that keeps no row is answered ``[]`` here).
+    The second item is the cached family with the query vector, reused by the fresh path when the family
+    has not changed.
     """
     fam = _FAMILIES.get(conn, {}).get(name)
     if fam is None:
@@ -221,7 +223,9 @@ def _cached_hnsw(
     except RagstoreError:
         _FAMILIES.get(conn, {}).pop(name, None)
         return None, None
-    return (hits or None), (fam, query_vector)
+    if not hits and not flt.active:
+        return None, (fam, query_vector)  # an empty family, or one re-created since: the fresh path says
+    return hits, (fam, query_vector)  # a filter that keeps no row is an answer: [] (not a second search)
 
 
 def run_vector(
@@ -236,11 +240,12 @@ def run_vector(
     plan: str | None = None,
     vectors: bool = True,
 ) -> list[Hit]:
-    """Run a vector search inside a transaction that is rolled back at the end (settings never leak).
+    """Run a vector search; its settings never outlive it (see :func:`ragstore.db.connection.run_isolated`).
 
     ``plan`` forces one of ``vector.PLAN_*`` (benchmarks and check-recall use it); None chooses.
-    ``vectors=False`` lets the HNSW plans leave ``Hit.vector`` None (less to send); the exact plans
-    always fill it. Raises DatabaseUnavailable (and InvalidInput for a statement the server refuses).
+    ``vectors=False`` lets the SQL plans (HNSW and exact over a subset) leave ``Hit.vector`` None (less to
+    send); the numpy exact path (``exact=True``) always fills it. Raises DatabaseUnavailable (and
+    InvalidInput for a statement the server refuses).
     """
     if exact:
         hits: list[Hit] = []

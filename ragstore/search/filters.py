@@ -204,7 +204,11 @@ _ESTIMATES: weakref.WeakKeyDictionary[Conn, dict[tuple[str, str | None, str | No
 
 def cached_estimate(conn: Conn, family: Family, flt: Filter) -> RowEstimate:
     """:func:`estimate_rows`, remembered for ``conn`` during :data:`ESTIMATE_TTL_SECONDS`."""
-    key = (family.table, flt.package, None if flt.metadata is None else json.dumps(flt.metadata, sort_keys=True))
+    try:
+        metadata = None if flt.metadata is None else json.dumps(flt.metadata, sort_keys=True)
+    except TypeError:  # keys of mixed types cannot be sorted: estimate, but do not remember
+        return estimate_rows(conn, family, flt)
+    key = (family.table, flt.package, metadata)
     entries = _ESTIMATES.setdefault(conn, {})
     now = time.monotonic()
     hit = entries.get(key)

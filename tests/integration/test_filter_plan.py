@@ -1,5 +1,5 @@
-"""The filtered plan: chosen from the planner's estimate (remembered per connection), and a scan that comes
-back short answered exactly in the same statement."""
+"""The filtered plan: chosen from the planner's estimate (remembered per connection), and an iterative scan
+that comes back short redone exactly over the filtered rows."""
 
 import json
 
@@ -76,10 +76,15 @@ def test_a_stale_estimate_still_returns_every_row_the_filter_keeps(conn, docs, m
     assert vector.plan_for(conn, docs, big) == vector.PLAN_ITERATIVE  # remembered: ~320 rows
     # The package shrinks to 3 rows; the statistics (and the remembered estimate) still say ~320.
     conn.execute("DELETE FROM ragstore.emb_docs WHERE package_path = 'big/' AND chunk_id > 'c0082'")
+    exact_runs = []
+    real_exact = vector.exact_subset_hits
+    monkeypatch.setattr(vector, "exact_subset_hits", lambda *a, **kw: exact_runs.append(1) or real_exact(*a, **kw))
     q = np.ones(16, dtype=np.float32)
     hits = search(conn, "docs", vector=q, k=10, package="big/")
     assert sorted(h.chunk_id for h in hits) == ["c0080", "c0081", "c0082"]
     assert vector.plan_for(conn, docs, big) == vector.PLAN_ITERATIVE  # the plan was the iterative scan
+    assert exact_runs == [1]  # which came back with 3 < 10 rows, so the search was redone exactly
+    assert search(conn, "docs", vector=q, k=10, package="nothing/") == []  # no row passes: an answer
 
 
 def _clustered(n, dim=16, seed=0):
