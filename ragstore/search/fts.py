@@ -106,6 +106,7 @@ def filter_sql(flt: Filter, *, leading: str | None) -> sql.Composable:
 def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
     """Block ``block`` of ``ragstore/sql/hybrid.sql`` with the family's names and the filter filled in."""
     return sql.SQL(query("hybrid", block)).format(
+        query_terms=sql.SQL(query("hybrid", "query_terms")),
         table=sql.Identifier(family.table),
         vtype=family.identifiers()["vector_type"],
         join=flt.join(),

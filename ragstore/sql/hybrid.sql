@@ -9,12 +9,11 @@
 -- normalisation flags), fts_n / vec_n (top-N per leg), q (the query vector), use_vector (false for a
 -- zero-magnitude query: the vector leg is empty), w_fts / w_vec (RRF leg weights), rrf_k, k.
 
--- name: fts
--- The full-text leg alone: chunks of the family matching the query, best first. A chunk's score is
--- Σ over the query's words of idf(word) · (1 + cd/(cd + 1)) where cd = ts_rank_cd of the chunk for that
--- word alone, > 0 exactly when the chunk holds the word (tsv keeps positions): rare words count more, and
--- more (denser) occurrences add a bounded bonus. One ts_rank_cd call per (chunk, word).
-WITH q AS MATERIALIZED (
+-- name: query_terms
+-- The CTEs both blocks start with ({query_terms}): q, the query as a strict tsquery; terms, each distinct
+-- word (lexeme) of the query with its inverse document frequency over the chunk table; m, the tsquery a
+-- chunk must match (strict, or any of the words when the "any" parameter is true).
+q AS MATERIALIZED (
     SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
 ),
 -- each distinct word (lexeme) of the query, with its inverse document frequency over the chunk table
@@ -35,7 +34,14 @@ m AS MATERIALIZED (
                 THEN coalesce((SELECT string_agg(t.tq::text, ' | ') FROM terms AS t), '')::tsquery
                 ELSE q.strict END AS wide
     FROM q
-),
+)
+
+-- name: fts
+-- The full-text leg alone: chunks of the family matching the query, best first. A chunk's score is
+-- Σ over the query's words of idf(word) · (1 + cd/(cd + 1)) where cd = ts_rank_cd of the chunk for that
+-- word alone, > 0 exactly when the chunk holds the word (tsv keeps positions): rare words count more, and
+-- more (denser) occurrences add a bounded bonus. One ts_rank_cd call per (chunk, word).
+WITH {query_terms},
 fts AS (
     SELECT c.chunk_id, coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
             FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0) AS score
@@ -56,28 +62,7 @@ ORDER BY fts_rank;
 -- name: hybrid
 -- Both legs, each top-N, fused by Reciprocal Rank Fusion: score = Σ w_leg / (rrf_k + rank_leg), 1-based
 -- ranks; a chunk one leg missed gets null rank and score for that leg. Ordered by fused score, then id.
-WITH q AS MATERIALIZED (
-    SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
-),
--- each distinct word (lexeme) of the query, with its inverse document frequency over the chunk table
-terms AS MATERIALIZED (
-    SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
-    FROM (
-        SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.tsv @@ x.tq) AS df
-        FROM (
-            SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
-            FROM unnest(tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))) AS lexeme
-        ) AS x
-    ) AS l
-    CROSS JOIN (SELECT greatest(count(*), 1)::float8 AS n FROM ragstore.chunks) AS n
-),
-m AS MATERIALIZED (
-    SELECT q.strict,
-           CASE WHEN %(any)s
-                THEN coalesce((SELECT string_agg(t.tq::text, ' | ') FROM terms AS t), '')::tsquery
-                ELSE q.strict END AS wide
-    FROM q
-),
+WITH {query_terms},
 fts_top AS MATERIALIZED (
     SELECT c.chunk_id, coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
             FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0) AS score
