@@ -87,23 +87,6 @@ def query_param(family: Family, vector: npt.NDArray[np.float32]) -> Vector | Hal
     return HalfVector(vector) if family.vector_type == "halfvec" else Vector(vector)
 
 
-def compose(family: Family, block: str, flt: Filter) -> sql.Composed:
-    """Block ``block`` of ``ragstore/sql/search.sql`` with the family's names and the filter filled in."""
-    return sql.SQL(query("search", block)).format(
-        table=sql.Identifier(family.table),
-        vtype=family.identifiers()["vector_type"],
-        join=flt.join(),
-        where=flt.where(),
-    )
-
-
-def run_block(conn: Conn, family: Family, block: str, flt: Filter, params: dict[str, Any]) -> list[Hit]:
-    """Run block ``block`` for ``family`` (one statement, no settings) and turn its rows into hits."""
-    with db_errors():
-        rows = conn.execute(compose(family, block, flt), {**flt.params(), **params}, binary=True).fetchall()
-    return [row_to_hit(row) for row in rows]
-
-
 def run_with_settings(
     conn: Conn, statement: sql.Composed | str, params: dict[str, Any], *, ef_search: int, iterative: bool
 ) -> list[tuple[Any, ...]]:
@@ -202,7 +185,9 @@ def exact_subset_hits(
 
 def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[Hit]:
     """A zero-magnitude query: every row scores 0, so the first ``k`` rows by chunk_id."""
-    return run_block(conn, family, "zero_query", flt, {"k": k})
+    statement = _statement_text("zero_query", family.table, family.vector_type, family.dim, k, *_shape(flt), True)
+    rows = run_isolated(conn, [(statement, flt.params())], binary=True)[0]
+    return [row_to_hit(row) for row in rows]
 
 
 def to_float32(value: Any) -> npt.NDArray[np.float32]:

@@ -54,13 +54,13 @@ JOIN ragstore.chunks AS ch ON ch.chunk_id = t.chunk_id
 ORDER BY t.score DESC, t.chunk_id
 
 -- name: zero_query
--- A zero-magnitude query scores 0 against every row: the first k rows by chunk_id.
+-- A zero-magnitude query scores 0 against every row: the first k rows by chunk_id ({k} a literal).
 WITH top AS (
     SELECT e.chunk_id, e.package_path, e.embedding
     FROM ragstore.{table} AS e {join}
     {where}
     ORDER BY e.chunk_id
-    LIMIT %(k)s
+    LIMIT {k}
 )
 SELECT t.chunk_id, t.package_path, 0::float8 AS score, ch.text, ch.metadata, t.embedding
 FROM top AS t JOIN ragstore.chunks AS ch ON ch.chunk_id = t.chunk_id
