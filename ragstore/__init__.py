@@ -1,23 +1,62 @@
-"""ragstore: a retrieval store for RAG on PostgreSQL + pgvector."""
+"""ragstore: a retrieval store for RAG on PostgreSQL + pgvector.
 
-from ragstore.db.connection import connect
-from ragstore.errors import (
-    BackendError,
-    Conflict,
-    DatabaseUnavailable,
-    InvalidInput,
-    ModelMismatch,
-    NotFound,
-    PermissionDenied,
-    RagstoreError,
-    SchemaError,
-    Timeout,
+The public names below are imported on first use (``ragstore.connect`` loads psycopg then), so that
+importing a submodule such as the command line does not pay for the whole library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragstore.db.connection import connect
+    from ragstore.errors import (
+        BackendError,
+        Conflict,
+        DatabaseUnavailable,
+        InvalidInput,
+        ModelMismatch,
+        NotFound,
+        PermissionDenied,
+        RagstoreError,
+        SchemaError,
+        Timeout,
+    )
+    from ragstore.families import Family, create_family, get_family, list_families
+    from ragstore.ingest.records import ChunkRecord, IndexRow
+    from ragstore.ingest.run import index_sources
+    from ragstore.ingest.writer import IndexReport, write_records
+    from ragstore.search.types import Hit
+
+_ERRORS = (
+    "BackendError",
+    "Conflict",
+    "DatabaseUnavailable",
+    "InvalidInput",
+    "ModelMismatch",
+    "NotFound",
+    "PermissionDenied",
+    "RagstoreError",
+    "SchemaError",
+    "Timeout",
 )
-from ragstore.families import Family, create_family, get_family, list_families
-from ragstore.ingest.records import ChunkRecord, IndexRow
-from ragstore.ingest.run import index_sources
-from ragstore.ingest.writer import IndexReport, write_records
-from ragstore.search.types import Hit
+
+# public name -> the module that defines it
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(_ERRORS, "ragstore.errors"),
+    "connect": "ragstore.db.connection",
+    "Family": "ragstore.families",
+    "create_family": "ragstore.families",
+    "get_family": "ragstore.families",
+    "list_families": "ragstore.families",
+    "ChunkRecord": "ragstore.ingest.records",
+    "IndexRow": "ragstore.ingest.records",
+    "index_sources": "ragstore.ingest.run",
+    "IndexReport": "ragstore.ingest.writer",
+    "write_records": "ragstore.ingest.writer",
+    "Hit": "ragstore.search.types",
+}
 
 __all__ = [
     "BackendError",
@@ -42,3 +81,16 @@ __all__ = [
     "list_families",
     "write_records",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragstore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

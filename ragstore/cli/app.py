@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
-import psycopg
 
 from ragstore.errors import RagstoreError
+
+if TYPE_CHECKING:
+    import psycopg
 
 EXIT_ERROR = 1
 EXIT_INTERNAL = 2

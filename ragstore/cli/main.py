@@ -1,22 +1,108 @@
-"""The ``ragstore`` command: parse, call one library function, print."""
+"""The ``ragstore`` command: parse, call one library function, print.
+
+Each command's module is imported only when that command runs (or its own ``--help`` is asked), so
+``ragstore --help`` and a search do not pay for importing Alembic, the memory stores or the evaluation
+code. The one-line summaries ``ragstore --help`` lists are kept here; a test checks that each equals
+the first sentence of its command's help.
+"""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from ragstore.cli.admin import migrate_command, server_group
 from ragstore.cli.app import AppContext, RagstoreGroup
-from ragstore.cli.context import context_pack
-from ragstore.cli.embed import embed_group
-from ragstore.cli.eval import eval_command
-from ragstore.cli.family import family_group
-from ragstore.cli.family_migrate import family_migrate_command
-from ragstore.cli.index import index_command
-from ragstore.cli.memory import memory_group
-from ragstore.cli.search import check_recall_command, search_command
+
+# command name -> (module, attribute, the one-line summary ``ragstore --help`` shows)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "check-recall": (
+        "ragstore.cli.search",
+        "check_recall_command",
+        "Measure FAMILY's HNSW recall@k against the exact top k, with latency of each path.",
+    ),
+    "context-pack": (
+        "ragstore.cli.context",
+        "context_pack",
+        "Build the layered context pack (L0 brief … L7 manifest) as canonical JSON or Markdown.",
+    ),
+    "embed": (
+        "ragstore.cli.embed",
+        "embed_group",
+        "Embed texts ad hoc (similarity, ranking, vectors) with any backend, without an index.",
+    ),
+    "eval": (
+        "ragstore.cli.eval",
+        "eval_command",
+        "Run the queries against FAMILY in each mode and print recall, precision, MRR, nDCG, hit@k and latency.",
+    ),
+    "family": (
+        "ragstore.cli.family",
+        "family_group",
+        "Embedding families: one backend + model + dimension, each with its own table.",
+    ),
+    "index": (
+        "ragstore.cli.index",
+        "index_command",
+        "Index chunks.jsonl files, folders of .txt/.md documents, or - (JSONL on stdin) into FAMILY.",
+    ),
+    "memory": (
+        "ragstore.cli.memory",
+        "memory_group",
+        "Agent memory: five append-only stores, composition by recency, recall by meaning.",
+    ),
+    "migrate": (
+        "ragstore.cli.admin",
+        "migrate_command",
+        "Create or upgrade the ragstore schema (Alembic to head, under an advisory lock).",
+    ),
+    "search": (
+        "ragstore.cli.search",
+        "search_command",
+        "Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id].",
+    ),
+    "server": (
+        "ragstore.cli.admin",
+        "server_group",
+        "The embedded PostgreSQL that ragstore runs when no RAGSTORE_DSN is set.",
+    ),
+}
 
 
-@click.group(cls=RagstoreGroup)
+def load_command(name: str) -> click.Command:
+    """Import the module of command ``name`` and return its click command."""
+    module, attribute, _ = COMMANDS[name]
+    command: object = getattr(importlib.import_module(module), attribute)
+    assert isinstance(command, click.Command), f"{module}.{attribute} is not a click command"
+    if name == "family" and isinstance(command, click.Group) and "migrate" not in command.commands:
+        from ragstore.cli.family_migrate import family_migrate_command
+
+        command.add_command(family_migrate_command)
+    return command
+
+
+class LazyGroup(RagstoreGroup):
+    """The top-level group: commands are imported when used; the listing uses the summaries above."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        return load_command(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        # A stand-in command with the summary as its help shortens it exactly as the real one would.
+        rows = [
+            (name, click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit)) for name in sorted(COMMANDS)
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup)
 @click.option("--dsn", envvar="RAGSTORE_DSN", default=None, help="PostgreSQL to use (default: the embedded server).")
 @click.option("--debug", is_flag=True, help="Show tracebacks of unexpected errors.")
 @click.version_option(package_name="ragstore")
@@ -24,19 +110,6 @@ from ragstore.cli.search import check_recall_command, search_command
 def cli(ctx: click.Context, dsn: str | None, debug: bool) -> None:
     """ragstore: a retrieval store for RAG on PostgreSQL + pgvector."""
     ctx.obj = AppContext(dsn=dsn or None, debug=debug)
-
-
-cli.add_command(migrate_command)
-cli.add_command(server_group)
-cli.add_command(family_group)
-cli.add_command(index_command)
-cli.add_command(context_pack)
-cli.add_command(search_command)
-cli.add_command(check_recall_command)
-cli.add_command(memory_group)
-cli.add_command(embed_group)
-cli.add_command(eval_command)
-family_group.add_command(family_migrate_command)
 
 
 def main() -> None:

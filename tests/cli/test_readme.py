@@ -11,7 +11,10 @@ README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding=
 
 def command_paths(group: click.Group, prefix: str = "") -> list[str]:
     paths = []
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
         path = f"{prefix}{name}"
         paths.append(path)
         if isinstance(command, click.Group):
