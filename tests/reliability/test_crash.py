@@ -59,6 +59,7 @@ def _committed(target: str, version: int) -> int:
     return int(row[0]) if row else 0
 
 
+@pytest.mark.slow
 def test_kill9_of_the_indexer_at_random_points_then_rerun_converges(dsn: str, clean_dsn: str, tmp_path: Path) -> None:
     old = write_jsonl(tmp_path / "v0.jsonl", (chunk(i, 0) for i in range(ROWS)))
     new = write_jsonl(tmp_path / "v1.jsonl", (chunk(i, 1) for i in range(ROWS)))

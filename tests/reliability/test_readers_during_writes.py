@@ -146,6 +146,7 @@ def _cli_ok(args: list[str]) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_searches_stay_whole_and_fast_during_index_prune_and_migration(
     dsn: str, clean_dsn: str, tmp_path: Path
 ) -> None:
