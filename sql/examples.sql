@@ -1,5 +1,6 @@
 -- psql examples for SQL users of ragstore (functions from migration 0002, text in sql/search.sql).
 -- Run with:  psql "$RAGSTORE_DSN" -f sql/examples.sql   (or paste the statements one by one).
+-- They use the family 'docs' of the README's quick start (examples/sample.jsonl: 300 chunks of man pages).
 -- Every statement only reads; the role ragstore_reader (migration 0004) may run all of them.
 
 -- Which families exist, their model, dimension and table.
@@ -9,28 +10,29 @@ SELECT name, backend, model, dim, vector_type, table_name, state FROM ragstore.f
 -- Returns chunk_id, package_path, score (cosine similarity, 0 for a zero vector), text;
 -- ordered by score descending, then chunk_id.
 SELECT chunk_id, package_path, round(score::numeric, 4) AS score, left(text, 60) AS text
-FROM ragstore.search_text('docs', 'how do I rotate keys', 5);
+FROM ragstore.search_text('docs', 'how do I copy files and directories', 5);
 
 -- Any family with a vector you computed yourself (same model and dimension as the family, else an error).
 -- Here: the offline embedding of a text, to show the shape; an application passes its own vector.
 SELECT chunk_id, round(score::numeric, 4) AS score
-FROM ragstore.search('docs', ragstore.offline_embed('rotate keys'), 10);
+FROM ragstore.search('docs', ragstore.offline_embed('copy files'), 10);
 
 -- "More like this": the stored vector of one chunk as the query.
 SELECT s.chunk_id, round(s.score::numeric, 4) AS score
 FROM ragstore.emb_docs AS e, ragstore.search('docs', e.embedding, 6) AS s
-WHERE e.chunk_id = 'handbook/keys.md#0003' AND s.chunk_id <> e.chunk_id;
+WHERE e.chunk_id = 'man1/cp.1#0' AND s.chunk_id <> e.chunk_id;
 
 -- Citations in the form a model is asked to quote: [package_path#chunk_id].
 SELECT format('[%s#%s]', package_path, chunk_id) AS citation, left(text, 80) AS text
-FROM ragstore.search_text('docs', 'rotate keys', 3);
+FROM ragstore.search_text('docs', 'copy files', 3);
 
 -- A package filter and metadata: the functions search the whole family; filter a wider top k in SQL,
--- or use `ragstore search --package ... --where ...`, which plans filtered queries itself.
+-- or use `ragstore search --package ... --where ...`, which plans filtered queries itself. With metadata
+-- on your chunks, add a condition such as AND c.metadata @> '{"lang": "en"}'.
 SELECT s.chunk_id, round(s.score::numeric, 4) AS score, c.metadata
-FROM ragstore.search_text('docs', 'rotate keys', 100) AS s
+FROM ragstore.search_text('docs', 'copy files', 100) AS s
 JOIN ragstore.chunks AS c USING (chunk_id)
-WHERE s.package_path LIKE 'handbook/%' AND c.metadata @> '{"lang": "en"}'
+WHERE s.package_path LIKE 'man1/c%'
 ORDER BY s.score DESC, s.chunk_id
 LIMIT 5;
 
@@ -38,7 +40,7 @@ LIMIT 5;
 -- its own call only. For a one-off wider search in a session of your own:
 BEGIN;
 SET LOCAL hnsw.ef_search = 200;
-SELECT chunk_id, round(score::numeric, 4) AS score FROM ragstore.search_text('docs', 'rotate keys', 10);
+SELECT chunk_id, round(score::numeric, 4) AS score FROM ragstore.search_text('docs', 'copy files', 10);
 ROLLBACK;
 
 -- Errors are plain and name the problem:

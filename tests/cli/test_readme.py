@@ -1,10 +1,15 @@
-"""Every command and subcommand of the CLI is documented in the README (as `ragstore <path>`)."""
+"""The README and sql/examples.sql: every command is documented, and the examples run as written."""
 
+import re
 from pathlib import Path
 
 import click
 
+from ragstore import families
 from ragstore.cli.main import cli
+from ragstore.embed.offline import OfflineBackend
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.run import index_sources
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
@@ -27,3 +32,48 @@ def test_every_command_is_in_the_readme():
     assert len(paths) > 10
     missing = [p for p in paths if f"ragstore {p}" not in README]
     assert missing == []
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def section(title: str) -> str:
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end > 0 else None]
+
+
+def test_the_input_files_the_readme_names_exist():
+    named = re.findall(r"--(?:state|budgets|file) (\S+)", README)
+    named += re.findall(r"ragstore index \w+ (\S+)", section("Quick start by hand"))
+    assert len(named) >= 5
+    assert [p for p in named if not (ROOT / p).is_file()] == []
+
+
+def test_the_quick_start_installs_the_extras_the_readme_uses():
+    extras = re.search(r"pip install -e '\.\[([\w,]+)\]'", section("Quick start by hand"))
+    assert extras is not None
+    installed = set(extras.group(1).split(","))
+    if "--plot" in README:
+        assert "plot" in installed
+    if "--backend minilm" in README:
+        assert "minilm" in installed
+
+
+def sql_statements(text: str) -> list[str]:
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in body.split(";") if s.strip()]
+
+
+def test_every_query_of_sql_examples_answers_on_the_quick_start_family(conn):
+    families.create_family(conn, "docs", OfflineBackend())
+    index_sources(conn, "docs", open_sources([str(ROOT / "examples" / "sample.jsonl")]))
+    statements = sql_statements((ROOT / "sql" / "examples.sql").read_text(encoding="utf-8"))
+    selects = [s for s in statements if s.upper().startswith("SELECT")]
+    assert len(selects) >= 6
+    empty = []
+    for statement in statements:
+        cur = conn.execute(statement)
+        if statement.upper().startswith("SELECT") and not cur.fetchall():
+            empty.append(statement.splitlines()[-1])
+    assert empty == []
