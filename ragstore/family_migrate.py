@@ -31,6 +31,15 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+    wait_fixed,
+)
 
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
@@ -235,16 +244,20 @@ def migrate_family(
 
 def _try_lock(conn: Conn, name: str, patience: float = LOCK_PATIENCE) -> bool:
     """Take the family's migration lock, waiting up to ``patience`` seconds for a killed run's to go."""
-    deadline = time.monotonic() + patience
-    while True:
+
+    def attempt() -> bool:
         with db_errors():
             row = conn.execute(query("family_migrate", "try_lock"), {"name": name}).fetchone()
             conn.commit()
-        if row and row[0]:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
+        return bool(row and row[0])
+
+    polling = Retrying(
+        retry=retry_if_result(lambda taken: not taken),
+        stop=stop_after_delay(patience),
+        wait=wait_fixed(0.1),
+        retry_error_callback=lambda _state: False,
+    )
+    return polling(attempt)
 
 
 def _migrate(
@@ -388,15 +401,20 @@ def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier,
 def _drop_old_table(conn: Conn, table: str) -> bool:
     """Drop the swapped-out table, waiting at most ``DROP_LOCK_TIMEOUT`` each try so readers never stall
     long; False (the table left behind, harmless: nothing reads it) when every try found it busy."""
-    for attempt in range(DROP_TRIES):
-        try:
-            with conn.transaction():
-                conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
-                conn.execute(_block("drop_table", table))
-            return True
-        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
-            time.sleep(min(1.0, 0.02 * 2**attempt))
-    return False
+
+    def attempt() -> bool:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
+            conn.execute(_block("drop_table", table))
+        return True
+
+    tries = Retrying(
+        retry=retry_if_exception_type((psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected)),
+        stop=stop_after_attempt(DROP_TRIES),
+        wait=wait_exponential(multiplier=0.01, max=1.0),
+        retry_error_callback=lambda _state: False,
+    )
+    return tries(attempt)
 
 
 def abort_migration(conn: Conn, name: str) -> Family:
