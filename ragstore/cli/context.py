@@ -28,11 +28,10 @@ from ragstore.context import (
 )
 from ragstore.context.sources import build_from_disk, load_pack
 from ragstore.errors import RagstoreError
+from ragstore.search.api import MODES
 from ragstore.search.types import Hit
 
 __all__ = ["context_pack"]
-
-MODES = ("auto", "exact", "hnsw", "fts", "hybrid")
 
 
 def _retrieve(

@@ -31,6 +31,7 @@ from psycopg import sql
 from pydantic import ValidationError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
+from ragstore.common.like import like_prefix
 from ragstore.db.connection import db_errors, map_db_error
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
@@ -265,7 +266,7 @@ class Writer:
     # -- the end of a run ----------------------------------------------------------------------
     def prune(self, prefixes: Iterable[str] = ()) -> int:
         """Delete chunks of this run's packages (or under ``prefixes``) that the input no longer holds."""
-        like = [_like_prefix(p) for p in prefixes]
+        like = [like_prefix(p) for p in prefixes]
         packages = sorted(self.report.packages)
         if not packages and not like:
             return 0
@@ -323,11 +324,6 @@ def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> No
         )
     except ValidationError as exc:
         raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
-
-
-def _like_prefix(prefix: str) -> str:
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped + "%"
 
 
 def write_records(

@@ -28,7 +28,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg import sql
 
@@ -36,7 +35,7 @@ from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput
 from ragstore.families import Family
-from ragstore.search.filters import Filter, check_k, make_filter
+from ragstore.search.filters import Filter, check_k, make_filter, to_float32
 from ragstore.search.types import Hit
 
 __all__ = ["DEFAULT_FTS_CONFIG", "DEFAULT_NORMALIZATION", "MATCHES", "fts_config_of", "fts_search"]
@@ -91,18 +90,6 @@ def text_params(
     }
 
 
-def filter_sql(flt: Filter, *, leading: str | None) -> sql.Composable:
-    """``WHERE <leading> AND <filter conditions>`` over family table ``e`` and chunks ``c`` (may be empty)."""
-    parts: list[sql.Composable] = [sql.SQL(leading)] if leading else []
-    if flt.package:
-        parts.append(sql.SQL("e.package_path LIKE %(package_like)s"))
-    if flt.metadata:
-        parts.append(sql.SQL("c.metadata @> %(metadata)s"))
-    if not parts:
-        return sql.SQL("")
-    return sql.SQL("WHERE ") + sql.SQL(" AND ").join(parts)
-
-
 def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
     """Block ``block`` of ``ragstore/sql/hybrid.sql`` with the family's names and the filter filled in."""
     return sql.SQL(query("hybrid", block)).format(
@@ -110,16 +97,9 @@ def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
         table=sql.Identifier(family.table),
         vtype=family.identifiers()["vector_type"],
         join=flt.join(),
-        where_fts=filter_sql(flt, leading="c.tsv @@ m.wide"),
-        where_vec=filter_sql(flt, leading="%(use_vector)s"),
+        where_fts=flt.where(extra=sql.SQL("c.tsv @@ m.wide")),
+        where_vec=flt.where(extra=sql.SQL("%(use_vector)s")),
     )
-
-
-def to_vector(value: Any) -> np.ndarray[Any, np.dtype[np.float32]] | None:
-    if value is None:
-        return None
-    raw = value.to_numpy() if hasattr(value, "to_numpy") else value
-    return np.asarray(raw, dtype=np.float32)
 
 
 def fts_search(
@@ -150,7 +130,7 @@ def fts_search(
             package_path=package_path,
             score=float(score),
             text=text,
-            vector=to_vector(embedding),
+            vector=None if embedding is None else to_float32(embedding),
             metadata=dict(meta or {}),
             ranks={"fts": int(rank)},
             scores={"fts": float(score)},

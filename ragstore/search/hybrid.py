@@ -31,8 +31,8 @@ from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
-from ragstore.search.filters import check_k, make_filter
-from ragstore.search.fts import DEFAULT_NORMALIZATION, fts_search, statement, text_params, to_vector
+from ragstore.search.filters import check_k, make_filter, to_float32
+from ragstore.search.fts import DEFAULT_NORMALIZATION, fts_search, statement, text_params
 from ragstore.search.rrf import DEFAULT_RRF_K
 from ragstore.search.types import Hit
 
@@ -164,7 +164,7 @@ def _row_to_hit(row: tuple[Any, ...]) -> Hit:
         package_path=package_path,
         score=float(score),
         text=text,
-        vector=to_vector(embedding),
+        vector=None if embedding is None else to_float32(embedding),
         metadata=dict(meta or {}),
         ranks={"fts": None if f_rank is None else int(f_rank), "vector": None if v_rank is None else int(v_rank)},
         scores={

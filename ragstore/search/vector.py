@@ -30,7 +30,7 @@ from psycopg import sql
 from ragstore.db.connection import db_errors, run_isolated
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.search.filters import Filter, cached_estimate
+from ragstore.search.filters import Filter, cached_estimate, to_float32
 from ragstore.search.types import Hit
 
 Conn = psycopg.Connection[Any]
@@ -188,12 +188,6 @@ def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[
     statement = _statement_text("zero_query", family.table, family.vector_type, family.dim, k, *_shape(flt), True)
     rows = run_isolated(conn, [(statement, flt.params())], binary=True)[0]
     return [row_to_hit(row) for row in rows]
-
-
-def to_float32(value: Any) -> npt.NDArray[np.float32]:
-    """A pgvector ``Vector``/``HalfVector`` (or sequence) as a float32 1-d array."""
-    raw = value.to_numpy() if hasattr(value, "to_numpy") else value
-    return np.asarray(raw, dtype=np.float32)
 
 
 def row_to_hit(row: tuple[Any, ...]) -> Hit:

@@ -1,0 +1,2 @@
+"""Small helpers several packages share, each defined once: canonical JSON, the JSONL line reader, the
+LIKE escape and the p95 latency statistic. Nothing here imports another ragstore package."""
