@@ -1,6 +1,6 @@
 """Read evaluation sets: queries (JSONL) and graded relevance judgements (qrels, TSV or TREC/BEIR).
 
-Formats (SPEC 8, issue 5):
+Formats:
 
 - **queries**: JSON Lines, one object per line, ``{"query_id": "...", "text": "..."}``. Other keys are
   ignored; BEIR's ``_id`` is accepted in place of ``query_id``. Both must be strings; the text must not be

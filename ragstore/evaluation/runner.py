@@ -1,4 +1,4 @@
-"""The eval runner behind ``ragstore eval`` (SPEC 8): run queries against a family in several modes and score them.
+"""The eval runner behind ``ragstore eval``: run queries against a family in several modes and score them.
 
 Promises of :func:`run_eval`:
 

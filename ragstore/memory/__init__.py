@@ -1,4 +1,4 @@
-"""Agent memory: five append-only stores, composition by recency, and binding by absence (SPEC 7).
+"""Agent memory: five append-only stores, composition by recency, and binding by absence.
 
 ``load_profile`` reads which stores an agent declares; ``bind`` gives readers to those stores only;
 ``compose_memory`` turns what the readers return into a deterministic :class:`Bundle`.

@@ -1,4 +1,4 @@
-"""Memory composition: recency, not similarity (SPEC 7).
+"""Memory composition: recency, not similarity (docs/decisions.md, "Agent memory").
 
 :func:`compose_memory` reads each store the binding declares, keeps the records that pass the store's
 floors (and, for semantic and procedural, contain the task hint), orders them newest first with ``id``

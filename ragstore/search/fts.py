@@ -1,4 +1,6 @@
-"""The full-text leg (SPEC 5.2): ``websearch_to_tsquery`` over the chunks' generated ``tsvector``.
+"""The full-text leg: ``websearch_to_tsquery`` over the chunks' generated ``tsvector``.
+
+Why this scoring: docs/decisions.md, "Full-text scoring".
 
 Promises of :func:`fts_search`:
 

@@ -1,4 +1,4 @@
-"""Hybrid search (SPEC 5.2): the full-text leg and the vector leg fused by RRF in ONE SQL statement.
+"""Hybrid search: the full-text leg and the vector leg fused by RRF in ONE SQL statement.
 
 :func:`hybrid_search` runs block ``hybrid`` of ``ragstore/sql/hybrid.sql``: each leg takes its top
 ``per_leg`` chunks (the same package/metadata filter on both), ranks are 1-based, and a chunk's fused score

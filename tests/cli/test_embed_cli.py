@@ -1,4 +1,4 @@
-"""`ragstore embed similarity|rank|text|status` (issue 4, item 6)."""
+"""`ragstore embed similarity|rank|text|status`."""
 
 from __future__ import annotations
 
