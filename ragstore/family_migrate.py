@@ -125,7 +125,11 @@ def _space(backend: str, model: str, dim: int) -> str:
 
 
 def _block(name: str, old: str, new: str = "") -> sql.Composed:
-    return sql.SQL(query("family_migrate", name)).format(old=sql.Identifier(old), new=sql.Identifier(new or old))
+    """Block ``name`` for tables ``old`` and ``new``; ``{pending}`` is the pending filter, or nothing when
+    there is no ``new`` table."""
+    names = {"old": sql.Identifier(old), "new": sql.Identifier(new or old)}
+    pending = sql.SQL(query("family_migrate", "pending_filter")).format(**names) if new else sql.SQL("")
+    return sql.SQL(query("family_migrate", name)).format(pending=pending, **names)
 
 
 def _target_of(family: Family) -> Target | None:
@@ -181,9 +185,9 @@ def dry_run(
     with db_errors():
         exists = conn.execute("SELECT to_regclass(%s)", (f"ragstore.{target.table}",)).fetchone()
         if exists and exists[0] is not None:
-            row = conn.execute(_block("count_pending", family.table, target.table), {"cache_key": key}).fetchone()
+            row = conn.execute(_block("count_todo", family.table, target.table), {"cache_key": key}).fetchone()
         else:
-            row = conn.execute(_block("count_todo_fresh", family.table), {"cache_key": key}).fetchone()
+            row = conn.execute(_block("count_todo", family.table), {"cache_key": key}).fetchone()
         texts = [r[0] for r in conn.execute(_block("sample", family.table), {"cache_key": key, "limit": sample})]
         conn.rollback()
     assert row is not None
@@ -284,7 +288,7 @@ def _migrate(
             conn.commit()
     with db_errors():
         conn.execute(query("ingest", "create_stage"))
-        row = conn.execute(_block("count_pending", family.table, new.table), {"cache_key": ""}).fetchone()
+        row = conn.execute(_block("count_todo", family.table, new.table), {"cache_key": ""}).fetchone()
         conn.commit()
     report.total = int(row[0]) if row else 0
     if on_total is not None:

@@ -37,8 +37,9 @@ from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput
 from ragstore.families import Family
-from ragstore.search.filters import Filter, check_k, make_filter, to_float32
+from ragstore.search.filters import Filter, check_k, make_filter
 from ragstore.search.types import Hit
+from ragstore.search.vector import row_to_hit
 
 __all__ = ["DEFAULT_FTS_CONFIG", "DEFAULT_NORMALIZATION", "MATCHES", "fts_config_of", "fts_search"]
 
@@ -126,16 +127,4 @@ def fts_search(
     with db_errors():
         # prepare=False: planned with the actual values every time, so the planner sees the filters' values
         rows = conn.execute(statement(family, "fts", flt), params, prepare=False).fetchall()
-    return [
-        Hit(
-            chunk_id=chunk_id,
-            package_path=package_path,
-            score=float(score),
-            text=text,
-            vector=None if embedding is None else to_float32(embedding),
-            metadata=dict(meta or {}),
-            ranks={"fts": int(rank)},
-            scores={"fts": float(score)},
-        )
-        for chunk_id, package_path, score, text, meta, embedding, _created, rank in rows
-    ]
+    return [row_to_hit(row, ranks={"fts": int(row[7])}, scores={"fts": float(row[2])}) for row in rows]

@@ -13,40 +13,41 @@ from ragstore import family_migrate
 from ragstore.ingest import writer
 
 
-def test_writer_retries_a_transient_conflict_then_succeeds() -> None:
+def _merge_failing(errors: list[Exception]) -> tuple[list[int], Any]:
+    """A merge that raises ``errors`` one per call, then returns "merged"; and the list of its calls."""
     calls: list[int] = []
 
     def merge() -> str:
         calls.append(1)
-        if len(calls) < 3:
-            raise pgerrors.DeadlockDetected("deadlock detected")
+        if len(calls) <= len(errors):
+            raise errors[len(calls) - 1]
         return "merged"
 
-    assert writer._transient_retry().copy(sleep=lambda _s: None)(merge) == "merged"
+    return calls, merge
+
+
+def _retry(merge: Any) -> Any:
+    return writer._transient_retry().copy(sleep=lambda _s: None)(merge)
+
+
+def test_writer_retries_a_transient_conflict_then_succeeds() -> None:
+    calls, merge = _merge_failing([pgerrors.DeadlockDetected("deadlock"), pgerrors.SerializationFailure("serialize")])
+    assert _retry(merge) == "merged"
     assert len(calls) == 3
 
 
 def test_writer_gives_up_after_max_retries_with_the_last_error() -> None:
-    calls: list[int] = []
-
-    def merge() -> None:
-        calls.append(1)
-        raise pgerrors.SerializationFailure("could not serialize access")
-
-    with pytest.raises(pgerrors.SerializationFailure):
-        writer._transient_retry().copy(sleep=lambda _s: None)(merge)
+    errors: list[Exception] = [pgerrors.DeadlockDetected(f"try {n}") for n in range(writer.MAX_RETRIES)]
+    calls, merge = _merge_failing(errors)
+    with pytest.raises(pgerrors.DeadlockDetected, match=f"try {writer.MAX_RETRIES - 1}"):
+        _retry(merge)
     assert len(calls) == writer.MAX_RETRIES
 
 
 def test_writer_does_not_retry_other_database_errors() -> None:
-    calls: list[int] = []
-
-    def merge() -> None:
-        calls.append(1)
-        raise pgerrors.UniqueViolation("duplicate key")
-
+    calls, merge = _merge_failing([pgerrors.UniqueViolation("duplicate key")])
     with pytest.raises(pgerrors.UniqueViolation):
-        writer._transient_retry().copy(sleep=lambda _s: None)(merge)
+        _retry(merge)
     assert len(calls) == 1
 
 
