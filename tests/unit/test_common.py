@@ -16,6 +16,7 @@ from ragstore.cli.context import context_pack
 from ragstore.cli.eval import eval_command
 from ragstore.cli.search import search_command
 from ragstore.common.canonical import canonical_bytes, canonical_json
+from ragstore.common.files import read_bytes
 from ragstore.common.jsonl import MAX_LINE_BYTES, read_lines, read_objects
 from ragstore.common.like import like_contains, like_escape, like_prefix
 from ragstore.common.stats import p95
@@ -149,3 +150,23 @@ def test_one_where_builder() -> None:
     assert (
         rendered == 'WHERE c.tsv @@ m.wide AND "e".package_path LIKE %(package_like)s AND "c".metadata @> %(metadata)s'
     )
+
+
+def test_read_bytes_names_what_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "x.toml").write_bytes(b"default = 1\n")
+    assert read_bytes(tmp_path / "x.toml", "budgets file") == b"default = 1\n"
+    with pytest.raises(NotFound, match=r"^budgets file not found: .*nope\.toml$"):
+        read_bytes(tmp_path / "nope.toml", "budgets file")
+
+
+def test_context_inputs_that_are_folders_are_one_line_errors(tmp_path: Path) -> None:
+    # A folder where a file is expected was an IsADirectoryError traceback for budgets, state and packs.
+    from ragstore.context.budget import load_budget_config
+    from ragstore.context.sources import load_pack, read_state
+
+    with pytest.raises(NotFound, match="budgets file not found"):
+        load_budget_config(tmp_path)
+    with pytest.raises(NotFound, match="state file not found"):
+        read_state(tmp_path)
+    with pytest.raises(NotFound, match="pack file not found"):
+        load_pack(tmp_path)
