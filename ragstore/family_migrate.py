@@ -31,15 +31,6 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
-from tenacity import (
-    Retrying,
-    retry_if_exception_type,
-    retry_if_result,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_exponential,
-    wait_fixed,
-)
 
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
@@ -255,6 +246,8 @@ def _try_lock(conn: Conn, name: str, patience: float = LOCK_PATIENCE) -> bool:
             conn.commit()
         return bool(row and row[0])
 
+    from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
     polling = Retrying(
         retry=retry_if_result(lambda taken: not taken),
         stop=stop_after_delay(patience),
@@ -411,6 +404,8 @@ def _drop_old_table(conn: Conn, table: str) -> bool:
             conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
             conn.execute(_block("drop_table", table))
         return True
+
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
     tries = Retrying(
         retry=retry_if_exception_type((psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected)),

@@ -22,14 +22,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg import sql
 from pydantic import ValidationError
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from ragstore.common.like import like_prefix
 from ragstore.db.connection import db_errors, map_db_error
@@ -40,6 +39,9 @@ from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family, cluster_by_package, drop_hnsw_index, ensure_hnsw_index, has_hnsw_index
 from ragstore.ingest.readers import describe_validation_error
 from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix
+
+if TYPE_CHECKING:
+    import tenacity
 
 DEFAULT_BATCH = 5000
 # Above this many records going into an empty family, the HNSW index is dropped and built once at the
@@ -284,9 +286,11 @@ class Writer:
         return pruned
 
 
-def _transient_retry() -> Retrying:
+def _transient_retry() -> tenacity.Retrying:
     """Up to ``MAX_RETRIES`` tries on a transient conflict, with jittered exponential backoff (at most 2 s);
     the last failure is re-raised as is."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
     return Retrying(
         retry=retry_if_exception_type(_TRANSIENT),
         stop=stop_after_attempt(MAX_RETRIES),
