@@ -18,6 +18,7 @@ from typing import IO
 
 from pydantic import ValidationError
 
+from ragstore.common.jsonl import MAX_LINE_BYTES as MAX_LINE_BYTES  # re-exported: the line limit of every reader
 from ragstore.common.jsonl import read_lines
 from ragstore.errors import InvalidInput, NotFound
 from ragstore.ingest.chunker import MAX_CHARS, chunk_text

@@ -88,6 +88,7 @@ def test_memory_import_keeps_a_line_separator_inside_a_json_string(tmp_path: Pat
 
 def test_every_jsonl_reader_uses_the_one_line_reader() -> None:
     assert readers.read_lines is read_lines
+    assert readers.MAX_LINE_BYTES == MAX_LINE_BYTES
     assert memory_store.read_objects is read_objects
     assert datasets.read_objects is read_objects and datasets.read_lines is read_lines
 
