@@ -1,4 +1,4 @@
-"""Measure retrieval quality and latency on the manpages set (issue 4 item 7, issue 5): every mode, one run.
+"""Measure retrieval quality and latency on the manpages set: every mode, one run.
 
 Usage (a persistent embedded server keeps the families between runs; MiniLM indexing takes minutes once):
 

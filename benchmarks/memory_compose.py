@@ -1,4 +1,4 @@
-"""Compose latency over 100k stored memory records of one agent (issue 7: p50 under 50 ms).
+"""Compose latency over 100k stored memory records of one agent (target: p50 under 50 ms).
 
 Creates a scratch database on the server of ``--dsn`` (default: ``$RAGSTORE_DSN``, else the embedded
 server), migrates it, appends ``--records`` records for one agent spread over the five stores (seeded

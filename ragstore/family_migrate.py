@@ -116,7 +116,11 @@ def _space(backend: str, model: str, dim: int) -> str:
 
 
 def _block(name: str, old: str, new: str = "") -> sql.Composed:
-    return sql.SQL(query("family_migrate", name)).format(old=sql.Identifier(old), new=sql.Identifier(new or old))
+    """Block ``name`` for tables ``old`` and ``new``; ``{pending}`` is the pending filter, or nothing when
+    there is no ``new`` table."""
+    names = {"old": sql.Identifier(old), "new": sql.Identifier(new or old)}
+    pending = sql.SQL(query("family_migrate", "pending_filter")).format(**names) if new else sql.SQL("")
+    return sql.SQL(query("family_migrate", name)).format(pending=pending, **names)
 
 
 def _target_of(family: Family) -> Target | None:
@@ -172,9 +176,9 @@ def dry_run(
     with db_errors():
         exists = conn.execute("SELECT to_regclass(%s)", (f"ragstore.{target.table}",)).fetchone()
         if exists and exists[0] is not None:
-            row = conn.execute(_block("count_pending", family.table, target.table), {"cache_key": key}).fetchone()
+            row = conn.execute(_block("count_todo", family.table, target.table), {"cache_key": key}).fetchone()
         else:
-            row = conn.execute(_block("count_todo_fresh", family.table), {"cache_key": key}).fetchone()
+            row = conn.execute(_block("count_todo", family.table), {"cache_key": key}).fetchone()
         texts = [r[0] for r in conn.execute(_block("sample", family.table), {"cache_key": key, "limit": sample})]
         conn.rollback()
     assert row is not None
@@ -235,16 +239,22 @@ def migrate_family(
 
 def _try_lock(conn: Conn, name: str, patience: float = LOCK_PATIENCE) -> bool:
     """Take the family's migration lock, waiting up to ``patience`` seconds for a killed run's to go."""
-    deadline = time.monotonic() + patience
-    while True:
+
+    def attempt() -> bool:
         with db_errors():
             row = conn.execute(query("family_migrate", "try_lock"), {"name": name}).fetchone()
             conn.commit()
-        if row and row[0]:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
+        return bool(row and row[0])
+
+    from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+    polling = Retrying(
+        retry=retry_if_result(lambda taken: not taken),
+        stop=stop_after_delay(patience),
+        wait=wait_fixed(0.1),
+        retry_error_callback=lambda _state: False,
+    )
+    return polling(attempt)
 
 
 def _migrate(
@@ -271,7 +281,7 @@ def _migrate(
             conn.commit()
     with db_errors():
         conn.execute(query("ingest", "create_stage"))
-        row = conn.execute(_block("count_pending", family.table, new.table), {"cache_key": ""}).fetchone()
+        row = conn.execute(_block("count_todo", family.table, new.table), {"cache_key": ""}).fetchone()
         conn.commit()
     report.total = int(row[0]) if row else 0
     if on_total is not None:
@@ -388,15 +398,22 @@ def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier,
 def _drop_old_table(conn: Conn, table: str) -> bool:
     """Drop the swapped-out table, waiting at most ``DROP_LOCK_TIMEOUT`` each try so readers never stall
     long; False (the table left behind, harmless: nothing reads it) when every try found it busy."""
-    for attempt in range(DROP_TRIES):
-        try:
-            with conn.transaction():
-                conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
-                conn.execute(_block("drop_table", table))
-            return True
-        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
-            time.sleep(min(1.0, 0.02 * 2**attempt))
-    return False
+
+    def attempt() -> bool:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
+            conn.execute(_block("drop_table", table))
+        return True
+
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+    tries = Retrying(
+        retry=retry_if_exception_type((psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected)),
+        stop=stop_after_attempt(DROP_TRIES),
+        wait=wait_exponential(multiplier=0.01, max=1.0),
+        retry_error_callback=lambda _state: False,
+    )
+    return tries(attempt)
 
 
 def abort_migration(conn: Conn, name: str) -> Family:

@@ -16,7 +16,8 @@
 --   -- a MiniLM family: embed the query in the application, pass it as a vector literal
 --   SELECT * FROM ragstore.hybrid_search('man_minilm', 'copy files and directories', $1::vector, 10);
 --
--- The function below is the text migration 0005 runs (tests/integration/test_hybrid_sql.py checks so).
+-- The function below is the text the newest migration defining it runs (migrations/versions/sql/;
+-- tests/unit/test_sql_copies.py checks so).
 
 CREATE FUNCTION ragstore.hybrid_search(family text, query_text text, query_vector vector, k integer)
 RETURNS TABLE (

@@ -1,4 +1,5 @@
--- SQL for people: the search functions created by migration 0002 (migrations/versions/0002_search.py).
+-- SQL for people: the search functions, as the newest migration defining each creates them
+-- (migrations/versions/sql/; tests/unit/test_sql_copies.py checks that the text is the same).
 -- Apply with `ragstore migrate`; this copy is for reading and for DBAs who apply DDL by hand.
 
 -- ragstore.search(family, query vector, k): top k of a family by cosine similarity, through its HNSW index.

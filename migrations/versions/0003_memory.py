@@ -39,7 +39,7 @@ CREATE TABLE ragstore.memory (
 -- Composition reads one store of one agent newest first, id ascending (code point order: id is "C").
 CREATE INDEX memory_read_idx ON ragstore.memory (agent, store, at DESC, id);
 COMMENT ON TABLE ragstore.memory IS
-    'ragstore agent memory: five append-only stores (SPEC 7); erase only with ragstore.memory_forget()';
+    'ragstore agent memory: five append-only stores; erase only with ragstore.memory_forget()';
 
 CREATE TABLE ragstore.memory_forget_log (
     log_id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -6,8 +6,11 @@ Create Date: 2026-11-30
 
 The same fusion as ragstore/sql/hybrid.sql (block ``hybrid``) with its defaults: each leg's top 50,
 RRF k 60, equal weights, the IDF-weighted ts_rank_cd score (normalisation 2) of ragstore.search.fts, a
-plain-words query matching any of its words. sql/hybrid.sql holds this text for people, with psql examples.
+plain-words query matching any of its words. The SQL is the frozen file sql/0005_hybrid.sql next to this
+script; sql/hybrid.sql at the top of the repository holds the same function for people, with psql examples.
 """
+
+from pathlib import Path
 
 from alembic import op
 
@@ -16,99 +19,8 @@ down_revision = "0004"
 branch_labels = None
 depends_on = None
 
-UPGRADE = r"""
-CREATE FUNCTION ragstore.hybrid_search(family text, query_text text, query_vector vector, k integer)
-RETURNS TABLE (
-    chunk_id     text,
-    package_path text,
-    score        float8,
-    fts_rank     bigint,
-    fts_score    float8,
-    vector_rank  bigint,
-    vector_score float8,
-    text         text
-)
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET hnsw.ef_search = 100
-AS $fn$
-DECLARE
-    fam    ragstore.families%ROWTYPE;
-    config regconfig;
-    plain  boolean;
-BEGIN
-    IF k IS NULL OR k < 1 THEN
-        RAISE EXCEPTION 'ragstore.hybrid_search: k must be a positive integer, got %', k
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'ragstore.hybrid_search: no family named %', family USING ERRCODE = 'undefined_object';
-    END IF;
-    IF vector_dims(query_vector) <> fam.dim THEN
-        RAISE EXCEPTION 'ragstore.hybrid_search: the query vector has % dimensions, family % holds %-d vectors',
-            vector_dims(query_vector), family, fam.dim USING ERRCODE = 'data_exception';
-    END IF;
-    config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
-    plain := query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
-    RETURN QUERY EXECUTE format($q$
-        WITH q AS MATERIALIZED (SELECT websearch_to_tsquery($1, $2) AS strict),
-        terms AS MATERIALIZED (
-            SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
-            FROM (
-                SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.tsv @@ x.tq) AS df
-                FROM (
-                    SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
-                    FROM unnest(tsvector_to_array(to_tsvector($1, $2))) AS lexeme
-                ) AS x
-            ) AS l
-            CROSS JOIN (SELECT greatest(count(*), 1)::float8 AS n FROM ragstore.chunks) AS n
-        ),
-        m AS MATERIALIZED (
-            SELECT CASE WHEN $5 THEN coalesce((SELECT string_agg(t.tq::text, ' | ') FROM terms AS t), '')::tsquery
-                        ELSE q.strict END AS wide
-            FROM q
-        ),
-        fts_top AS MATERIALIZED (
-            SELECT c.chunk_id,
-                   coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-                             FROM terms AS t
-                             CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, 2)::float8 AS cd) AS r), 0.0) AS score
-            FROM m CROSS JOIN ragstore.chunks AS c JOIN ragstore.%1$I AS e ON e.chunk_id = c.chunk_id
-            WHERE c.tsv @@ m.wide
-            ORDER BY score DESC, c.chunk_id LIMIT 50
-        ),
-        fts AS (
-            SELECT t.chunk_id, t.score,
-                   row_number() OVER (ORDER BY t.score DESC, t.chunk_id) AS rank
-            FROM fts_top AS t
-        ),
-        vec_top AS MATERIALIZED (
-            SELECT e.chunk_id, (e.embedding <=> $3::%2$s)::float8 AS distance
-            FROM ragstore.%1$I AS e ORDER BY e.embedding <=> $3::%2$s LIMIT 50
-        ),
-        vec AS (
-            SELECT t.chunk_id, 1.0::float8 - t.distance AS score,
-                   row_number() OVER (ORDER BY t.distance, t.chunk_id) AS rank
-            FROM vec_top AS t
-        ),
-        fused AS (
-            SELECT coalesce(f.chunk_id, v.chunk_id) AS chunk_id,
-                   coalesce(1.0::float8 / (60 + f.rank), 0.0::float8)
-                     + coalesce(1.0::float8 / (60 + v.rank), 0.0::float8) AS score,
-                   f.rank AS fts_rank, f.score AS fts_score, v.rank AS vector_rank, v.score AS vector_score
-            FROM fts AS f FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
-        )
-        SELECT u.chunk_id, c.package_path, u.score, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score, c.text
-        FROM fused AS u JOIN ragstore.chunks AS c ON c.chunk_id = u.chunk_id
-        ORDER BY u.score DESC, u.chunk_id
-        LIMIT $4
-    $q$, fam.table_name, fam.vector_type)
-    USING config, query_text, query_vector, k, plain;
-END
-$fn$;
-COMMENT ON FUNCTION ragstore.hybrid_search(text, text, vector, integer) IS
-    'ragstore hybrid search: full text + vector, each top 50, fused by RRF (k 60); ranks and scores per leg'
-"""
+# The frozen text of this revision; sql/ holds the same functions for people (a test checks so).
+UPGRADE = (Path(__file__).parent / "sql" / "0005_hybrid.sql").read_text(encoding="utf-8")
 
 DOWNGRADE = r"""
 DROP FUNCTION IF EXISTS ragstore.hybrid_search(text, text, vector, integer)

@@ -13,7 +13,7 @@ branch_labels = None
 depends_on = None
 
 UPGRADE = r"""
--- Embeddings by content (issue 4, item 5): re-indexing a renamed file, or migrating a family back to a
+-- Embeddings by content: re-indexing a renamed file, or migrating a family back to a
 -- model it used before, finds its vectors here instead of calling the backend again. The column is an
 -- unconstrained vector so one table serves every dimension up to pgvector's storage limit (16,000);
 -- halfvec families cache the full-precision float32 vector and cast it when they store it.

@@ -7,9 +7,8 @@ RagstoreError and propagate to the main group, which prints them on one line.
 from __future__ import annotations
 
 import contextlib
-import importlib
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import click
 
@@ -27,12 +26,10 @@ from ragstore.context import (
     verify,
 )
 from ragstore.context.sources import build_from_disk, load_pack
-from ragstore.errors import RagstoreError
+from ragstore.search.api import MODES
 from ragstore.search.types import Hit
 
 __all__ = ["context_pack"]
-
-MODES = ("auto", "exact", "hnsw", "fts", "hybrid")
 
 
 def _retrieve(
@@ -44,24 +41,16 @@ def _retrieve(
     rerank: str | None,
     mmr_lambda: float,
 ) -> list[Hit]:
-    """The hits for ``query`` in ``family`` from the database (``ragstore.search.search``).
+    """The hits for ``query`` in ``family`` from the database (:func:`ragstore.search.api.search`).
 
-    Raises RagstoreError when the read path is not installed, and whatever the search raises
-    (DatabaseUnavailable, NotFound, …) otherwise.
+    Raises whatever the search raises (DatabaseUnavailable, NotFound, …).
     """
-    try:
-        module = importlib.import_module("ragstore.search")
-    except ImportError as exc:
-        raise RagstoreError("retrieval is not available yet") from exc
-    search = getattr(module, "search", None)
-    if not callable(search):
-        raise RagstoreError("retrieval is not available yet")
     from ragstore.db.connection import connect
+    from ragstore.search.api import search
 
     dsn = ctx_obj.get("dsn") if isinstance(ctx_obj, dict) else getattr(ctx_obj, "dsn", None)
     with contextlib.closing(connect(dsn)) as conn:
-        hits = search(conn, family, query, k=k, mode=mode, rerank=rerank, mmr_lambda=mmr_lambda)
-    return list(cast(list[Hit], hits))
+        return search(conn, family, query, k=k, mode=mode, rerank=rerank, mmr_lambda=mmr_lambda)
 
 
 def _memory(ctx_obj: object, profile: Path, task_hint: str | None) -> tuple[list[str], dict[str, Any]]:

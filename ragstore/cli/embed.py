@@ -11,14 +11,15 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import click
-import numpy as np
 
 from ragstore.cli.app import CliError, app, emit_json
-from ragstore.embed.base import Backend, Matrix
+from ragstore.embed.base import Backend
 from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
+from ragstore.embed.similarity import rank_texts, similarity
 
 Command = Callable[..., Any]
 
@@ -62,16 +63,6 @@ def _resolve(ctx: click.Context, params: dict[str, Any]) -> tuple[Backend, dict[
     return backend, settings, None
 
 
-def _unit(matrix: Matrix) -> Matrix:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    # A zero vector scores 0 against anything (SPEC 5: cosine undefined, 0 is the neutral "orthogonal").
-    return np.where(norms > 0, matrix / np.maximum(norms, 1e-30), 0.0).astype(np.float32)
-
-
-def _cosines(query: Matrix, candidates: Matrix) -> list[float]:
-    return [float(x) for x in _unit(candidates) @ _unit(query)[0]]
-
-
 def _identity(backend: Backend) -> dict[str, Any]:
     return {"backend": backend.name, "model": backend.model, "dim": backend.dim}
 
@@ -89,8 +80,7 @@ def embed_group() -> None:
 def embed_similarity(ctx: click.Context, /, a: str, b: str, as_json: bool, **params: Any) -> None:
     """Cosine similarity of texts A and B."""
     backend, _, _ = _resolve(ctx, params)
-    matrix = backend.embed([a, b])
-    score = _cosines(matrix[:1], matrix[1:])[0]
+    score = similarity(backend, a, b)
     if as_json:
         emit_json(_identity(backend) | {"similarity": score})
     else:
@@ -105,10 +95,7 @@ def embed_similarity(ctx: click.Context, /, a: str, b: str, as_json: bool, **par
 def embed_rank(ctx: click.Context, /, query: str, candidates: tuple[str, ...], as_json: bool, **params: Any) -> None:
     """Rank CANDIDATES by cosine similarity to QUERY (highest first; ties keep input order)."""
     backend, _, _ = _resolve(ctx, params)
-    matrix = backend.embed([query, *candidates])
-    scores = _cosines(matrix[:1], matrix[1:])
-    order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
-    ranked = [{"rank": r + 1, "index": i, "score": scores[i], "text": candidates[i]} for r, i in enumerate(order)]
+    ranked = [asdict(row) for row in rank_texts(backend, query, candidates)]
     if as_json:
         emit_json(_identity(backend) | {"query": query, "ranking": ranked})
         return

@@ -9,7 +9,7 @@ import click
 
 from ragstore.cli.app import app
 from ragstore.evaluation.datasets import read_qrels, read_queries
-from ragstore.evaluation.runner import EVAL_MODES, RERANKS, ModeSpec, format_table, run_eval
+from ragstore.evaluation.runner import MODES, RERANKS, ModeSpec, format_table, run_eval
 
 
 def _specs(modes: tuple[str, ...], rerank: str | None, weights: tuple[str, ...]) -> list[ModeSpec]:
@@ -28,7 +28,7 @@ def _specs(modes: tuple[str, ...], rerank: str | None, weights: tuple[str, ...])
     "--mode",
     "modes",
     multiple=True,
-    type=click.Choice(EVAL_MODES),
+    type=click.Choice(MODES),
     help="Mode to evaluate; repeat for an A/B table (deltas against the first). Default: the search default.",
 )
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=10, show_default=True, help="Cut-off of the metrics.")

@@ -168,34 +168,18 @@ def check_recall_command(
         from ragstore.evaluation.plot import require_matplotlib
 
         require_matplotlib()  # fail before the measurements, not after them
+    # The same sample of queries for the recall check and for the sweep.
+    sample: dict[str, Any] = {
+        "k": k,
+        "samples": samples,
+        "package": package,
+        "metadata": metadata,
+        "queries": list(queries) or None,
+        "seed": seed,
+    }
     with app(ctx).connect() as conn:
-        report = check_recall(
-            conn,
-            family,
-            k=k,
-            samples=samples,
-            ef_search=ef_search,
-            package=package,
-            metadata=metadata,
-            queries=list(queries) or None,
-            seed=seed,
-            min_recall=min_recall,
-        )
-        curve = (
-            sweep_recall(
-                conn,
-                family,
-                ef_values,
-                k=k,
-                samples=samples,
-                package=package,
-                metadata=metadata,
-                queries=list(queries) or None,
-                seed=seed,
-            )
-            if plot is not None
-            else []
-        )
+        report = check_recall(conn, family, ef_search=ef_search, min_recall=min_recall, **sample)
+        curve = sweep_recall(conn, family, ef_values, **sample) if plot is not None else []
     if plot is not None:
         from ragstore.evaluation.plot import plot_recall_curve
 

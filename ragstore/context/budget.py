@@ -20,7 +20,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragstore.errors import InvalidInput, NotFound
+from ragstore.common.files import read_bytes
+from ragstore.errors import InvalidInput
 
 __all__ = ["DEFAULT_MAX_TOKENS", "BudgetConfig", "load_budget_config", "select_token_budget"]
 
@@ -54,10 +55,7 @@ def load_budget_config(path: str | Path) -> BudgetConfig:
     or validate.
     """
     source = Path(path)
-    try:
-        raw = source.read_bytes()
-    except FileNotFoundError as exc:
-        raise NotFound(f"budgets file not found: {source}") from exc
+    raw = read_bytes(source, "budgets file")
     try:
         if source.suffix.lower() == ".json":
             data = json.loads(raw)

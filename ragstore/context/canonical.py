@@ -3,23 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import json
+
+from ragstore.common.canonical import canonical_bytes, canonical_json
 
 __all__ = ["canonical_bytes", "canonical_json", "estimate_tokens", "sha256_hex", "tokens_for_length"]
-
-
-def canonical_json(value: object) -> str:
-    """The one JSON text of ``value``: sorted keys, ``,``/``:`` separators, non-ASCII kept as is.
-
-    Equal values give equal text in any process. Raises ``ValueError`` on NaN or infinities (they have
-    no JSON form) and ``TypeError`` on values JSON cannot hold; validated pack data never contains either.
-    """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def canonical_bytes(value: object) -> bytes:
-    """:func:`canonical_json` encoded as UTF-8: the bytes ids are computed from and packs are written as."""
-    return canonical_json(value).encode("utf-8")
 
 
 def sha256_hex(value: object) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import JsonValue, ValidationError
 
+from ragstore.common.files import read_bytes
 from ragstore.context.builder import BuildError, build_context_pack
 from ragstore.context.models import ContextPack, FileEntry, Snippet
 from ragstore.errors import InvalidInput, NotFound
@@ -104,10 +105,7 @@ def read_file_entry(path: str | Path, root: str | Path) -> FileEntry:
     """
     source = Path(path)
     rel = relative_path(source, root)
-    try:
-        data = source.read_bytes()
-    except (FileNotFoundError, IsADirectoryError) as exc:
-        raise NotFound(f"file not found: {path}") from exc
+    data = read_bytes(path)
     if b"\x00" in data:
         raise InvalidInput(f"{path}: binary file (NUL byte); L2 holds text files only")
     try:
@@ -121,10 +119,9 @@ def read_state(path: str | Path) -> dict[str, JsonValue]:
     """The L5 state from a JSON file holding one object. Raises NotFound or InvalidInput (bad JSON,
     not an object)."""
     source = Path(path)
+    raw = read_bytes(source, "state file")
     try:
-        data = json.loads(source.read_bytes())
-    except FileNotFoundError as exc:
-        raise NotFound(f"state file not found: {source}") from exc
+        data = json.loads(raw)
     except ValueError as exc:
         raise InvalidInput(f"{source}: not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
@@ -135,10 +132,7 @@ def read_state(path: str | Path) -> dict[str, JsonValue]:
 def load_pack(path: str | Path) -> ContextPack:
     """A pack saved as JSON. Raises NotFound when missing, InvalidInput naming the field when invalid."""
     source = Path(path)
-    try:
-        raw = source.read_bytes()
-    except FileNotFoundError as exc:
-        raise NotFound(f"pack file not found: {source}") from exc
+    raw = read_bytes(source, "pack file")
     try:
         return ContextPack.model_validate_json(raw)
     except ValidationError as exc:

@@ -124,10 +124,3 @@ def seed_from_family(conn: Conn, key: str, table: str, row_model: str) -> int:
     with db_errors():
         cur = conn.execute(statement, {"model": key, "row_model": row_model})
     return max(cur.rowcount, 0)
-
-
-def cache_stats(conn: Conn) -> list[tuple[str, int, int]]:
-    """``(model key, rows, bytes of vectors)`` per model key in the cache, sorted by key."""
-    with db_errors():
-        rows = conn.execute(query("cache", "stats")).fetchall()
-    return [(str(model), int(n), int(size or 0)) for model, n, size in rows]

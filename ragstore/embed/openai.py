@@ -1,4 +1,4 @@
-"""The ``openai`` backend: any OpenAI-compatible ``POST {base_url}/embeddings`` (SPEC 2.3).
+"""The ``openai`` backend: any OpenAI-compatible ``POST {base_url}/embeddings``.
 
 OpenAI, Ollama, vLLM, LM Studio and most gateways speak it. Texts go in batches; 429, 5xx, timeouts
 and connection errors are retried with exponential backoff (Retry-After honoured); every response is

@@ -1,6 +1,6 @@
 """Read evaluation sets: queries (JSONL) and graded relevance judgements (qrels, TSV or TREC/BEIR).
 
-Formats (SPEC 8, issue 5):
+Formats:
 
 - **queries**: JSON Lines, one object per line, ``{"query_id": "...", "text": "..."}``. Other keys are
   ignored; BEIR's ``_id`` is accepted in place of ``query_id``. Both must be strings; the text must not be
@@ -25,14 +25,12 @@ stream (a line at a time). Every error names the file and the 1-based line numbe
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from ragstore.errors import InvalidInput, NotFound
+from ragstore.common.jsonl import read_lines, read_objects
+from ragstore.errors import InvalidInput
 
 __all__ = ["Qrels", "Query", "read_qrels", "read_queries"]
 
@@ -61,23 +59,13 @@ def read_queries(path: str | os.PathLike[str]) -> list[Query]:
     """
     queries: list[Query] = []
     first_line: dict[str, int] = {}
-    for where, lineno, line in _lines(path):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{where}:{lineno}: not valid JSON ({exc.msg})") from exc
-        if not isinstance(record, dict):
-            raise InvalidInput(f"{where}:{lineno}: expected a JSON object, got {type(record).__name__}")
+    for (where, lineno, _text), record in read_objects(path):
         try:
             query = Query.model_validate(record)
         except ValidationError as exc:
-            raise InvalidInput(f"{where}:{lineno}: {_describe(exc)}") from exc
+            raise InvalidInput(f"{where}: {_describe(exc)}") from exc
         if query.query_id in first_line:
-            raise InvalidInput(
-                f"{where}:{lineno}: query_id {query.query_id!r} already on line {first_line[query.query_id]}"
-            )
+            raise InvalidInput(f"{where}: query_id {query.query_id!r} already on line {first_line[query.query_id]}")
         first_line[query.query_id] = lineno
         queries.append(query)
     return queries
@@ -96,9 +84,7 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     seen_on: dict[tuple[str, str], int] = {}
     width: int | None = None
     first_content = True
-    for where, lineno, line in _lines(path):
-        if not line.strip():
-            continue
+    for where, lineno, line in read_lines(path):
         fields = [f.strip() for f in line.split("\t")]
         if len(fields) not in (3, 4):  # not tab-separated (or mixed tabs and spaces): split on whitespace
             fields = line.split()
@@ -108,51 +94,31 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
                 continue
         if len(fields) not in (3, 4):
             raise InvalidInput(
-                f"{where}:{lineno}: expected 3 columns (query_id, chunk_id, grade) or 4 (qid 0 docid grade),"
-                f" got {len(fields)}"
+                f"{where}: expected 3 columns (query_id, chunk_id, grade) or 4 (qid 0 docid grade), got {len(fields)}"
             )
         if width is None:
             width = len(fields)
         elif len(fields) != width:
-            raise InvalidInput(f"{where}:{lineno}: {len(fields)} columns where earlier lines have {width}")
+            raise InvalidInput(f"{where}: {len(fields)} columns where earlier lines have {width}")
         # 3 columns: query_id chunk_id grade; 4 columns: qid iteration docid grade
         query_id, chunk_id, grade_text = fields[0], fields[-2], fields[-1]
         if not query_id or not chunk_id:
-            raise InvalidInput(f"{where}:{lineno}: empty query id or chunk id")
+            raise InvalidInput(f"{where}: empty query id or chunk id")
         try:
             grade = int(grade_text)
         except ValueError as exc:
-            raise InvalidInput(f"{where}:{lineno}: grade must be an integer, got {grade_text!r}") from exc
+            raise InvalidInput(f"{where}: grade must be an integer, got {grade_text!r}") from exc
         judged = qrels.setdefault(query_id, {})
         previous = judged.get(chunk_id)
         if previous is not None and previous != grade:
             raise InvalidInput(
-                f"{where}:{lineno}: ({query_id!r}, {chunk_id!r}) graded {grade} here and {previous}"
+                f"{where}: ({query_id!r}, {chunk_id!r}) graded {grade} here and {previous}"
                 f" on line {seen_on[query_id, chunk_id]}"
             )
         if previous is None:
             seen_on[query_id, chunk_id] = lineno
             judged[chunk_id] = grade
     return qrels
-
-
-def _lines(path: str | os.PathLike[str]) -> Iterator[tuple[str, int, str]]:
-    """Yield ``(file name, 1-based line number, line without its end-of-line)`` decoded as UTF-8."""
-    file = Path(path)
-    where = str(file)
-    try:
-        handle = file.open("rb")
-    except FileNotFoundError as exc:
-        raise NotFound(f"{where}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise InvalidInput(f"{where}: is a directory, expected a file") from exc
-    with handle:
-        for lineno, raw in enumerate(handle, start=1):
-            try:
-                text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise InvalidInput(f"{where}:{lineno}: not valid UTF-8 ({exc.reason})") from exc
-            yield where, lineno, text.rstrip("\r\n")
 
 
 def _describe(exc: ValidationError) -> str:

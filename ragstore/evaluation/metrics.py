@@ -1,4 +1,6 @@
-"""Retrieval metrics (SPEC 8): pure functions over rankings and graded relevance judgements (qrels).
+"""Retrieval metrics: pure functions over rankings and graded relevance judgements (qrels).
+
+Summarised in docs/decisions.md, "Evaluation metrics".
 
 Terms. A *ranking* is the list of chunk ids a search returned for one query, best first; it holds each
 id at most once. The *qrels* of a query map chunk ids to integer or real grades; a chunk is *relevant*

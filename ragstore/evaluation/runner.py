@@ -1,4 +1,4 @@
-"""The eval runner behind ``ragstore eval`` (SPEC 8): run queries against a family in several modes and score them.
+"""The eval runner behind ``ragstore eval``: run queries against a family in several modes and score them.
 
 Promises of :func:`run_eval`:
 
@@ -32,16 +32,17 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from ragstore.common.stats import p95
 from ragstore.embed.base import Backend, Matrix
 from ragstore.errors import InvalidInput
 from ragstore.evaluation.datasets import Qrels, Query
 from ragstore.evaluation.metrics import METRICS, Report, evaluate
 from ragstore.families import Family
+from ragstore.search.api import MODES
 
-__all__ = ["EVAL_MODES", "RERANKS", "EvalResult", "ModeResult", "ModeSpec", "format_table", "p95", "run_eval"]
+__all__ = ["MODES", "RERANKS", "EvalResult", "ModeResult", "ModeSpec", "format_table", "p95", "run_eval"]
 
 Conn = psycopg.Connection[Any]
-EVAL_MODES = ("auto", "exact", "hnsw", "fts", "hybrid")
 RERANKS = ("mmr", "blend")
 EMBED_BATCH = 64
 # Exact mode scores all queries in streamed passes (this many queries per pass) and times real
@@ -66,8 +67,8 @@ class ModeSpec:
         return text + (f"+{self.rerank}" if self.rerank else "")
 
     def check(self) -> None:
-        if self.mode not in EVAL_MODES:
-            raise InvalidInput(f"unknown eval mode {self.mode!r}: use one of {', '.join(EVAL_MODES)}")
+        if self.mode not in MODES:
+            raise InvalidInput(f"unknown eval mode {self.mode!r}: use one of {', '.join(MODES)}")
         if self.rerank is not None and self.rerank not in RERANKS:
             raise InvalidInput(f"unknown rerank {self.rerank!r}: use one of {', '.join(RERANKS)}")
         if self.weights and self.mode != "hybrid":
@@ -135,14 +136,6 @@ class EvalResult:
                 for i, m in enumerate(self.modes)
             ],
         }
-
-
-def p95(values: Sequence[float]) -> float:
-    """The 95th percentile by nearest rank (``ceil(0.95 n)``-th smallest); 0.0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(math.ceil(0.95 * len(ordered)), 1) - 1]
 
 
 class _CachedBackend:

@@ -18,11 +18,12 @@ from typing import IO
 
 from pydantic import ValidationError
 
+from ragstore.common.jsonl import MAX_LINE_BYTES as MAX_LINE_BYTES  # re-exported: the line limit of every reader
+from ragstore.common.jsonl import read_lines
 from ragstore.errors import InvalidInput, NotFound
 from ragstore.ingest.chunker import MAX_CHARS, chunk_text
 from ragstore.ingest.records import ChunkRecord
 
-MAX_LINE_BYTES = 16 * 1024 * 1024
 DOCUMENT_SUFFIXES = (".txt", ".md", ".markdown")
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache"}
 
@@ -77,40 +78,15 @@ def open_sources(arguments: Sequence[str], stdin: IO[bytes] | None = None) -> li
 
 def read_jsonl(path: Path, *, label: str | None = None) -> Iterator[tuple[str, ChunkRecord]]:
     """Records of a JSONL file, one per non-blank line."""
-    name = label or str(path)
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
-        raise InvalidInput(f"{name}: cannot read: {exc.strerror}") from exc
-    with handle:
-        for number, raw in enumerate(_lines(handle, name), start=1):
-            if not raw.strip():
-                continue
-            where = f"{name}:{number}"
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InvalidInput(f"{where}: invalid UTF-8 at byte {exc.start}") from exc
-            try:
-                record = ChunkRecord.model_validate_json(text)
-            except ValidationError as exc:
-                kinds = {e["type"] for e in exc.errors()}
-                if kinds & {"json_invalid", "json_type", "model_type"}:
-                    raise InvalidInput(f"{where}: not a JSON object: {describe_validation_error(exc)}") from exc
-                raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
-            yield where, record
-
-
-def _lines(handle: IO[bytes], name: str) -> Iterator[bytes]:
-    number = 0
-    while True:
-        line = handle.readline(MAX_LINE_BYTES + 1)
-        if not line:
-            return
-        number += 1
-        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-            raise InvalidInput(f"{name}:{number}: line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB")
-        yield line
+    for where, _number, text in read_lines(path, label=label):
+        try:
+            record = ChunkRecord.model_validate_json(text)
+        except ValidationError as exc:
+            kinds = {e["type"] for e in exc.errors()}
+            if kinds & {"json_invalid", "json_type", "model_type"}:
+                raise InvalidInput(f"{where}: not a JSON object: {describe_validation_error(exc)}") from exc
+            raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
+        yield where, record
 
 
 def document_files(folder: Path) -> list[Path]:

@@ -18,12 +18,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
@@ -31,6 +30,7 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 from pydantic import ValidationError
 
+from ragstore.common.like import like_prefix
 from ragstore.db.connection import db_errors, map_db_error
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
@@ -40,11 +40,16 @@ from ragstore.families import Family, cluster_by_package, drop_hnsw_index, ensur
 from ragstore.ingest.readers import describe_validation_error
 from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix
 
+if TYPE_CHECKING:
+    import tenacity
+
 DEFAULT_BATCH = 5000
 # Above this many records going into an empty family, the HNSW index is dropped and built once at the
 # end: building after a bulk load is several times faster than maintaining the graph row by row.
 BULK_THRESHOLD = 20_000
 MAX_RETRIES = 6
+# A deadlock or serialisation failure between concurrent writers: the batch is retried as a whole.
+_TRANSIENT = (pgerrors.DeadlockDetected, pgerrors.SerializationFailure)
 
 Conn = psycopg.Connection[Any]
 Progress = Callable[[int], None]
@@ -171,21 +176,18 @@ class Writer:
             return
 
         vectors = self._vectors(batch, embed_rows)
-        attempt = 0
-        while True:
-            try:
-                changed, emb_inserted, emb_updated = self._merge(batch, chunk_rows, embed_rows, vectors)
-                break
-            except (pgerrors.DeadlockDetected, pgerrors.SerializationFailure) as exc:
-                _rollback(self.conn)
-                attempt += 1
-                self.report.retries += 1
-                if attempt >= MAX_RETRIES:
-                    map_db_error(exc)
-                time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
-            except psycopg.Error as exc:
-                _rollback(self.conn)
-                map_db_error(exc)
+        try:
+            for attempt in _transient_retry():
+                with attempt:
+                    try:
+                        changed, emb_inserted, emb_updated = self._merge(batch, chunk_rows, embed_rows, vectors)
+                    except _TRANSIENT:
+                        _rollback(self.conn)
+                        self.report.retries += 1
+                        raise
+        except psycopg.Error as exc:
+            _rollback(self.conn)
+            map_db_error(exc)
         chunk_only = len(changed - emb_inserted - emb_updated)
         self.report.inserted += len(emb_inserted)
         self.report.updated += len(emb_updated) + chunk_only
@@ -266,7 +268,7 @@ class Writer:
     # -- the end of a run ----------------------------------------------------------------------
     def prune(self, prefixes: Iterable[str] = ()) -> int:
         """Delete chunks of this run's packages (or under ``prefixes``) that the input no longer holds."""
-        like = [_like_prefix(p) for p in prefixes]
+        like = [like_prefix(p) for p in prefixes]
         packages = sorted(self.report.packages)
         if not packages and not like:
             return 0
@@ -282,6 +284,19 @@ class Writer:
         pruned = int(row[0]) if row else 0
         self.report.pruned += pruned
         return pruned
+
+
+def _transient_retry() -> tenacity.Retrying:
+    """Up to ``MAX_RETRIES`` tries on a transient conflict, with jittered exponential backoff (at most 2 s);
+    the last failure is re-raised as is."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+    return Retrying(
+        retry=retry_if_exception_type(_TRANSIENT),
+        stop=stop_after_attempt(MAX_RETRIES),
+        wait=wait_random_exponential(multiplier=0.05, max=2.0),
+        reraise=True,
+    )
 
 
 def _rollback(conn: Conn) -> None:
@@ -313,11 +328,6 @@ def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> No
         )
     except ValidationError as exc:
         raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
-
-
-def _like_prefix(prefix: str) -> str:
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped + "%"
 
 
 def write_records(

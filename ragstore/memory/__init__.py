@@ -1,4 +1,4 @@
-"""Agent memory: five append-only stores, composition by recency, and binding by absence (SPEC 7).
+"""Agent memory: five append-only stores, composition by recency, and binding by absence.
 
 ``load_profile`` reads which stores an agent declares; ``bind`` gives readers to those stores only;
 ``compose_memory`` turns what the readers return into a deterministic :class:`Bundle`.
@@ -7,7 +7,7 @@ stored records, ``recall`` ranks them by meaning, ``forget`` is the logged erasu
 """
 
 from ragstore.memory.binding import Binding, FunctionReader, Reader, ReaderFactory, ReadRequest, bind
-from ragstore.memory.bundle import Bundle, ReadFailure, Rejection, canonical_json
+from ragstore.memory.bundle import Bundle, ReadFailure, Rejection, canonical_bytes, canonical_json
 from ragstore.memory.compose import compose_memory
 from ragstore.memory.models import (
     ALL_STORES,
@@ -57,6 +57,7 @@ __all__ = [
     "StorePolicy",
     "add_records",
     "bind",
+    "canonical_bytes",
     "canonical_json",
     "compose_from_db",
     "compose_memory",

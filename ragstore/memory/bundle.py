@@ -10,13 +10,13 @@ bytes in any process.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Literal
 
+from ragstore.common.canonical import canonical_bytes, canonical_json
 from ragstore.memory.models import MemoryRecord, Store
 
 __all__ = [
@@ -24,21 +24,13 @@ __all__ = [
     "ReadFailure",
     "Rejection",
     "RejectionReason",
+    "canonical_bytes",
     "canonical_json",
     "format_at",
     "record_to_dict",
 ]
 
 RejectionReason = Literal["other_agent", "other_store", "not_a_record", "duplicate_id"]
-
-
-def canonical_json(value: Any) -> bytes:
-    """Sorted keys, compact separators, UTF-8, no NaN: the one JSON form ragstore hashes and compares.
-
-    Raises ``ValueError`` for a non-finite float and ``TypeError`` for a value JSON cannot hold.
-    """
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return text.encode("utf-8")
 
 
 def format_at(at: datetime) -> str:
@@ -129,7 +121,7 @@ class Bundle:
 
     def to_json(self) -> bytes:
         """Canonical JSON bytes of :meth:`to_dict`; byte-identical for the same records."""
-        return canonical_json(self.to_dict())
+        return canonical_bytes(self.to_dict())
 
     @property
     def bundle_id(self) -> str:

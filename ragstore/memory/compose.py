@@ -1,4 +1,4 @@
-"""Memory composition: recency, not similarity (SPEC 7).
+"""Memory composition: recency, not similarity (docs/decisions.md, "Agent memory").
 
 :func:`compose_memory` reads each store the binding declares, keeps the records that pass the store's
 floors (and, for semantic and procedural, contain the task hint), orders them newest first with ``id``
@@ -22,7 +22,7 @@ from ragstore.memory.bundle import (
     ReadFailure,
     Rejection,
     RejectionReason,
-    canonical_json,
+    canonical_bytes,
     record_to_dict,
 )
 from ragstore.memory.models import DEFAULT_POLICY, CompositionPolicy, MemoryRecord, Store, StorePolicy
@@ -140,7 +140,7 @@ def _dedupe(ordered: Iterable[MemoryRecord]) -> list[MemoryRecord]:
             kept.append(record)
         elif order_key(kept[-1]) == order_key(record):
             # Same id, same instant, different body: pick one by content so reader order cannot leak in.
-            if canonical_json(record_to_dict(record)) < canonical_json(record_to_dict(kept[-1])):
+            if canonical_bytes(record_to_dict(record)) < canonical_bytes(record_to_dict(kept[-1])):
                 kept[-1] = record
     return kept
 

@@ -46,7 +46,7 @@ StoreName = Literal["episodic", "semantic", "procedural", "decision", "transcrip
 
 
 class Store(StrEnum):
-    """The five append-only memory stores, in their canonical (SPEC 7) order."""
+    """The five append-only memory stores, in their canonical order."""
 
     EPISODIC = "episodic"  # what happened
     SEMANTIC = "semantic"  # concepts
@@ -214,7 +214,8 @@ class StorePolicy(BaseModel):
 
 
 class CompositionPolicy(BaseModel):
-    """Per-store floors and caps, and the stores a task hint filters; defaults are exactly SPEC 7.
+    """Per-store floors and caps, and the stores a task hint filters; defaults as in
+    docs/decisions.md, "Agent memory".
 
     Override one store and keep the rest: ``CompositionPolicy(episodic=StorePolicy(cap=3, min_salience=0.5))``
     or ``DEFAULT_POLICY.model_copy(update={...})``.

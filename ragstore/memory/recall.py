@@ -1,4 +1,4 @@
-"""Recall by meaning: an agent's most relevant memory records for a query (SPEC 7, "what the design lacked").
+"""Recall by meaning: an agent's most relevant memory records for a query.
 
 Composition answers "what happened lately"; recall answers "what do I know about this", whatever its
 age. Records are embedded into ``ragstore.memory_embeddings`` — a family of their own, one row per

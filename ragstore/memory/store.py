@@ -26,11 +26,13 @@ from typing import Any
 import psycopg
 from pydantic import ValidationError
 
+from ragstore.common.jsonl import read_objects
+from ragstore.common.like import like_contains
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import Conflict, InvalidInput, NotFound
 from ragstore.memory.binding import Binding, ReadRequest, bind
-from ragstore.memory.bundle import Bundle, canonical_json, format_at, record_to_dict
+from ragstore.memory.bundle import Bundle, canonical_bytes, format_at, record_to_dict
 from ragstore.memory.compose import compose_memory
 from ragstore.memory.models import (
     DEFAULT_POLICY,
@@ -86,7 +88,7 @@ class AddResult:
 
 def record_id_for(agent: str, store: str, at: datetime, content: str) -> str:
     """A content-addressed id: ``m-`` and 24 hex digits of SHA-256 over agent, store, ``at`` and content."""
-    key = canonical_json({"agent": agent, "store": store, "at": format_at(at), "content": content})
+    key = canonical_bytes({"agent": agent, "store": store, "at": format_at(at), "content": content})
     return "m-" + hashlib.sha256(key).hexdigest()[:24]
 
 
@@ -115,25 +117,9 @@ def read_jsonl(path: str | Path) -> list[MemoryRecord]:
     :class:`~ragstore.errors.InvalidInput` ``"FILE:LINE: ..."`` for bad JSON, a line that is not an
     object, a field that fails validation, or an id repeated with another body inside the file.
     """
-    file = Path(path)
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError as exc:
-        raise NotFound(f"{file}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{file}: cannot read: {exc}") from exc
     records: list[MemoryRecord] = []
     seen: dict[tuple[str, str], tuple[int, MemoryRecord]] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{file}:{number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{where}: not valid JSON: {exc.msg}") from exc
-        if not isinstance(data, dict):
-            raise InvalidInput(f"{where}: a record must be a JSON object")
+    for (where, number, _text), data in read_objects(path):
         record = make_record(data, where)
         key = (record.agent, record.id)
         if key in seen:
@@ -246,7 +232,7 @@ class PostgresReader:
             "not_after": request.not_after,
             "min_salience": request.min_salience,
             "min_confidence": request.min_confidence,
-            "pattern": _like_pattern(hint) if hint is not None and hint.isascii() else None,
+            "pattern": like_contains(hint) if hint is not None and hint.isascii() else None,
             "after_at": None,
             "after_id": None,
             "limit": request.limit if hint is None else max(request.limit, _MIN_PAGE),
@@ -262,11 +248,6 @@ class PostgresReader:
                 if len(found) >= request.limit or len(rows) < params["limit"]:
                     return found[: request.limit]
                 params.update(not_after=rows[-1][1], after_at=rows[-1][1], after_id=rows[-1][0])
-
-
-def _like_pattern(hint: str) -> str:
-    escaped = hint.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def postgres_binding(conn: Conn, profile: AgentProfile) -> Binding:

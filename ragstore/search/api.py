@@ -1,4 +1,4 @@
-"""``search()``: one call for every read mode of SPEC 5 (vector top-k, exact, full text, hybrid, MMR).
+"""``search()``: one call for every read mode (vector top-k, exact, full text, hybrid, MMR).
 
 Contracts (all fail closed, InvalidInput unless said otherwise):
 
@@ -13,9 +13,11 @@ Contracts (all fail closed, InvalidInput unless said otherwise):
   which runs as its own transaction in autocommit and inside a savepoint rolled back at the end
   otherwise: nothing leaks to the connection.
 
-Modes: ``hnsw`` (``auto`` is hnsw for now) uses the index, choosing exact-over-subset or iterative scan
-for filtered queries (see :mod:`ragstore.search.vector`); ``exact`` is the streamed numpy path;
-``fts`` and ``hybrid`` are :mod:`ragstore.search.hybrid`'s.
+Modes: ``auto`` (the default) is what :func:`default_mode` picks: ``hybrid`` for a text query on a
+family with a semantic backend, ``fts`` for the offline fingerprint, ``hnsw`` for a bare vector.
+``hnsw`` uses the index, choosing exact-over-subset or iterative scan for filtered queries (see
+:mod:`ragstore.search.vector`); ``exact`` is the streamed numpy path; ``fts`` and ``hybrid`` are
+:mod:`ragstore.search.fts`'s and :mod:`ragstore.search.hybrid`'s.
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ def search(
 
 
 def default_mode(family: Family, query: str | None) -> str:
-    """What ``mode="auto"`` runs, chosen from the manpages measurements (README, "Choosing the default").
+    """What ``mode="auto"`` runs, chosen from the manpages measurements
+    (docs/decisions.md, "The default search mode").
 
     hybrid for a semantic family (nDCG@10 0.749 against 0.720 vector-only and 0.660 full-text with
     MiniLM); fts for the offline fingerprint, whose vectors carry no meaning (vector-only sits at chance

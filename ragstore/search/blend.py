@@ -1,4 +1,4 @@
-"""Blended ranking (SPEC 5.2): semantic, lexical and temporal signals in one score.
+"""Blended ranking: semantic, lexical and temporal signals in one score.
 
 A pure function: no I/O, no randomness, and no clock — "now" is an argument. For each candidate
 (an id, its cosine to the query, its lexical score such as ``ts_rank_cd``, and its timestamp):

@@ -24,9 +24,8 @@ from psycopg import sql
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.search.filters import Filter
+from ragstore.search.filters import Filter, to_float32
 from ragstore.search.types import Hit
-from ragstore.search.vector import to_float32
 
 Conn = psycopg.Connection[Any]
 F64 = npt.NDArray[np.float64]

@@ -28,6 +28,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ragstore.common.like import like_prefix
 from ragstore.db.connection import run_isolated
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
@@ -105,12 +106,6 @@ class Filter:
         )
 
 
-def like_prefix(prefix: str) -> str:
-    """A LIKE pattern matching strings that start with ``prefix`` literally (``\\``, ``%`` and ``_`` escaped)."""
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped + "%"
-
-
 def make_filter(package: str | None, metadata: dict[str, Any] | None) -> Filter:
     """Validate the filter arguments; InvalidInput when ``package`` is not text or ``metadata`` not a dict."""
     if package is not None and not isinstance(package, str):
@@ -139,10 +134,16 @@ def check_min_score(min_score: float | None) -> float | None:
     return value
 
 
+def to_float32(value: Any) -> npt.NDArray[np.float32]:
+    """A pgvector ``Vector``/``HalfVector`` (or a sequence of numbers) as a float32 array."""
+    raw = value.to_numpy() if hasattr(value, "to_numpy") else value
+    return np.asarray(raw, dtype=np.float32)
+
+
 def check_query_vector(vector: Any, family: Family) -> npt.NDArray[np.float32]:
     """The query as a float32 ``(dim,)`` array; ModelMismatch for another dimension, InvalidInput if not finite."""
     try:
-        array = np.asarray(vector.to_numpy() if hasattr(vector, "to_numpy") else vector, dtype=np.float32)
+        array = to_float32(vector)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"the query vector is not a list of numbers: {exc}") from exc
     if array.ndim != 1:

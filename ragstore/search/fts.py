@@ -1,4 +1,6 @@
-"""The full-text leg (SPEC 5.2): ``websearch_to_tsquery`` over the chunks' generated ``tsvector``.
+"""The full-text leg: ``websearch_to_tsquery`` over the chunks' generated ``tsvector``.
+
+Why this scoring: docs/decisions.md, "Full-text scoring".
 
 Promises of :func:`fts_search`:
 
@@ -28,7 +30,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg import sql
 
@@ -38,6 +39,7 @@ from ragstore.errors import InvalidInput
 from ragstore.families import Family
 from ragstore.search.filters import Filter, check_k, make_filter
 from ragstore.search.types import Hit
+from ragstore.search.vector import row_to_hit
 
 __all__ = ["DEFAULT_FTS_CONFIG", "DEFAULT_NORMALIZATION", "MATCHES", "fts_config_of", "fts_search"]
 
@@ -91,18 +93,6 @@ def text_params(
     }
 
 
-def filter_sql(flt: Filter, *, leading: str | None) -> sql.Composable:
-    """``WHERE <leading> AND <filter conditions>`` over family table ``e`` and chunks ``c`` (may be empty)."""
-    parts: list[sql.Composable] = [sql.SQL(leading)] if leading else []
-    if flt.package:
-        parts.append(sql.SQL("e.package_path LIKE %(package_like)s"))
-    if flt.metadata:
-        parts.append(sql.SQL("c.metadata @> %(metadata)s"))
-    if not parts:
-        return sql.SQL("")
-    return sql.SQL("WHERE ") + sql.SQL(" AND ").join(parts)
-
-
 def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
     """Block ``block`` of ``ragstore/sql/hybrid.sql`` with the family's names and the filter filled in."""
     return sql.SQL(query("hybrid", block)).format(
@@ -110,16 +100,9 @@ def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
         table=sql.Identifier(family.table),
         vtype=family.identifiers()["vector_type"],
         join=flt.join(),
-        where_fts=filter_sql(flt, leading="c.tsv @@ m.wide"),
-        where_vec=filter_sql(flt, leading="%(use_vector)s"),
+        where_fts=flt.where(extra=sql.SQL("c.tsv @@ m.wide")),
+        where_vec=flt.where(extra=sql.SQL("%(use_vector)s")),
     )
-
-
-def to_vector(value: Any) -> np.ndarray[Any, np.dtype[np.float32]] | None:
-    if value is None:
-        return None
-    raw = value.to_numpy() if hasattr(value, "to_numpy") else value
-    return np.asarray(raw, dtype=np.float32)
 
 
 def fts_search(
@@ -144,16 +127,4 @@ def fts_search(
     with db_errors():
         # prepare=False: planned with the actual values every time, so the planner sees the filters' values
         rows = conn.execute(statement(family, "fts", flt), params, prepare=False).fetchall()
-    return [
-        Hit(
-            chunk_id=chunk_id,
-            package_path=package_path,
-            score=float(score),
-            text=text,
-            vector=to_vector(embedding),
-            metadata=dict(meta or {}),
-            ranks={"fts": int(rank)},
-            scores={"fts": float(score)},
-        )
-        for chunk_id, package_path, score, text, meta, embedding, _created, rank in rows
-    ]
+    return [row_to_hit(row, ranks={"fts": int(row[7])}, scores={"fts": float(row[2])}) for row in rows]

@@ -1,4 +1,4 @@
-"""Hybrid search (SPEC 5.2): the full-text leg and the vector leg fused by RRF in ONE SQL statement.
+"""Hybrid search: the full-text leg and the vector leg fused by RRF in ONE SQL statement.
 
 :func:`hybrid_search` runs block ``hybrid`` of ``ragstore/sql/hybrid.sql``: each leg takes its top
 ``per_leg`` chunks (the same package/metadata filter on both), ranks are 1-based, and a chunk's fused score
@@ -32,9 +32,10 @@ from ragstore.families import Family
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.filters import check_k, make_filter
-from ragstore.search.fts import DEFAULT_NORMALIZATION, fts_search, statement, text_params, to_vector
+from ragstore.search.fts import DEFAULT_NORMALIZATION, fts_search, statement, text_params
 from ragstore.search.rrf import DEFAULT_RRF_K
 from ragstore.search.types import Hit
+from ragstore.search.vector import row_to_hit
 
 __all__ = ["DEFAULT_PER_LEG", "LEGS", "blended_search", "fts_search", "hybrid_search", "parse_weights"]
 
@@ -158,14 +159,9 @@ def hybrid_search(
 
 
 def _row_to_hit(row: tuple[Any, ...]) -> Hit:
-    chunk_id, package_path, score, text, meta, embedding, _created, f_rank, f_score, v_rank, v_score = row[:11]
-    return Hit(
-        chunk_id=chunk_id,
-        package_path=package_path,
-        score=float(score),
-        text=text,
-        vector=to_vector(embedding),
-        metadata=dict(meta or {}),
+    f_rank, f_score, v_rank, v_score = row[7:11]
+    return row_to_hit(
+        row,
         ranks={"fts": None if f_rank is None else int(f_rank), "vector": None if v_rank is None else int(v_rank)},
         scores={
             "fts": None if f_score is None else float(f_score),

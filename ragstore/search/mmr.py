@@ -1,11 +1,11 @@
-"""Maximal Marginal Relevance (SPEC 5.1): re-rank hits for relevance *and* diversity.
+"""Maximal Marginal Relevance: re-rank hits for relevance *and* diversity.
 
 A pure function over the hits' own vectors: no I/O, no clock, no randomness. Given hits that carry
 their vectors, :func:`mmr` picks ``min(k, len(hits))`` of them greedily:
 
 - relevance is each hit's ``score`` (its cosine similarity to the query, as the search returned it);
 - the similarity between two hits is the cosine of their vectors; a zero vector has cosine 0 with
-  everything (cosine is undefined there, 0 is the neutral "orthogonal", as in SPEC 5);
+  everything (docs/decisions.md, "Zero vectors score 0");
 - the first pick is the most relevant hit, whatever λ is;
 - each next pick maximises ``λ·relevance − (1−λ)·max(cosine to each hit picked so far)``;
 - every tie (equal relevance for the first pick, equal MMR value afterwards) goes to the hit that comes

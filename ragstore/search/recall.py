@@ -22,14 +22,15 @@ import numpy.typing as npt
 import psycopg
 from psycopg import sql
 
+from ragstore.common.stats import p95
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput
 from ragstore.families import Family, get_family
 from ragstore.search import exact as _exact
 from ragstore.search.api import run_vector
-from ragstore.search.filters import Filter, check_k, make_filter
-from ragstore.search.vector import ef_search_for, to_float32
+from ragstore.search.filters import Filter, check_k, make_filter, to_float32
+from ragstore.search.vector import ef_search_for
 
 Conn = psycopg.Connection[Any]
 
@@ -78,10 +79,6 @@ def _sample_queries(
     norms = np.linalg.norm(base, axis=1, keepdims=True)
     noisy = base + noise * norms * rng.standard_normal(base.shape) / np.sqrt(family.dim)
     return noisy.astype(np.float32)
-
-
-def _p95(values: Sequence[float]) -> float:
-    return float(np.percentile(values, 95)) if values else 0.0
 
 
 def check_recall(
@@ -141,9 +138,9 @@ def check_recall(
         ef_search=ef_search_for(k, ef_search),
         recall=recall,
         hnsw_mean_ms=float(np.mean(hnsw_ms)) if hnsw_ms else 0.0,
-        hnsw_p95_ms=_p95(hnsw_ms),
+        hnsw_p95_ms=p95(hnsw_ms),
         exact_mean_ms=float(np.mean(exact_ms)) if exact_ms else 0.0,
-        exact_p95_ms=_p95(exact_ms),
+        exact_p95_ms=p95(exact_ms),
         exact_timed=len(exact_ms),
         min_recall=min_recall,
         passed=None if min_recall is None else recall >= min_recall,

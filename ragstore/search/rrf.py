@@ -1,7 +1,8 @@
 """Reciprocal Rank Fusion in Python: the reference the hybrid SQL statement is checked against.
 
-The hybrid search (SPEC 5.2) fuses its legs in ONE SQL statement; this module computes the same thing
-over ranked id lists, purely (no I/O, no clock), so a test can compare the two on the same input.
+The hybrid search (docs/decisions.md, "Hybrid search") fuses its legs in ONE SQL statement; this module
+computes the same thing over ranked id lists, purely (no I/O, no clock), so a test can compare the two
+on the same input.
 
 For legs ``L`` (e.g. ``{"fts": [...], "vector": [...]}``), each a ranked list of ids (best first), the
 fused score of an id is::

@@ -19,6 +19,7 @@ plain HNSW.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from psycopg import sql
 from ragstore.db.connection import db_errors, run_isolated
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.search.filters import Filter, cached_estimate
+from ragstore.search.filters import Filter, cached_estimate, to_float32
 from ragstore.search.types import Hit
 
 Conn = psycopg.Connection[Any]
@@ -190,16 +191,12 @@ def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[
     return [row_to_hit(row) for row in rows]
 
 
-def to_float32(value: Any) -> npt.NDArray[np.float32]:
-    """A pgvector ``Vector``/``HalfVector`` (or sequence) as a float32 1-d array."""
-    raw = value.to_numpy() if hasattr(value, "to_numpy") else value
-    return np.asarray(raw, dtype=np.float32)
-
-
-def row_to_hit(row: tuple[Any, ...]) -> Hit:
+def row_to_hit(
+    row: Sequence[Any], ranks: dict[str, int | None] | None = None, scores: dict[str, float | None] | None = None
+) -> Hit:
     """A ``chunk_id, package_path, score, text, metadata, embedding`` row as a Hit (embedding and metadata
-    may be NULL: no vector, and ``{}``)."""
-    chunk_id, package_path, score, text, metadata, embedding = row
+    may be NULL: no vector, and ``{}``), with the legs' ``ranks`` and ``scores`` of a full-text or hybrid hit."""
+    chunk_id, package_path, score, text, metadata, embedding = row[:6]
     # Positional (the field order of Hit): this runs once per hit on the hot path.
     return Hit(
         chunk_id,
@@ -208,6 +205,8 @@ def row_to_hit(row: tuple[Any, ...]) -> Hit:
         text,
         None if embedding is None else to_float32(embedding),
         {} if metadata is None else metadata,  # a fresh dict from the JSON loader
+        {} if ranks is None else ranks,
+        {} if scores is None else scores,
     )
 
 

@@ -32,9 +32,3 @@ FROM ragstore.{table} AS e
 WHERE e.model = %(row_model)s
 ORDER BY e.content_sha256
 ON CONFLICT (model, content_sha256) DO NOTHING
-
--- name: stats
-SELECT model, count(*), sum(pg_column_size(embedding))
-FROM ragstore.embedding_cache
-GROUP BY model
-ORDER BY model

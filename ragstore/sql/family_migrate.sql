@@ -1,5 +1,6 @@
 -- Family model migration (ragstore.family_migrate). {old} is the family's serving table, {new} the one
--- being built; both filled through psycopg.sql.Identifier.
+-- being built; both filled through psycopg.sql.Identifier. {pending} is the pending_filter block below
+-- (filled in by the code), or nothing where the new table does not exist yet.
 
 -- name: begin
 -- Record the target; refuses (no row) unless the family is 'ready'.
@@ -16,38 +17,34 @@ SELECT pg_try_advisory_lock(hashtextextended('ragstore.family_migrate:' || %(nam
 -- name: unlock
 SELECT pg_advisory_unlock(hashtextextended('ragstore.family_migrate:' || %(name)s, 0))
 
--- name: pending
+-- name: pending_filter
 -- Chunks the old table holds that the new one lacks, or holds for another text or package.
+LEFT JOIN ragstore.{new} AS n ON n.chunk_id = o.chunk_id
+WHERE (n.chunk_id IS NULL OR n.content_sha256 <> c.content_sha256 OR n.package_path <> c.package_path)
+
+-- name: pending
+-- The next batch of pending chunks (the pending_filter block) after chunk id "after".
 SELECT o.chunk_id, c.package_path, c.text, c.content_sha256
 FROM ragstore.{old} AS o
 JOIN ragstore.chunks AS c ON c.chunk_id = o.chunk_id
-LEFT JOIN ragstore.{new} AS n ON n.chunk_id = o.chunk_id
-WHERE o.chunk_id > %(after)s
-  AND (n.chunk_id IS NULL OR n.content_sha256 <> c.content_sha256 OR n.package_path <> c.package_path)
+{pending}
+  AND o.chunk_id > %(after)s
 ORDER BY o.chunk_id
 LIMIT %(limit)s
 
--- name: count_pending
+-- name: count_todo
+-- The rows left to embed and how many of them the cache already holds: the pending ones (the
+-- pending_filter block), or, for a dry run before the new table exists, every row of the old table.
 SELECT count(*),
        count(*) FILTER (WHERE EXISTS (
            SELECT 1 FROM ragstore.embedding_cache AS k
            WHERE k.model = %(cache_key)s AND k.content_sha256 = c.content_sha256))
 FROM ragstore.{old} AS o
 JOIN ragstore.chunks AS c ON c.chunk_id = o.chunk_id
-LEFT JOIN ragstore.{new} AS n ON n.chunk_id = o.chunk_id
-WHERE n.chunk_id IS NULL OR n.content_sha256 <> c.content_sha256 OR n.package_path <> c.package_path
+{pending}
 
 -- name: count_rows
 SELECT count(*) FROM ragstore.{old}
-
--- name: count_todo_fresh
--- For a dry run before the new table exists: every row of the old table, and those already cached.
-SELECT count(*),
-       count(*) FILTER (WHERE EXISTS (
-           SELECT 1 FROM ragstore.embedding_cache AS k
-           WHERE k.model = %(cache_key)s AND k.content_sha256 = c.content_sha256))
-FROM ragstore.{old} AS o
-JOIN ragstore.chunks AS c ON c.chunk_id = o.chunk_id
 
 -- name: sample
 -- Texts for a dry run's timing: uncached ones, spread over the table by a hash of the id.

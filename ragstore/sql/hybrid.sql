@@ -1,8 +1,10 @@
--- Full text and hybrid search (SPEC 5.2), read by ragstore.search.fts and ragstore.search.hybrid.
+-- Full text and hybrid search, read by ragstore.search.fts and ragstore.search.hybrid.
 --
--- Placeholders filled through psycopg.sql with Identifiers only: {table} (the family table),
--- {vtype} (vector(<dim>) or halfvec(<dim>), checked), {join} and {where} (the package/metadata filter of
--- ragstore.search.filters over the family table "e" and chunks "c"; both legs get the same fragment).
+-- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
+-- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms} (the block below),
+-- {join} (the join to chunks a metadata filter needs) and {where_fts} / {where_vec} (Filter.where of
+-- ragstore.search.filters over the family table "e" and chunks "c": the package/metadata filter ANDed
+-- with "c.tsv @@ m.wide" for the full-text leg and with "%(use_vector)s" for the vector leg).
 --
 -- Parameters: query (text), fts_config (regconfig name), any (true: a plain-words query also matches
 -- chunks holding only some of its words, chunks holding all of them ranked first), norm (ts_rank_cd

@@ -1,4 +1,4 @@
--- Agent memory (SPEC 7): the five append-only stores in ragstore.memory, their recall embeddings in
+-- Agent memory: the five append-only stores in ragstore.memory, their recall embeddings in
 -- ragstore.memory_embeddings, and the logged erasure path. Every block runs inside a transaction that
 -- has set ragstore.agent (row-level security shows only that agent's rows to non-superusers), and
 -- every block also names the agent in its WHERE clause, so a superuser connection is isolated too.

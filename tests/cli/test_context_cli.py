@@ -1,4 +1,4 @@
-"""`ragstore context-pack` (SPEC 6): options, byte-identical output, --retrieve, --verify, --shed."""
+"""`ragstore context-pack`: options, byte-identical output, --retrieve, --verify, --shed."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 import ragstore.cli.context as cli_context
 from ragstore.cli.context import context_pack
-from ragstore.errors import InvalidInput, RagstoreError
+from ragstore.errors import InvalidInput
 from ragstore.search.types import Hit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,14 +113,6 @@ def test_retrieve_fills_l3_with_reasons_and_citations(repo: Path, monkeypatch: p
         "reason": 'retrieved for "QUERY": rank 1, score 0.83, hybrid, mmr λ=0.5',
     }
     assert snippets[1]["reason"] == 'retrieved for "QUERY": rank 2, score 0.50, hybrid, mmr λ=0.5'
-
-
-def test_retrieve_without_the_read_path_is_a_ragstore_error(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ragstore.search
-
-    monkeypatch.delattr(ragstore.search, "search", raising=False)
-    with pytest.raises(RagstoreError, match="retrieval is not available yet"):
-        _run([*_base(repo), "--retrieve", "q", "--family", "docs"])
 
 
 def test_retrieve_needs_a_family(repo: Path) -> None:

@@ -1,4 +1,4 @@
-"""`ragstore embed similarity|rank|text|status` (issue 4, item 6)."""
+"""`ragstore embed similarity|rank|text|status`."""
 
 from __future__ import annotations
 
@@ -6,25 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from ragstore import families
-from ragstore.cli.app import AppContext, RagstoreGroup
-from ragstore.cli.embed import embed_group
+from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend, fingerprint
-
-
-@click.group(cls=RagstoreGroup)
-@click.option("--dsn", default=None)
-@click.pass_context
-def cli(ctx: click.Context, dsn: str | None) -> None:
-    ctx.obj = AppContext(dsn=dsn, debug=False)
-
-
-cli.add_command(embed_group)
 
 
 def run(*args: str, stdin: str | None = None, dsn: str | None = None) -> Any:

@@ -5,22 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner, Result
 
-from ragstore.cli.app import AppContext, RagstoreGroup
-from ragstore.cli.memory import memory_group
-
-
-@click.group(cls=RagstoreGroup)
-@click.option("--dsn", default=None)
-@click.pass_context
-def root(ctx: click.Context, dsn: str | None) -> None:
-    ctx.obj = AppContext(dsn=dsn, debug=False)
-
-
-root.add_command(memory_group)
+from ragstore.cli.main import cli as root
 
 
 def run(dsn: str, *args: str) -> Result:

@@ -2,29 +2,16 @@
 
 import json
 
-import click
 import pytest
 from click.testing import CliRunner
 
 import ragstore.cli.search as cli_search
 from ragstore import families
-from ragstore.cli.app import AppContext, RagstoreGroup
-from ragstore.cli.search import check_recall_command, search_command
+from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
 from ragstore.search.recall import RecallReport
-
-
-@click.group(cls=RagstoreGroup)
-@click.option("--dsn", default=None)
-@click.pass_context
-def cli(ctx: click.Context, dsn: str | None) -> None:
-    ctx.obj = AppContext(dsn=dsn, debug=False)
-
-
-cli.add_command(search_command)
-cli.add_command(check_recall_command)
 
 
 @pytest.fixture

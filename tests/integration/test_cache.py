@@ -1,4 +1,4 @@
-"""The embedding cache (issue 4, item 5): the same text is never embedded twice for the same model."""
+"""The embedding cache: the same text is never embedded twice for the same model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Family model migration (issue 4, item 4): backfill, swap, resume, dry run, conflicts."""
+"""Family model migration: backfill, swap, resume, dry run, conflicts."""
 
 from __future__ import annotations
 

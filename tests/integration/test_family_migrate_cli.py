@@ -6,30 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import click
 from click.testing import CliRunner
 
 from ragstore import families
-from ragstore.cli.app import AppContext, RagstoreGroup
-from ragstore.cli.family_migrate import family_migrate_command
+from ragstore.cli.main import cli
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from tests.integration.test_family_migrate import HashBackend, write_jsonl
-
-
-@click.group(cls=RagstoreGroup)
-@click.option("--dsn", default=None)
-@click.pass_context
-def cli(ctx: click.Context, dsn: str | None) -> None:
-    ctx.obj = AppContext(dsn=dsn, debug=False)
-
-
-@cli.group("family")
-def family() -> None:
-    """The family group, as ragstore.cli.main builds it."""
-
-
-family.add_command(family_migrate_command)
 
 
 def run(dsn: str, *args: str) -> Any:

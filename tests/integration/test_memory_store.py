@@ -1,4 +1,4 @@
-"""Agent memory in Postgres (SPEC 7): writing, the DB reader's floors/caps/order, failure, erasure."""
+"""Agent memory in Postgres: writing, the DB reader's floors/caps/order, failure, erasure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Roles and least privilege (issue 8, item 6): what ragstore_app and ragstore_reader can and cannot do.
+"""Roles and least privilege: what ragstore_app and ragstore_reader can and cannot do.
 
 Each test logs in as a fresh LOGIN role that is a member of one ragstore group role, the way a DBA sets
 it up (``CREATE ROLE alice LOGIN IN ROLE ragstore_app``), and proves the boundary with real statements.

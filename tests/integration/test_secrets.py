@@ -1,4 +1,4 @@
-"""Secrets (issue 8, item 7): API keys and DSN passwords never reach output, JSON or error messages."""
+"""Secrets: API keys and DSN passwords never reach output, JSON or error messages."""
 
 from __future__ import annotations
 

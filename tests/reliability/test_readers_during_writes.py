@@ -1,4 +1,4 @@
-"""Readers during writes and migrations (issue 8, item 2).
+"""Readers during writes and migrations.
 
 Two reader processes search one family continuously, each on its own connection (one in autocommit, one
 in transactions it rolls back after every search), cycling modes auto / exact / hybrid, while in turn:

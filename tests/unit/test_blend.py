@@ -1,4 +1,4 @@
-"""Blended ranking (SPEC 5.2): normalisation edge cases, floor, decay, weights, and properties."""
+"""Blended ranking: normalisation edge cases, floor, decay, weights, and properties."""
 
 from __future__ import annotations
 

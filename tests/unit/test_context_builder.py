@@ -1,4 +1,4 @@
-"""Context pack builder (SPEC 6): canonical JSON, content ids, budget comparison, validation per layer."""
+"""Context pack builder: canonical JSON, content ids, budget comparison, validation per layer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Context pack parts (SPEC 6): budget selection, retrieval reasons, Markdown rendering, verification."""
+"""Context pack parts: budget selection, retrieval reasons, Markdown rendering, verification."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shedding (SPEC 6): layers L7→L1, never L0; within layers; never over budget unless it says so."""
+"""Shedding: layers L7→L1, never L0; within layers; never over budget unless it says so."""
 
 from __future__ import annotations
 

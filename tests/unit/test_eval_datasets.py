@@ -70,7 +70,7 @@ def test_read_queries_tolerates_bom_and_crlf(tmp_path: Path) -> None:
 
 def test_read_queries_rejects_invalid_utf8_with_line(tmp_path: Path) -> None:
     path = _write(tmp_path, "q.jsonl", b'{"query_id": "a", "text": "x"}\n{"query_id": "b", "text": "\xff"}\n')
-    with pytest.raises(InvalidInput, match=r"q\.jsonl:2: not valid UTF-8"):
+    with pytest.raises(InvalidInput, match=r"q\.jsonl:2: invalid UTF-8 at byte 27"):
         read_queries(path)
 
 

@@ -45,7 +45,7 @@ hint_st = st.none() | st.sampled_from(["pg", "STRASSE", " vector ", ""])
 
 
 def oracle(records: list[MemoryRecord], store: Store, policy: CompositionPolicy, hint: str | None) -> list[str]:
-    """A deliberately naive restatement of SPEC 7 for one store of agent ana."""
+    """A deliberately naive restatement of the composition rules for one store of agent ana."""
     p = policy.for_store(store)
     folded = normalize_hint(hint) if store in policy.hint_stores else None
     mine = [

@@ -1,4 +1,4 @@
-"""MMR (SPEC 5.1): hand-computed picks, the contracts, and hypothesis properties."""
+"""MMR: hand-computed picks, the contracts, and hypothesis properties."""
 
 from __future__ import annotations
 

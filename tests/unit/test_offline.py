@@ -7,7 +7,7 @@ from tests.strings import varied_strings
 
 
 def reference(text: str) -> np.ndarray:
-    """SPEC 2.1 written out literally, one character at a time."""
+    """The fingerprint of docs/decisions.md ("The offline backend") written out literally, one character at a time."""
     out = []
     for s in range(DIM):
         mult = 0x01000193 + 2 * s

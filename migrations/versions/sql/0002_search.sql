@@ -1,0 +1,74 @@
+-- ragstore.search(family, query vector, k): top k of a family by cosine similarity, through its HNSW index.
+-- The table name comes from ragstore.families and reaches SQL only through format('%I'); the column
+-- type is vector/halfvec (a CHECK on ragstore.families) with the family's integer dimension.
+CREATE FUNCTION ragstore.search(family text, query vector, k integer DEFAULT 10)
+RETURNS TABLE (chunk_id text, package_path text, score double precision, text text)
+LANGUAGE plpgsql STABLE
+SET hnsw.ef_search = '100'
+AS $fn$
+DECLARE
+    fam ragstore.families%ROWTYPE;
+BEGIN
+    IF k IS NULL OR k < 1 THEN
+        RAISE EXCEPTION 'ragstore.search: k must be a positive integer, got %', k
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'ragstore.search: no family named % (see SELECT name FROM ragstore.families)',
+            quote_literal(family) USING ERRCODE = 'undefined_object';
+    END IF;
+    IF vector_dims(query) <> fam.dim THEN
+        RAISE EXCEPTION 'ragstore.search: the query has % dimensions, family % holds %-d vectors',
+            vector_dims(query), quote_literal(family), fam.dim USING ERRCODE = 'data_exception';
+    END IF;
+    -- hnsw.ef_search >= k; the function's SET clause restores the caller's value on return.
+    PERFORM set_config('hnsw.ef_search', greatest(k, 100)::text, true);
+    RETURN QUERY EXECUTE format(
+        $q$
+        WITH top AS MATERIALIZED (
+            SELECT e.chunk_id, e.package_path, e.embedding <=> $1::%2$s AS distance
+            FROM ragstore.%1$I AS e
+            ORDER BY e.embedding <=> $1::%2$s
+            LIMIT $2
+        )
+        SELECT t.chunk_id, t.package_path,
+               1 - CASE WHEN t.distance = 'NaN'::float8 THEN 1 ELSE t.distance END AS score,
+               c.text
+        FROM top AS t JOIN ragstore.chunks AS c ON c.chunk_id = t.chunk_id
+        ORDER BY score DESC, t.chunk_id
+        $q$,
+        fam.table_name,
+        format('%s(%s)', fam.vector_type, fam.dim::integer)
+    ) USING query, k;
+END
+$fn$;
+COMMENT ON FUNCTION ragstore.search(text, vector, integer) IS
+    'ragstore: top k chunks of a family by cosine similarity (score = 1 - cosine distance, 0 for a zero vector)';
+
+-- ragstore.search_text(family, query text, k): the same for an offline family, embedding the query in SQL.
+CREATE FUNCTION ragstore.search_text(family text, query text, k integer DEFAULT 10)
+RETURNS TABLE (chunk_id text, package_path text, score double precision, text text)
+LANGUAGE plpgsql STABLE
+AS $fn$
+DECLARE
+    fam ragstore.families%ROWTYPE;
+BEGIN
+    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'ragstore.search_text: no family named % (see SELECT name FROM ragstore.families)',
+            quote_literal(family) USING ERRCODE = 'undefined_object';
+    END IF;
+    IF fam.backend <> 'offline' THEN
+        RAISE EXCEPTION 'ragstore.search_text: family % uses the % backend, which SQL cannot run; embed the '
+            'query in your application and call ragstore.search(family, vector, k)', quote_literal(family),
+            fam.backend USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF query IS NULL OR btrim(query) = '' THEN
+        RAISE EXCEPTION 'ragstore.search_text: the query text is empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY SELECT * FROM ragstore.search(family, ragstore.offline_embed(query), k);
+END
+$fn$;
+COMMENT ON FUNCTION ragstore.search_text(text, text, integer) IS
+    'ragstore: search an offline family with a text query, embedded by ragstore.offline_embed';

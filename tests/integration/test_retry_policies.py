@@ -1,0 +1,75 @@
+"""The retry policies of the bulk writer and the family migration (tenacity), against a real server."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors as pgerrors
+
+from ragstore import family_migrate
+from ragstore.ingest import writer
+
+
+def _merge_failing(errors: list[Exception]) -> tuple[list[int], Any]:
+    """A merge that raises ``errors`` one per call, then returns "merged"; and the list of its calls."""
+    calls: list[int] = []
+
+    def merge() -> str:
+        calls.append(1)
+        if len(calls) <= len(errors):
+            raise errors[len(calls) - 1]
+        return "merged"
+
+    return calls, merge
+
+
+def _retry(merge: Any) -> Any:
+    return writer._transient_retry().copy(sleep=lambda _s: None)(merge)
+
+
+def test_writer_retries_a_transient_conflict_then_succeeds() -> None:
+    calls, merge = _merge_failing([pgerrors.DeadlockDetected("deadlock"), pgerrors.SerializationFailure("serialize")])
+    assert _retry(merge) == "merged"
+    assert len(calls) == 3
+
+
+def test_writer_gives_up_after_max_retries_with_the_last_error() -> None:
+    errors: list[Exception] = [pgerrors.DeadlockDetected(f"try {n}") for n in range(writer.MAX_RETRIES)]
+    calls, merge = _merge_failing(errors)
+    with pytest.raises(pgerrors.DeadlockDetected, match=f"try {writer.MAX_RETRIES - 1}"):
+        _retry(merge)
+    assert len(calls) == writer.MAX_RETRIES
+
+
+def test_writer_does_not_retry_other_database_errors() -> None:
+    calls, merge = _merge_failing([pgerrors.UniqueViolation("duplicate key")])
+    with pytest.raises(pgerrors.UniqueViolation):
+        _retry(merge)
+    assert len(calls) == 1
+
+
+def test_migration_lock_waits_its_patience_then_gives_up_and_is_taken_once_free(conn: Any, dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as other:
+        assert family_migrate._try_lock(other, "docs")
+        started = time.monotonic()
+        assert family_migrate._try_lock(conn, "docs", patience=0.3) is False
+        assert 0.3 <= time.monotonic() - started < 3.0
+        other.execute("SELECT pg_advisory_unlock_all()")
+    assert family_migrate._try_lock(conn, "docs", patience=0.3) is True
+
+
+def test_old_table_drop_gives_up_while_busy_and_drops_once_free(
+    conn: Any, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn.execute("CREATE TABLE ragstore.retired_old (id int)")
+    conn.commit()
+    monkeypatch.setattr(family_migrate, "DROP_TRIES", 3)
+    with psycopg.connect(dsn) as other:
+        other.execute("LOCK TABLE ragstore.retired_old IN ACCESS SHARE MODE")
+        assert family_migrate._drop_old_table(conn, "retired_old") is False
+        other.rollback()
+    assert family_migrate._drop_old_table(conn, "retired_old") is True
+    assert conn.execute("SELECT to_regclass('ragstore.retired_old')").fetchone() == (None,)
