@@ -20,7 +20,7 @@ SELECT pg_advisory_unlock(hashtextextended('ragstore.family_migrate:' || %(name)
 -- Chunks the old table holds that the new one lacks, or holds for another text or package.
 SELECT o.chunk_id, c.package_path, c.text, c.content_sha256
 FROM ragstore.{old} AS o
-JOIN ragstore.chunks AS c ON c.chunk_id = o.chunk_id
+JOIN ragstore.chunks AS c ON c.family = o.family AND c.chunk_id = o.chunk_id
 LEFT JOIN ragstore.{new} AS n ON n.chunk_id = o.chunk_id
 WHERE o.chunk_id > %(after)s
   AND (n.chunk_id IS NULL OR n.content_sha256 <> c.content_sha256 OR n.package_path <> c.package_path)
@@ -33,7 +33,7 @@ SELECT count(*),
            SELECT 1 FROM ragstore.embedding_cache AS k
            WHERE k.model = %(cache_key)s AND k.content_sha256 = c.content_sha256))
 FROM ragstore.{old} AS o
-JOIN ragstore.chunks AS c ON c.chunk_id = o.chunk_id
+JOIN ragstore.chunks AS c ON c.family = o.family AND c.chunk_id = o.chunk_id
 LEFT JOIN ragstore.{new} AS n ON n.chunk_id = o.chunk_id
 WHERE n.chunk_id IS NULL OR n.content_sha256 <> c.content_sha256 OR n.package_path <> c.package_path
 
@@ -47,13 +47,13 @@ SELECT count(*),
            SELECT 1 FROM ragstore.embedding_cache AS k
            WHERE k.model = %(cache_key)s AND k.content_sha256 = c.content_sha256))
 FROM ragstore.{old} AS o
-JOIN ragstore.chunks AS c ON c.chunk_id = o.chunk_id
+JOIN ragstore.chunks AS c ON c.family = o.family AND c.chunk_id = o.chunk_id
 
 -- name: sample
 -- Texts for a dry run's timing: uncached ones, spread over the table by a hash of the id.
 SELECT c.text
 FROM ragstore.{old} AS o
-JOIN ragstore.chunks AS c ON c.chunk_id = o.chunk_id
+JOIN ragstore.chunks AS c ON c.family = o.family AND c.chunk_id = o.chunk_id
 WHERE NOT EXISTS (
     SELECT 1 FROM ragstore.embedding_cache AS k
     WHERE k.model = %(cache_key)s AND k.content_sha256 = c.content_sha256)

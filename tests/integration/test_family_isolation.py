@@ -17,7 +17,8 @@ import pytest
 from pgvector import Vector
 
 from ragstore import families
-from ragstore.embed.offline import OfflineBackend, fingerprint as fingerprints
+from ragstore.embed.offline import OfflineBackend
+from ragstore.embed.offline import fingerprint as fingerprints
 from ragstore.embed.openai import OpenAIBackend
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
@@ -73,9 +74,7 @@ def test_indexing_b_with_an_id_a_holds_leaves_a_text_vector_and_full_text(two: A
 
 
 @pytest.mark.parametrize("mode", ["hnsw", "exact", "fts", "hybrid"])
-def test_same_id_in_two_families_each_served_with_its_own_text_and_vector(
-    two: Any, tmp_path: Path, mode: str
-) -> None:
+def test_same_id_in_two_families_each_served_with_its_own_text_and_vector(two: Any, tmp_path: Path, mode: str) -> None:
     conn = two
     for name, text in (("alpha", A_TEXT), ("beta", B_TEXT)):
         rows = [{"chunk_id": "same", "package_path": "p", "text": text}]
@@ -190,8 +189,9 @@ def test_a_row_whose_vector_is_not_the_embedding_of_the_text_is_never_served(two
     )
     conn.commit()
     for mode in ("hnsw", "exact", "fts", "hybrid"):
-        hits = search(conn, "alpha", "orchard" if mode in ("fts", "hybrid") else None,
-                      vector=None if mode in ("fts", "hybrid") else fingerprint("orchard text 0"), k=10, mode=mode)  # fmt: skip
+        text_mode = mode in ("fts", "hybrid")
+        query, vector = ("orchard", None) if text_mode else (None, fingerprint("orchard text 0"))
+        hits = search(conn, "alpha", query, vector=vector, k=10, mode=mode)
         assert "c0" not in {h.chunk_id for h in hits}, mode
     got = conn.execute("SELECT chunk_id FROM ragstore.search('alpha', %s, 10)", (Vector(fingerprint("x")),))
     assert "c0" not in {r[0] for r in got.fetchall()}
@@ -326,9 +326,10 @@ def test_migration_0007_separates_the_families_of_a_corrupted_store(empty_dsn: s
             )
         conn.rollback()
 
-    # Down to 0006 and back up keeps what each family serves (here no id holds two texts any more).
+    # Down to 0006: one shared row per id again; c1 keeps the text of the family first by name (alpha) and
+    # beta's c1, whose vector is not the embedding of that text, is dropped (documented in the migration).
     migrate.downgrade(empty_dsn, "0006")
     migrate.upgrade(empty_dsn)
     with connect(empty_dsn) as conn:
-        assert {k: v[1] for k, v in served(conn, "beta").items()} == {"c1": B_TEXT, "c2": "shared text"}
-        assert {k: v[1] for k, v in served(conn, "alpha").items()} == {"c2": "shared text"}
+        assert {k: v[1] for k, v in served(conn, "alpha").items()} == {"c1": A_TEXT, "c2": "shared text"}
+        assert {k: v[1] for k, v in served(conn, "beta").items()} == {"c2": "shared text"}
