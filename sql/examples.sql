@@ -29,7 +29,7 @@ FROM ragstore.search_text('docs', 'rotate keys', 3);
 -- or use `ragstore search --package ... --where ...`, which plans filtered queries itself.
 SELECT s.chunk_id, round(s.score::numeric, 4) AS score, c.metadata
 FROM ragstore.search_text('docs', 'rotate keys', 100) AS s
-JOIN ragstore.chunks AS c USING (chunk_id)
+JOIN ragstore.chunks AS c ON c.family = 'docs' AND c.chunk_id = s.chunk_id
 WHERE s.package_path LIKE 'handbook/%' AND c.metadata @> '{"lang": "en"}'
 ORDER BY s.score DESC, s.chunk_id
 LIMIT 5;

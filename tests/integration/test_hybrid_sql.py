@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +16,6 @@ from ragstore.search.hybrid import hybrid_search
 from tests.integration.test_hybrid import QUERY, family  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _migration() -> Any:
-    spec = importlib.util.spec_from_file_location("m0005", ROOT / "migrations" / "versions" / "0005_hybrid.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_sql_function_returns_what_the_library_returns(conn: Any, family: Any) -> None:  # noqa: F811
@@ -43,8 +35,19 @@ def test_sql_function_refuses_an_unknown_family(conn: Any, family: Any) -> None:
         conn.execute("SELECT * FROM ragstore.hybrid_search('nope', 'apple', %s, 3)", (Vector(np.ones(16)),))
 
 
-def test_people_sql_file_holds_the_migration_text() -> None:
-    assert _migration().UPGRADE.strip() in (ROOT / "sql" / "hybrid.sql").read_text(encoding="utf-8")
+def _functions(text: str) -> dict[str, str]:
+    """Each CREATE [OR REPLACE] FUNCTION ... $fn$; statement of ``text``, by function name."""
+    found = re.findall(r"(CREATE (?:OR REPLACE )?FUNCTION (ragstore\.\w+)\(.*?\$fn\$;)", text, flags=re.S)
+    return {name: body for body, name in found}
+
+
+def test_people_sql_files_hold_the_migration_text() -> None:
+    """sql/search.sql and sql/hybrid.sql hold the functions as the latest migration defines them."""
+    latest = _functions((ROOT / "migrations" / "versions" / "sql" / "0007_family_chunks.sql").read_text("utf-8"))
+    assert set(latest) == {"ragstore.search", "ragstore.search_text", "ragstore.hybrid_search"}
+    people = _functions((ROOT / "sql" / "search.sql").read_text("utf-8"))
+    people |= _functions((ROOT / "sql" / "hybrid.sql").read_text("utf-8"))
+    assert people == latest
 
 
 def test_downgrade_to_0004_drops_the_function_and_upgrade_restores_it(dsn: str, conn: Any) -> None:
