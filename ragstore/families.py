@@ -122,8 +122,6 @@ def create_family(
     """
     check_name(name)
     vector_type = vector_type_for(backend.dim)
-    if options and "fts_config" in options:
-        check_fts_config(conn, options["fts_config"])
     family = Family(
         name=name,
         backend=backend.name,
@@ -136,6 +134,8 @@ def create_family(
     )
     try:
         with conn.transaction(), db_errors():
+            if "fts_config" in family.options:
+                check_fts_config(conn, family.options["fts_config"])
             conn.execute(
                 query("families", "insert_family"),
                 {
