@@ -91,12 +91,12 @@ def load(dsn: str, data: np.ndarray) -> families.Family:
         zero = b"\0" * 32
         with conn.cursor() as cur:
             with cur.copy(
-                "COPY ragstore.chunks (chunk_id, package_path, text, content_sha256, record_sha256) "
+                "COPY ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256) "
                 "FROM STDIN (FORMAT BINARY)"
             ) as copy:
-                copy.set_types(["text", "text", "text", "bytea", "bytea"])
+                copy.set_types(["text", "text", "text", "text", "bytea", "bytea"])
                 for i in range(n):
-                    copy.write_row((f"c{i:07d}", package_of(i), f"chunk {i}", zero, zero))
+                    copy.write_row((fam.name, f"c{i:07d}", package_of(i), f"chunk {i}", zero, zero))
             table = sql.Identifier(fam.table)
             with cur.copy(
                 sql.SQL(
@@ -191,7 +191,8 @@ def bench(
         # A second baseline that, like search(), returns the text: the k rows joined to chunks.
         bare_text = sql.SQL(
             "SELECT e.chunk_id, e.d, c.text FROM (SELECT chunk_id, embedding <=> %s::{} AS d FROM ragstore.{} "
-            "ORDER BY 2 LIMIT 10) AS e JOIN ragstore.chunks AS c USING (chunk_id) ORDER BY 2"
+            "ORDER BY 2 LIMIT 10) AS e JOIN ragstore.chunks AS c ON c.family = 'bench' AND c.chunk_id = e.chunk_id "
+            "ORDER BY 2"
         ).format(vtype, sql.Identifier(fam.table))
 
         def bare_text_sql(q: np.ndarray) -> list[str]:
@@ -213,7 +214,7 @@ def bench(
         bare_iterative = sql.SQL(
             "SELECT e.chunk_id, e.d, c.text FROM (SELECT chunk_id, embedding <=> %(q)s::{vt} AS d FROM ragstore.{t}"
             " WHERE package_path LIKE %(like)s ORDER BY embedding <=> %(q)s::{vt} LIMIT 10) AS e"
-            " JOIN ragstore.chunks AS c USING (chunk_id) ORDER BY 2, 1"
+            " JOIN ragstore.chunks AS c ON c.family = 'bench' AND c.chunk_id = e.chunk_id ORDER BY 2, 1"
         ).format(vt=vtype, t=sql.Identifier(fam.table))
         for label, prefix in FILTERS.items():
             mask = np.array([package_of(i).startswith(prefix) for i in range(n)])

@@ -59,6 +59,7 @@ class Family:
         """The names this family puts into SQL, each an Identifier (or a checked keyword)."""
         return {
             "table": sql.Identifier(self.table),
+            "family": sql.Literal(check_name(self.name)),
             "hnsw_index": sql.Identifier(self.hnsw_index),
             "package_index": sql.Identifier(self.package_index),
             "vector_type": sql.SQL(f"{self.vector_type}({int(self.dim)})"),  # checked in vector_type_for
@@ -116,7 +117,8 @@ def create_family(
 ) -> Family:
     """Register family ``name`` for ``backend`` and create its table and indexes, in one transaction.
 
-    Raises InvalidInput (name, dimension), Conflict (the family exists).
+    Raises InvalidInput (name, dimension, a full-text configuration the database lacks), Conflict (the
+    family exists).
     """
     check_name(name)
     vector_type = vector_type_for(backend.dim)
@@ -132,6 +134,8 @@ def create_family(
     )
     try:
         with conn.transaction(), db_errors():
+            if "fts_config" in family.options:
+                check_fts_config(conn, family.options["fts_config"])
             conn.execute(
                 query("families", "insert_family"),
                 {
@@ -152,6 +156,24 @@ def create_family(
             raise Conflict(f"family {name!r} exists already") from exc
         raise
     return family
+
+
+_CONFIG_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def check_fts_config(conn: Conn, config: object) -> str:
+    """``config`` when it names a text-search configuration of this database (``english``, ``simple``,
+    ...), else InvalidInput: a family whose chunks cannot be indexed must not be created."""
+    if not isinstance(config, str) or not _CONFIG_NAME.fullmatch(config):
+        raise InvalidInput(f"invalid full-text configuration {config!r}: use a name such as english or simple")
+    with db_errors():
+        row = conn.execute(query("families", "fts_config_exists"), {"config": config}).fetchone()
+    if not row or not row[0]:
+        raise InvalidInput(
+            f"no text search configuration named {config!r} in this database "
+            "(see SELECT cfgname FROM pg_ts_config; english and simple always exist)"
+        )
+    return config
 
 
 def create_table(conn: Conn, family: Family) -> None:
@@ -197,10 +219,16 @@ def family_stats(conn: Conn, name: str) -> FamilyStats:
 
 
 def drop_family(conn: Conn, name: str) -> None:
-    """Remove the family and its table (the chunks stay: other families may embed them)."""
+    """Remove the family, its table (and the table a model migration was building) and its chunks, in one
+    transaction. Other families' rows are never touched: each family holds its own chunks."""
     family = get_family(conn, name)
+    target = family.options.get("target")
+    tables = [family.table]
+    if isinstance(target, dict) and isinstance(target.get("table"), str):
+        tables.append(target["table"])
     with conn.transaction(), db_errors():
-        conn.execute(sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(family.table)))
+        for table in tables:
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(table)))
         conn.execute(query("families", "delete_family"), {"name": name})
 
 

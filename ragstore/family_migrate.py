@@ -35,7 +35,7 @@ from psycopg.types.json import Jsonb
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
-from ragstore.embed.cache import UNCACHED_BACKENDS, cache_key, embed_cached, seed_from_family
+from ragstore.embed.cache import UNCACHED_BACKENDS, cache_key, embed_cached, key_for, seed_from_family
 from ragstore.errors import Conflict, InvalidInput
 from ragstore.families import Family, ensure_hnsw_index, get_family, vector_type_for
 from ragstore.ingest.records import check_matrix
@@ -277,7 +277,9 @@ def _migrate(
     if family.backend not in UNCACHED_BACKENDS:
         # Vectors the old table holds become cache entries: migrating back later costs nothing.
         with db_errors():
-            seed_from_family(conn, f"{family.backend}:{family.model}:{family.dim}", family.table, family.model)
+            base_url = family.options.get("base_url")
+            key = key_for(family.backend, family.model, family.dim, base_url if isinstance(base_url, str) else None)
+            seed_from_family(conn, key, family.table, family.model)
             conn.commit()
     with db_errors():
         conn.execute(query("ingest", "create_stage"))

@@ -31,7 +31,7 @@ FROM ragstore.search_text('docs', 'copy files', 3);
 -- on your chunks, add a condition such as AND c.metadata @> '{"lang": "en"}'.
 SELECT s.chunk_id, round(s.score::numeric, 4) AS score, c.metadata
 FROM ragstore.search_text('docs', 'copy files', 100) AS s
-JOIN ragstore.chunks AS c USING (chunk_id)
+JOIN ragstore.chunks AS c ON c.family = 'docs' AND c.chunk_id = s.chunk_id
 WHERE s.package_path LIKE 'man1/c%'
 ORDER BY s.score DESC, s.chunk_id
 LIMIT 5;

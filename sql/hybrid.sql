@@ -1,4 +1,6 @@
--- ragstore.hybrid_search: hybrid (full text + vector) search for SQL users, created by migration 0005.
+-- ragstore.hybrid_search: hybrid (full text + vector) search for SQL users, created by migration 0005 and
+-- redefined by migration 0007 (migrations/versions/sql/0007_family_chunks.sql) to read the family's own
+-- chunks only (its IDF counts them alone).
 --
 -- Each leg takes its top 50 chunks of the family: the full-text leg matches websearch_to_tsquery of the
 -- query (quotes, "or" and -exclusions work; a query of plain words matches chunks holding any of them)
@@ -16,10 +18,12 @@
 --   -- a MiniLM family: embed the query in the application, pass it as a vector literal
 --   SELECT * FROM ragstore.hybrid_search('man_minilm', 'copy files and directories', $1::vector, 10);
 --
--- The function below is the text the newest migration defining it runs (migrations/versions/sql/;
--- tests/unit/test_sql_copies.py checks so).
+-- The function below is the text migration 0007 runs (tests/integration/test_hybrid_sql.py checks so).
 
-CREATE FUNCTION ragstore.hybrid_search(family text, query_text text, query_vector vector, k integer)
+-- ragstore.hybrid_search(family, query_text, query_vector, k): full text + vector over the family's own
+-- chunks, each leg's top 50, fused by RRF (k 60); the IDF of the full-text score counts the family's
+-- chunks only. k is at most 1000 (at most 100 rows come back: two legs of 50).
+CREATE OR REPLACE FUNCTION ragstore.hybrid_search(family text, query_text text, query_vector vector, k integer)
 RETURNS TABLE (
     chunk_id     text,
     package_path text,
@@ -38,8 +42,8 @@ DECLARE
     config regconfig;
     plain  boolean;
 BEGIN
-    IF k IS NULL OR k < 1 THEN
-        RAISE EXCEPTION 'ragstore.hybrid_search: k must be a positive integer, got %', k
+    IF k IS NULL OR k < 1 OR k > 1000 THEN
+        RAISE EXCEPTION 'ragstore.hybrid_search: k must be an integer from 1 to 1000, got %', k
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
@@ -57,13 +61,13 @@ BEGIN
         terms AS MATERIALIZED (
             SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
             FROM (
-                SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.tsv @@ x.tq) AS df
+                SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.family = $6 AND d.tsv @@ x.tq) AS df
                 FROM (
                     SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
                     FROM unnest(tsvector_to_array(to_tsvector($1, $2))) AS lexeme
                 ) AS x
             ) AS l
-            CROSS JOIN (SELECT greatest(count(*), 1)::float8 AS n FROM ragstore.chunks) AS n
+            CROSS JOIN (SELECT greatest(count(*), 1)::float8 AS n FROM ragstore.chunks AS d WHERE d.family = $6) AS n
         ),
         m AS MATERIALIZED (
             SELECT CASE WHEN $5 THEN coalesce((SELECT string_agg(t.tq::text, ' | ') FROM terms AS t), '')::tsquery
@@ -75,8 +79,10 @@ BEGIN
                    coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
                              FROM terms AS t
                              CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, 2)::float8 AS cd) AS r), 0.0) AS score
-            FROM m CROSS JOIN ragstore.chunks AS c JOIN ragstore.%1$I AS e ON e.chunk_id = c.chunk_id
-            WHERE c.tsv @@ m.wide
+            FROM m CROSS JOIN ragstore.chunks AS c
+            JOIN ragstore.%1$I AS e
+              ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
+            WHERE c.family = $6 AND c.tsv @@ m.wide
             ORDER BY score DESC, c.chunk_id LIMIT 50
         ),
         fts AS (
@@ -101,12 +107,15 @@ BEGIN
             FROM fts AS f FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
         )
         SELECT u.chunk_id, c.package_path, u.score, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score, c.text
-        FROM fused AS u JOIN ragstore.chunks AS c ON c.chunk_id = u.chunk_id
+        FROM fused AS u
+        JOIN ragstore.%1$I AS e ON e.chunk_id = u.chunk_id
+        JOIN ragstore.chunks AS c
+          ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
         ORDER BY u.score DESC, u.chunk_id
         LIMIT $4
     $q$, fam.table_name, fam.vector_type)
-    USING config, query_text, query_vector, k, plain;
+    USING config, query_text, query_vector, k, plain, fam.name;
 END
 $fn$;
 COMMENT ON FUNCTION ragstore.hybrid_search(text, text, vector, integer) IS
-    'ragstore hybrid search: full text + vector, each top 50, fused by RRF (k 60); ranks and scores per leg';
+    'ragstore hybrid search: full text + vector over the family''s chunks, each top 50, fused by RRF (k 60); ranks and scores per leg';

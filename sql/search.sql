@@ -1,11 +1,17 @@
--- SQL for people: the search functions, as the newest migration defining each creates them
--- (migrations/versions/sql/; tests/unit/test_sql_copies.py checks that the text is the same).
--- Apply with `ragstore migrate`; this copy is for reading and for DBAs who apply DDL by hand.
+-- SQL for people: the search functions, as migration 0007 (re)defines them
+-- (migrations/versions/sql/0007_family_chunks.sql; first created by migration 0002).
+-- Apply with `ragstore migrate`; this copy is for reading and for DBAs who apply DDL by hand
+-- (tests/unit/test_sql_copies.py checks that it is the migration's text).
+--
+-- Each function reads the named family's own chunks only: a chunk_id another family also holds is
+-- another row, with its own text and vector, never returned here.
 
 -- ragstore.search(family, query vector, k): top k of a family by cosine similarity, through its HNSW index.
 -- The table name comes from ragstore.families and reaches SQL only through format('%I'); the column
--- type is vector/halfvec (a CHECK on ragstore.families) with the family's integer dimension.
-CREATE FUNCTION ragstore.search(family text, query vector, k integer DEFAULT 10)
+-- type is vector/halfvec (a CHECK on ragstore.families) with the family's integer dimension. Only the
+-- family's own chunks are read, and only where the row's content hash is the chunk's (the vector is the
+-- embedding of the text returned). k is at most 1000, hnsw.ef_search's upper bound.
+CREATE OR REPLACE FUNCTION ragstore.search(family text, query vector, k integer DEFAULT 10)
 RETURNS TABLE (chunk_id text, package_path text, score double precision, text text)
 LANGUAGE plpgsql STABLE
 SET hnsw.ef_search = '100'
@@ -13,8 +19,8 @@ AS $fn$
 DECLARE
     fam ragstore.families%ROWTYPE;
 BEGIN
-    IF k IS NULL OR k < 1 THEN
-        RAISE EXCEPTION 'ragstore.search: k must be a positive integer, got %', k
+    IF k IS NULL OR k < 1 OR k > 1000 THEN
+        RAISE EXCEPTION 'ragstore.search: k must be an integer from 1 to 1000, got %', k
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
@@ -26,12 +32,12 @@ BEGIN
         RAISE EXCEPTION 'ragstore.search: the query has % dimensions, family % holds %-d vectors',
             vector_dims(query), quote_literal(family), fam.dim USING ERRCODE = 'data_exception';
     END IF;
-    -- hnsw.ef_search >= k; the function's SET clause restores the caller's value on return.
-    PERFORM set_config('hnsw.ef_search', greatest(k, 100)::text, true);
+    -- hnsw.ef_search >= k, within pgvector's 1..1000; the SET clause restores the caller's value on return.
+    PERFORM set_config('hnsw.ef_search', least(greatest(k, 100), 1000)::text, true);
     RETURN QUERY EXECUTE format(
         $q$
         WITH top AS MATERIALIZED (
-            SELECT e.chunk_id, e.package_path, e.embedding <=> $1::%2$s AS distance
+            SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding <=> $1::%2$s AS distance
             FROM ragstore.%1$I AS e
             ORDER BY e.embedding <=> $1::%2$s
             LIMIT $2
@@ -39,7 +45,9 @@ BEGIN
         SELECT t.chunk_id, t.package_path,
                1 - CASE WHEN t.distance = 'NaN'::float8 THEN 1 ELSE t.distance END AS score,
                c.text
-        FROM top AS t JOIN ragstore.chunks AS c ON c.chunk_id = t.chunk_id
+        FROM top AS t
+        JOIN ragstore.chunks AS c
+          ON c.family = t.family AND c.chunk_id = t.chunk_id AND c.content_sha256 = t.content_sha256
         ORDER BY score DESC, t.chunk_id
         $q$,
         fam.table_name,
@@ -48,10 +56,10 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION ragstore.search(text, vector, integer) IS
-    'ragstore: top k chunks of a family by cosine similarity (score = 1 - cosine distance, 0 for a zero vector)';
+    'ragstore: top k (1..1000) chunks of a family by cosine similarity (score = 1 - cosine distance, 0 for a zero vector)';
 
 -- ragstore.search_text(family, query text, k): the same for an offline family, embedding the query in SQL.
-CREATE FUNCTION ragstore.search_text(family text, query text, k integer DEFAULT 10)
+CREATE OR REPLACE FUNCTION ragstore.search_text(family text, query text, k integer DEFAULT 10)
 RETURNS TABLE (chunk_id text, package_path text, score double precision, text text)
 LANGUAGE plpgsql STABLE
 AS $fn$

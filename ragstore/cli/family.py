@@ -21,7 +21,12 @@ def family_group() -> None:
 @click.option("--backend", "backend_name", type=click.Choice(BACKENDS), default="offline", show_default=True)
 @click.option("--model", default=None, help="Model name (required for --backend openai).")
 @click.option("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--dimensions", type=int, default=None, help="Ask the provider for shorter vectors (Matryoshka).")
+@click.option(
+    "--dimensions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Ask the provider for shorter vectors (Matryoshka); a positive integer.",
+)
 @click.option("--api-key-env", default=None, help="Environment variable holding the API key.")
 @click.option(
     "--fts-config",
@@ -122,12 +127,12 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
 
 @family_group.command("drop")
 @click.argument("name")
-@click.option("--yes", is_flag=True, help="Confirm: the family's vectors are deleted.")
+@click.option("--yes", is_flag=True, help="Confirm: the family's vectors and chunks are deleted.")
 @click.pass_context
 def family_drop(ctx: click.Context, name: str, yes: bool) -> None:
-    """Delete a family and its vectors (chunks stay)."""
+    """Delete a family: its table, its vectors and its chunks (no other family's)."""
     if not yes:
-        raise CliError(f"dropping {name!r} deletes its vectors: pass --yes to confirm")
+        raise CliError(f"dropping {name!r} deletes its vectors and chunks: pass --yes to confirm")
     with app(ctx).connect() as conn:
         families.drop_family(conn, name)
     click.echo(f"dropped family {name}")

@@ -4,10 +4,13 @@ The writer behind ``ragstore index`` and the family migration ask the cache befo
 and fill it after, so the same text is never embedded twice for the same model: re-indexing a renamed
 file, or migrating a family to a model and back, costs no embedding call.
 
-The key is :func:`cache_key` (``"<backend>:<model>:<dim>"``): the dimension is part of it because a
-provider's ``dimensions`` setting changes the vectors of one model name. The column is an unconstrained
-``vector``, so one table serves every dimension up to pgvector's 16,000; a ``halfvec`` family caches the
-full float32 vector and casts it to ``halfvec`` when it stores it.
+The key is :func:`cache_key`: ``"<backend>:<model>:<dim>"``, and for a backend behind an HTTP endpoint
+``"<backend>:<model>:<dim>@<endpoint>"`` (scheme, host, port and path; never the user name, password,
+query or fragment). The dimension is part of it because a provider's ``dimensions`` setting changes the
+vectors of one model name; the endpoint because two providers serving one model name (a gateway and a
+local server, two fine-tunes under one name) make different vectors: each family calls its own.
+The column is an unconstrained ``vector``, so one table serves every dimension up to pgvector's 16,000;
+a ``halfvec`` family caches the full float32 vector and casts it to ``halfvec`` when it stores it.
 
 The ``offline`` backend skips the cache (:func:`uses_cache`): its fingerprint is computed faster than a
 round trip fetches it. Vectors supplied with a record are never cached (their origin is the caller's).
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import psycopg
@@ -33,9 +37,32 @@ EmbedFn = Callable[[list[str]], Matrix]
 UNCACHED_BACKENDS = frozenset({"offline"})
 
 
+def endpoint_identity(base_url: str) -> str:
+    """``base_url`` without credentials, query or fragment, its scheme and host lowercased and the path's
+    trailing slashes dropped: ``https://user:pw@API.example/v1/`` -> ``https://api.example/v1``."""
+    parts = urlsplit(base_url.strip())
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host if port is None else f"{host}:{port}"
+    return f"{parts.scheme.lower()}://{netloc}{parts.path.rstrip('/')}"
+
+
+def key_for(backend: str, model: str, dim: int, base_url: str | None = None) -> str:
+    """The cache key of an embedding space: ``backend:model:dim``, ``@endpoint`` appended when the vectors
+    come from an HTTP endpoint."""
+    key = f"{backend}:{model}:{dim}"
+    return key if not base_url else f"{key}@{endpoint_identity(base_url)}"
+
+
 def cache_key(backend: Backend) -> str:
-    """The cache's model key for ``backend``: ``"<name>:<model>:<dim>"``."""
-    return f"{backend.name}:{backend.model}:{backend.dim}"
+    """The cache's model key for ``backend`` (see :func:`key_for`); the endpoint is its ``base_url``."""
+    base_url = getattr(backend, "base_url", None)
+    return key_for(backend.name, backend.model, backend.dim, base_url if isinstance(base_url, str) else None)
 
 
 def uses_cache(backend: Backend) -> bool:

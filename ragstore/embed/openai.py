@@ -74,6 +74,7 @@ class OpenAIBackend:
             raise InvalidInput(f"batch_size must be at least 1, got {batch_size}")
         if timeout <= 0 or max_retries < 0 or backoff < 0:
             raise InvalidInput("timeout must be positive; max_retries and backoff must not be negative")
+        self._base_url = base_url
         self._url = base_url.rstrip("/") + "/embeddings"
         self._model = model
         self._dim = dimensions if dimensions is not None else dim
@@ -92,6 +93,11 @@ class OpenAIBackend:
     @property
     def model(self) -> str:
         return self._model
+
+    @property
+    def base_url(self) -> str:
+        """The endpoint as configured (it may hold credentials: print it through a masking function)."""
+        return self._base_url
 
     @property
     def dim(self) -> int:

@@ -72,7 +72,7 @@ def backend_settings(
     options: dict[str, Any] = {}
     if base_url:
         options["base_url"] = base_url
-    if dimensions:
+    if dimensions is not None:  # 0 or a negative number is refused by the backend, never dropped here
         options["dimensions"] = dimensions
     if api_key_env:
         options["api_key_env"] = api_key_env

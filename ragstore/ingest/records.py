@@ -21,7 +21,16 @@ from ragstore.embed.base import Matrix
 from ragstore.errors import InvalidInput, ModelMismatch
 
 MAX_ID_CHARS = 1024
+# chunk_id and package_path are keys of btree indexes, whose entries PostgreSQL caps at 2,704 bytes
+# (a third of a page); with the family name (at most 48 bytes) and the entry's headers, 2,048 bytes of
+# UTF-8 always fit, uncompressed.
+MAX_ID_BYTES = 2048
 MAX_TEXT_CHARS = 4 * 1024 * 1024
+# PostgreSQL's tsvector holds at most 1 MB (1,048,575 bytes) of lexemes and positions. A text of up to
+# FTS_SAFE_BYTES of UTF-8 stays far below it whatever its words (measured: 3 MB of distinct words make a
+# 4.4 MB tsvector, 1.5x; hyphenated compounds add their parts, at most a few times the text); a longer
+# text has its tsvector computed by the database in the validation pass (ragstore.ingest.run).
+FTS_SAFE_BYTES = 128 * 1024
 
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 
@@ -58,6 +67,12 @@ class ChunkRecord(BaseModel):
     def _not_blank(cls, value: str, info: Any) -> str:
         if not value.strip():
             raise ValueError(f"{info.field_name} is blank")
+        size = len(value.encode("utf-8"))
+        if size > MAX_ID_BYTES:
+            raise ValueError(
+                f"{info.field_name} is {size:,} bytes of UTF-8, over the limit of {MAX_ID_BYTES} "
+                "(it is a key of a database index)"
+            )
         return value
 
     @field_validator("metadata", mode="before")

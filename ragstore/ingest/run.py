@@ -8,11 +8,14 @@ from typing import Any
 
 import psycopg
 
+from ragstore.db.connection import db_errors
 from ragstore.embed.base import Backend
-from ragstore.families import Family, get_family
+from ragstore.errors import InvalidInput, RagstoreError
+from ragstore.families import Family, check_fts_config, get_family
 from ragstore.ingest.readers import Source
-from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.records import FTS_SAFE_BYTES, ChunkRecord
 from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector, write_records
+from ragstore.search.fts import fts_config_of
 
 Conn = psycopg.Connection[Any]
 
@@ -44,9 +47,15 @@ def _all_records(sources: Sequence[Source]) -> Iterator[tuple[str, ChunkRecord]]
         yield from source.records()
 
 
-def validate_sources(sources: Sequence[Source], family: Family | None = None) -> int:
+TextCheck = Callable[[str, str], None]
+
+
+def validate_sources(
+    sources: Sequence[Source], family: Family | None = None, *, check_text: TextCheck | None = None
+) -> int:
     """Read every source whole and return the record count; InvalidInput names the first bad record,
-    ModelMismatch a precomputed vector that does not fit ``family``.
+    ModelMismatch a precomputed vector that does not fit ``family``. ``check_text(where, text)`` is called
+    for texts over :data:`~ragstore.ingest.records.FTS_SAFE_BYTES` (see :func:`fts_size_check`).
 
     Nothing is written before this returns, so a bad line 900,000 leaves the store as it was.
     """
@@ -54,8 +63,32 @@ def validate_sources(sources: Sequence[Source], family: Family | None = None) ->
     for where, record in _all_records(sources):
         if family is not None:
             check_supplied_vector(where, record, family)
+        if check_text is not None and len(record.text) * 4 > FTS_SAFE_BYTES:
+            if len(record.text.encode("utf-8")) > FTS_SAFE_BYTES:
+                check_text(where, record.text)
         count += 1
     return count
+
+
+def fts_size_check(conn: Conn, config: str) -> TextCheck:
+    """A ``check_text`` for :func:`validate_sources`: the database computes the text's tsvector with the
+    family's configuration (nothing is stored) and InvalidInput names ``where`` when it is over
+    PostgreSQL's 1 MB limit, which would otherwise fail the write of that batch."""
+
+    def check(where: str, text: str) -> None:
+        try:
+            with db_errors(), conn.transaction():
+                conn.execute("SELECT length(to_tsvector(%s::regconfig, %s))", (config, text))
+        except RagstoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, psycopg.errors.ProgramLimitExceeded):
+                raise InvalidInput(
+                    f"{where}: text: {cause.diag.message_primary}: PostgreSQL's full-text vector holds at most "
+                    "1 MB; split the text into smaller chunks"
+                ) from exc
+            raise
+
+    return check
 
 
 def index_sources(
@@ -70,11 +103,20 @@ def index_sources(
     on_validated: Callable[[int], None] | None = None,
 ) -> IndexReport:
     """Index ``sources`` into family ``family_name``. Raises NotFound, InvalidInput, ModelMismatch,
-    DatabaseUnavailable; whatever it raises, batches committed before stay committed and whole."""
+    DatabaseUnavailable.
+
+    Every record is validated before the first write, against the limits the database would enforce
+    (identifier bytes, the full-text vector's size, the family's text-search configuration), so bad input
+    writes nothing. Records are then written in batches, each committed whole: should the database fail
+    later (connection lost, disk full, a deadlock past its retries), the batches committed before stay
+    committed and whole, the others are absent, and a rerun of the same input converges.
+    """
     family = get_family(conn, family_name)
     chosen = backend or backend_for(family)
     family.check_backend(chosen)
-    total = validate_sources(sources, family)
+    config = check_fts_config(conn, fts_config_of(family))
+    conn.commit()
+    total = validate_sources(sources, family, check_text=fts_size_check(conn, config))
     if on_validated is not None:
         on_validated(total)
     prefixes = [prefix for source in sources for prefix in source.prefixes]

@@ -152,15 +152,19 @@ class Writer:
             return
         ids = [r.chunk_id for _, r in batch.records]
         with db_errors():
-            rows = self.conn.execute(self._lookup, {"ids": ids}).fetchall()
+            rows = self.conn.execute(self._lookup, {"ids": ids, "family": self.family.name}).fetchall()
             self.conn.commit()
-        stored = {row[0]: (bytes(row[1]), None if row[2] is None else bytes(row[2]), row[3]) for row in rows}
+        stored = {
+            row[0]: (bytes(row[1]), None if row[3] is None else bytes(row[3]), row[4], bytes(row[2])) for row in rows
+        }
 
         chunk_rows: list[int] = []
         embed_rows: list[int] = []
         for i, (_, record) in enumerate(batch.records):
             held = stored.get(record.chunk_id)
-            record_changed = held is None or held[0] != batch.record[i]
+            # A chunk whose stored text is not the input's (its hash says so even when the record hash
+            # does not: a row changed behind the writer's back) is written again, and so is its vector.
+            record_changed = held is None or held[0] != batch.record[i] or held[3] != batch.content[i]
             embedding_stale = (
                 held is None
                 or held[1] != batch.content[i]
@@ -242,7 +246,8 @@ class Writer:
                                     self.fts_config,
                                 )
                             )
-                    changed = {row[0] for row in cur.execute(query("ingest", "merge_chunks")).fetchall()}
+                    merged = cur.execute(query("ingest", "merge_chunks"), {"family": self.family.name})
+                    changed = {row[0] for row in merged.fetchall()}
                 else:
                     changed = set()
                 inserted: set[str] = set()
@@ -261,13 +266,14 @@ class Writer:
         return changed, inserted, updated
 
     def _sync_package_paths(self, cur: psycopg.Cursor[Any]) -> None:
-        tables = [row[0] for row in cur.execute("SELECT table_name FROM ragstore.families").fetchall()]
-        for table in tables:
-            cur.execute(sql.SQL(query("ingest", "sync_package_path")).format(table=sql.Identifier(table)))
+        """This family's table follows its chunks' package_path (no other family's row is touched; a model
+        migration in progress picks the change up in its catch-up)."""
+        cur.execute(sql.SQL(query("ingest", "sync_package_path")).format(table=sql.Identifier(self.family.table)))
 
     # -- the end of a run ----------------------------------------------------------------------
     def prune(self, prefixes: Iterable[str] = ()) -> int:
-        """Delete chunks of this run's packages (or under ``prefixes``) that the input no longer holds."""
+        """Delete this family's chunks of this run's packages (or under ``prefixes``) that the input no
+        longer holds; other families' chunks are never touched."""
         like = [like_prefix(p) for p in prefixes]
         packages = sorted(self.report.packages)
         if not packages and not like:
@@ -279,7 +285,8 @@ class Writer:
                 for chunk_id in self.seen:
                     copy.write_row((chunk_id,))
             cur.execute("ANALYZE ragstore_seen")
-            row = cur.execute(query("ingest", "prune"), {"packages": packages, "prefixes": like}).fetchone()
+            params = {"packages": packages, "prefixes": like, "family": self.family.name}
+            row = cur.execute(query("ingest", "prune"), params).fetchone()
             cur.execute("TRUNCATE ragstore_seen")
         pruned = int(row[0]) if row else 0
         self.report.pruned += pruned

@@ -98,10 +98,10 @@ class Filter:
         return values
 
     def join(self, alias: str = "e", chunks_alias: str = "c") -> sql.Composable:
-        """The join to chunks the filter needs (nothing for a package-only filter)."""
+        """The join to the family's own chunks the filter needs (nothing for a package-only filter)."""
         if not self.needs_chunks:
             return sql.SQL("")
-        return sql.SQL("JOIN ragstore.chunks AS {c} ON {c}.chunk_id = {e}.chunk_id").format(
+        return sql.SQL("JOIN ragstore.chunks AS {c} ON {c}.family = {e}.family AND {c}.chunk_id = {e}.chunk_id").format(
             c=sql.Identifier(chunks_alias), e=sql.Identifier(alias)
         )
 

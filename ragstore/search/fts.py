@@ -17,7 +17,8 @@ Promises of :func:`fts_search`:
   ascending. Plain ``ts_rank_cd`` of the whole query has no notion of rare words and ranked the manpages
   set at nDCG@10 0.51 at best; this reaches ~0.64 (BM25: 0.674). ``normalization`` is ts_rank_cd's flags
   (default :data:`DEFAULT_NORMALIZATION`, 2 = divide by the chunk length, chosen by measurement). Only
-  chunks that the family embeds are returned (the chunk table is shared by families; df counts all).
+  the family's own chunks are read, returned and counted (N and df of the idf): another family's chunks
+  never change a score here.
 - An empty or stopword-only query gives ``[]``, never an error. ``package`` (a package_path prefix,
   LIKE wildcards escaped) and ``metadata`` (jsonb ``@>``) filter the chunks.
 
@@ -80,12 +81,13 @@ def check_normalization(normalization: int) -> int:
 def text_params(
     family: Family, query_text: str, *, normalization: int = DEFAULT_NORMALIZATION, match: str = "auto"
 ) -> dict[str, Any]:
-    """The full-text parameters of the SQL blocks: query, fts_config, any, norm. Raises InvalidInput."""
+    """The full-text parameters of the SQL blocks: family, query, fts_config, any, norm. Raises InvalidInput."""
     if not isinstance(query_text, str):
         raise InvalidInput(f"the query text must be a string, got {query_text!r}")
     if match not in MATCHES:
         raise InvalidInput(f"match must be one of {', '.join(MATCHES)}, got {match!r}")
     return {
+        "family": family.name,
         "query": query_text,
         "fts_config": fts_config_of(family),
         "any": match == "auto" and plain_words(query_text),
@@ -100,7 +102,7 @@ def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
         table=sql.Identifier(family.table),
         vtype=family.identifiers()["vector_type"],
         join=flt.join(),
-        where_fts=flt.where(extra=sql.SQL("c.tsv @@ m.wide")),
+        where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.tsv @@ m.wide")),
         where_vec=flt.where(extra=sql.SQL("%(use_vector)s")),
     )
 

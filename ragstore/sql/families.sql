@@ -1,13 +1,18 @@
 -- Family tables. {table} and {index} are filled with psycopg.sql.Identifier; the dimension and the
--- vector type are checked by ragstore.families before they reach this text.
+-- vector type are checked by ragstore.families before they reach this text; {family} is the family's
+-- name (checked against ragstore.families.NAME_PATTERN) as a psycopg.sql.Literal.
 
 -- name: create_table
+-- A family table holds vectors of its own family's chunks only: the family column is that one name (a
+-- DDL default cannot be a parameter), and the foreign key reaches (family, chunk_id) of ragstore.chunks.
 CREATE TABLE ragstore.{table} (
-    chunk_id        text PRIMARY KEY REFERENCES ragstore.chunks (chunk_id) ON DELETE CASCADE,
+    family          text NOT NULL DEFAULT {family} CHECK (family = {family}),
+    chunk_id        text PRIMARY KEY,
     package_path    text NOT NULL,
     embedding       {vector_type} NOT NULL,
     model           text NOT NULL,
-    content_sha256  bytea NOT NULL
+    content_sha256  bytea NOT NULL,
+    FOREIGN KEY (family, chunk_id) REFERENCES ragstore.chunks (family, chunk_id) ON DELETE CASCADE
 )
 
 -- name: create_package_index
@@ -50,7 +55,15 @@ SELECT
       LIMIT 1)                                                       AS hnsw_bytes
 
 -- name: delete_family
+-- Its chunks go with it (ragstore.chunks.family references the registry ON DELETE CASCADE).
 DELETE FROM ragstore.families WHERE name = %(name)s
+
+-- name: fts_config_exists
+-- Whether a text-search configuration of that name is visible (what a '<name>'::regconfig cast resolves).
+SELECT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_ts_config AS c
+    WHERE c.cfgname = %(config)s AND pg_catalog.pg_ts_config_is_visible(c.oid)
+)
 
 -- name: cluster_by_package
 -- Rewrite the family table in package_path order (after a bulk load, before the HNSW build): a filtered

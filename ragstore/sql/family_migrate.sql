@@ -26,7 +26,7 @@ WHERE (n.chunk_id IS NULL OR n.content_sha256 <> c.content_sha256 OR n.package_p
 -- The next batch of pending chunks (the pending_filter block) after chunk id "after".
 SELECT o.chunk_id, c.package_path, c.text, c.content_sha256
 FROM ragstore.{old} AS o
-JOIN ragstore.chunks AS c ON c.chunk_id = o.chunk_id
+JOIN ragstore.chunks AS c ON c.family = o.family AND c.chunk_id = o.chunk_id
 {pending}
   AND o.chunk_id > %(after)s
 ORDER BY o.chunk_id
@@ -40,17 +40,26 @@ SELECT count(*),
            SELECT 1 FROM ragstore.embedding_cache AS k
            WHERE k.model = %(cache_key)s AND k.content_sha256 = c.content_sha256))
 FROM ragstore.{old} AS o
-JOIN ragstore.chunks AS c ON c.chunk_id = o.chunk_id
+JOIN ragstore.chunks AS c ON c.family = o.family AND c.chunk_id = o.chunk_id
 {pending}
 
 -- name: count_rows
 SELECT count(*) FROM ragstore.{old}
 
+-- name: count_todo_fresh
+-- For a dry run before the new table exists: every row of the old table, and those already cached.
+SELECT count(*),
+       count(*) FILTER (WHERE EXISTS (
+           SELECT 1 FROM ragstore.embedding_cache AS k
+           WHERE k.model = %(cache_key)s AND k.content_sha256 = c.content_sha256))
+FROM ragstore.{old} AS o
+JOIN ragstore.chunks AS c ON c.family = o.family AND c.chunk_id = o.chunk_id
+
 -- name: sample
 -- Texts for a dry run's timing: uncached ones, spread over the table by a hash of the id.
 SELECT c.text
 FROM ragstore.{old} AS o
-JOIN ragstore.chunks AS c ON c.chunk_id = o.chunk_id
+JOIN ragstore.chunks AS c ON c.family = o.family AND c.chunk_id = o.chunk_id
 WHERE NOT EXISTS (
     SELECT 1 FROM ragstore.embedding_cache AS k
     WHERE k.model = %(cache_key)s AND k.content_sha256 = c.content_sha256)

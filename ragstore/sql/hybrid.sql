@@ -6,29 +6,32 @@
 -- ragstore.search.filters over the family table "e" and chunks "c": the package/metadata filter ANDed
 -- with "c.tsv @@ m.wide" for the full-text leg and with "%(use_vector)s" for the vector leg).
 --
--- Parameters: query (text), fts_config (regconfig name), any (true: a plain-words query also matches
+-- A family serves its own chunks only: chunks are read with c.family = %(family)s, joined to the family
+-- table on (family, chunk_id) and on equal content_sha256 (the vector is the embedding of the text).
+--
+-- Parameters: family (the family's name), query (text), fts_config (regconfig name), any (true: a plain-words query also matches
 -- chunks holding only some of its words, chunks holding all of them ranked first), norm (ts_rank_cd
 -- normalisation flags), fts_n / vec_n (top-N per leg), q (the query vector), use_vector (false for a
 -- zero-magnitude query: the vector leg is empty), w_fts / w_vec (RRF leg weights), rrf_k, k.
 
 -- name: query_terms
 -- The CTEs both blocks start with ({query_terms}): q, the query as a strict tsquery; terms, each distinct
--- word (lexeme) of the query with its inverse document frequency over the chunk table; m, the tsquery a
+-- word (lexeme) of the query with its inverse document frequency over the family's chunks; m, the tsquery a
 -- chunk must match (strict, or any of the words when the "any" parameter is true).
 q AS MATERIALIZED (
     SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
 ),
--- each distinct word (lexeme) of the query, with its inverse document frequency over the chunk table
+-- each distinct word (lexeme) of the query, with its inverse document frequency over the family's chunks
 terms AS MATERIALIZED (
     SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
     FROM (
-        SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.tsv @@ x.tq) AS df
+        SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.family = %(family)s AND d.tsv @@ x.tq) AS df
         FROM (
             SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
             FROM unnest(tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))) AS lexeme
         ) AS x
     ) AS l
-    CROSS JOIN (SELECT greatest(count(*), 1)::float8 AS n FROM ragstore.chunks) AS n
+    CROSS JOIN (SELECT greatest(count(*), 1)::float8 AS n FROM ragstore.chunks AS d WHERE d.family = %(family)s) AS n
 ),
 m AS MATERIALIZED (
     SELECT q.strict,
@@ -49,7 +52,8 @@ fts AS (
             FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0) AS score
     FROM m
     CROSS JOIN ragstore.chunks AS c
-    JOIN ragstore.{table} AS e ON e.chunk_id = c.chunk_id
+    JOIN ragstore.{table} AS e
+      ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
     {where_fts}
     ORDER BY score DESC, c.chunk_id
     LIMIT %(k)s
@@ -57,8 +61,9 @@ fts AS (
 SELECT f.chunk_id, c.package_path, f.score, c.text, c.metadata, e.embedding, c.created_at,
        row_number() OVER (ORDER BY f.score DESC, f.chunk_id) AS fts_rank
 FROM fts AS f
-JOIN ragstore.chunks AS c ON c.chunk_id = f.chunk_id
 JOIN ragstore.{table} AS e ON e.chunk_id = f.chunk_id
+JOIN ragstore.chunks AS c
+  ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
 ORDER BY fts_rank;
 
 -- name: hybrid
@@ -70,7 +75,8 @@ fts_top AS MATERIALIZED (
             FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0) AS score
     FROM m
     CROSS JOIN ragstore.chunks AS c
-    JOIN ragstore.{table} AS e ON e.chunk_id = c.chunk_id
+    JOIN ragstore.{table} AS e
+      ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
     {where_fts}
     ORDER BY score DESC, c.chunk_id
     LIMIT %(fts_n)s
@@ -111,6 +117,7 @@ SELECT u.chunk_id, c.package_path, u.score, c.text, c.metadata, e.embedding, c.c
        coalesce(u.fts_score, (SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
                      FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0) AS lexical
 FROM fused AS u
-JOIN ragstore.chunks AS c ON c.chunk_id = u.chunk_id
 JOIN ragstore.{table} AS e ON e.chunk_id = u.chunk_id
+JOIN ragstore.chunks AS c
+  ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
 ORDER BY u.score DESC, u.chunk_id;

@@ -31,19 +31,22 @@ COPY ragstore_stage_embeddings (chunk_id, package_path, embedding, model, conten
 FROM STDIN (FORMAT BINARY)
 
 -- name: lookup
--- What the store holds for a batch of ids: the chunk's record hash, and this family's embedding hash.
-SELECT c.chunk_id, c.record_sha256, e.content_sha256, e.model
+-- What the family holds for a batch of ids: its chunk's record and content hashes, and its embedding's
+-- content hash and model.
+SELECT c.chunk_id, c.record_sha256, c.content_sha256, e.content_sha256, e.model
 FROM unnest(%(ids)s::text[]) AS i (chunk_id)
-JOIN ragstore.chunks AS c ON c.chunk_id = i.chunk_id
+JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.chunk_id = i.chunk_id
 LEFT JOIN ragstore.{table} AS e ON e.chunk_id = i.chunk_id
 
 -- name: merge_chunks
+-- The family's own chunk rows: a chunk_id another family holds is another row, never touched here.
 INSERT INTO ragstore.chunks AS c
-    (chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config)
-SELECT chunk_id, package_path, text, content_sha256, record_sha256, metadata::jsonb, fts_config::regconfig
+    (family, chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config)
+SELECT %(family)s, chunk_id, package_path, text, content_sha256, record_sha256, metadata::jsonb,
+       fts_config::regconfig
 FROM ragstore_stage_chunks
 ORDER BY chunk_id
-ON CONFLICT (chunk_id) DO UPDATE SET
+ON CONFLICT (family, chunk_id) DO UPDATE SET
     package_path   = EXCLUDED.package_path,
     text           = EXCLUDED.text,
     content_sha256 = EXCLUDED.content_sha256,
@@ -51,7 +54,7 @@ ON CONFLICT (chunk_id) DO UPDATE SET
     metadata       = EXCLUDED.metadata,
     fts_config     = EXCLUDED.fts_config,
     updated_at     = now()
-WHERE c.record_sha256 IS DISTINCT FROM EXCLUDED.record_sha256
+WHERE (c.record_sha256, c.content_sha256) IS DISTINCT FROM (EXCLUDED.record_sha256, EXCLUDED.content_sha256)
 RETURNING c.chunk_id
 
 -- name: merge_embeddings
@@ -69,7 +72,7 @@ WHERE (e.content_sha256, e.model, e.package_path, e.embedding)
 RETURNING e.chunk_id, (e.xmax = 0) AS inserted
 
 -- name: sync_package_path
--- A chunk that moved to another package keeps its vector; every family's copy of package_path follows.
+-- A chunk that moved to another package keeps its vector; the family table's copy of package_path follows.
 UPDATE ragstore.{table} AS e
 SET package_path = s.package_path
 FROM ragstore_stage_chunks AS s
@@ -79,10 +82,12 @@ WHERE e.chunk_id = s.chunk_id AND e.package_path IS DISTINCT FROM s.package_path
 COPY ragstore_seen (chunk_id) FROM STDIN (FORMAT BINARY)
 
 -- name: prune
--- Chunks of the packages this run read (or of the folders it walked) that the input no longer has.
+-- The family's chunks of the packages this run read (or of the folders it walked) that the input no
+-- longer has; other families' chunks are never candidates.
 WITH gone AS (
     DELETE FROM ragstore.chunks AS c
-    WHERE (c.package_path = ANY (%(packages)s::text[]) OR c.package_path LIKE ANY (%(prefixes)s::text[]))
+    WHERE c.family = %(family)s
+      AND (c.package_path = ANY (%(packages)s::text[]) OR c.package_path LIKE ANY (%(prefixes)s::text[]))
       AND NOT EXISTS (SELECT 1 FROM ragstore_seen AS s WHERE s.chunk_id = c.chunk_id)
     RETURNING 1
 )

@@ -3,6 +3,9 @@
 -- always parameters. Score is cosine similarity 1 - (a <=> b); pgvector returns NaN for a zero vector,
 -- which scores 0 (cosine undefined, 0 is the neutral "orthogonal"). Every block returns
 -- chunk_id, package_path, score, text, metadata, embedding ordered by score DESC, chunk_id ASC.
+-- A family serves its own chunks only: every join to ragstore.chunks is on (family, chunk_id), and also
+-- requires the row's content_sha256 to be the chunk's, so a vector is never served with a text it is not
+-- the embedding of (ragstore's writer keeps them equal; a row written behind its back is left out).
 
 -- name: hnsw
 -- ONE statement: the HNSW settings, then the index scan, then the text of only the k rows found. The
@@ -25,13 +28,15 @@ FROM (
            || set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true) AS settings
 ) AS s
 CROSS JOIN LATERAL (
-    SELECT e.chunk_id, e.package_path, e.embedding, e.embedding <=> %(q)s::{vtype} AS distance
+    SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding,
+           e.embedding <=> %(q)s::{vtype} AS distance
     FROM ragstore.{table} AS e {join}
     {where}
     ORDER BY e.embedding <=> %(q)s::{vtype}
     LIMIT {k}
 ) AS t
-JOIN ragstore.chunks AS ch ON ch.chunk_id = t.chunk_id
+JOIN ragstore.chunks AS ch
+  ON ch.family = t.family AND ch.chunk_id = t.chunk_id AND ch.content_sha256 = t.content_sha256
 ORDER BY score DESC, t.chunk_id
 
 -- name: exact_subset
@@ -42,7 +47,7 @@ ORDER BY score DESC, t.chunk_id
 -- {k} is a literal and {embedding} t.embedding or NULL, as in the hnsw block.
 SELECT t.chunk_id, t.package_path, t.score, ch.text, NULLIF(ch.metadata, '{{}}'::jsonb), {embedding}
 FROM (
-    SELECT e.chunk_id, e.package_path, e.embedding,
+    SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding,
            1 - CASE WHEN d.distance = 'NaN'::float8 THEN 1 ELSE d.distance END AS score
     FROM ragstore.{table} AS e {join}
     CROSS JOIN LATERAL (SELECT e.embedding <=> %(q)s::{vtype} AS distance) AS d
@@ -50,20 +55,23 @@ FROM (
     ORDER BY score DESC, e.chunk_id
     LIMIT {k}
 ) AS t
-JOIN ragstore.chunks AS ch ON ch.chunk_id = t.chunk_id
+JOIN ragstore.chunks AS ch
+  ON ch.family = t.family AND ch.chunk_id = t.chunk_id AND ch.content_sha256 = t.content_sha256
 ORDER BY t.score DESC, t.chunk_id
 
 -- name: zero_query
 -- A zero-magnitude query scores 0 against every row: the first k rows by chunk_id ({k} a literal).
 WITH top AS (
-    SELECT e.chunk_id, e.package_path, e.embedding
+    SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding
     FROM ragstore.{table} AS e {join}
     {where}
     ORDER BY e.chunk_id
     LIMIT {k}
 )
 SELECT t.chunk_id, t.package_path, 0::float8 AS score, ch.text, ch.metadata, t.embedding
-FROM top AS t JOIN ragstore.chunks AS ch ON ch.chunk_id = t.chunk_id
+FROM top AS t
+JOIN ragstore.chunks AS ch
+  ON ch.family = t.family AND ch.chunk_id = t.chunk_id AND ch.content_sha256 = t.content_sha256
 ORDER BY t.chunk_id
 
 -- name: stream_vectors
@@ -83,9 +91,12 @@ CROSS JOIN LATERAL (
 WHERE b.ids IS NOT NULL
 
 -- name: hits_by_ids
--- Text, metadata and vectors of the exact path's top k, in one statement.
+-- Text, metadata and vectors of the exact path's top k, in one statement (a row failing the content
+-- check is left out here: the streamed scan reads the family table alone).
 SELECT e.chunk_id, e.package_path, ch.text, ch.metadata, e.embedding
-FROM ragstore.{table} AS e JOIN ragstore.chunks AS ch ON ch.chunk_id = e.chunk_id
+FROM ragstore.{table} AS e
+JOIN ragstore.chunks AS ch
+  ON ch.family = e.family AND ch.chunk_id = e.chunk_id AND ch.content_sha256 = e.content_sha256
 WHERE e.chunk_id = ANY (%(ids)s::text[])
 
 -- name: sample_vectors

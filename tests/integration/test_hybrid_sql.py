@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +15,6 @@ from ragstore.search.hybrid import hybrid_search
 from tests.integration.test_hybrid import QUERY, family  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _migration() -> Any:
-    spec = importlib.util.spec_from_file_location("m0005", ROOT / "migrations" / "versions" / "0005_hybrid.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_sql_function_returns_what_the_library_returns(conn: Any, family: Any) -> None:  # noqa: F811
@@ -41,10 +32,6 @@ def test_sql_function_refuses_an_unknown_family(conn: Any, family: Any) -> None:
 
     with pytest.raises(NotFound), db_errors():
         conn.execute("SELECT * FROM ragstore.hybrid_search('nope', 'apple', %s, 3)", (Vector(np.ones(16)),))
-
-
-def test_people_sql_file_holds_the_migration_text() -> None:
-    assert _migration().UPGRADE.strip() in (ROOT / "sql" / "hybrid.sql").read_text(encoding="utf-8")
 
 
 def test_downgrade_to_0004_drops_the_function_and_upgrade_restores_it(dsn: str, conn: Any) -> None:

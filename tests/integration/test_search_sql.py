@@ -89,12 +89,27 @@ def test_sql_search_k_wider_than_ef_search_still_returns_k(conn, docs):
     assert len(sql_search(conn, "docs", clustered(1, seed=4)[0], 150)) == 150
 
 
+def test_sql_search_k_at_the_documented_maximum_runs(conn, docs):
+    """k = 1000 is hnsw.ef_search's upper bound: the function clamps the setting and answers."""
+    rows = sql_search(conn, "docs", clustered(1, seed=5)[0], 1000)
+    count = conn.execute("SELECT count(*) FROM ragstore.emb_docs").fetchone()[0]
+    assert len(rows) == min(1000, count)
+
+
 @pytest.mark.parametrize(
     ("statement", "args", "sqlstate", "message"),
     [
         ("SELECT * FROM ragstore.search(%s, %s, 5)", ("nope", Vector([1.0] * 16)), "42704", "no family named 'nope'"),
         ("SELECT * FROM ragstore.search(%s, %s, 5)", ("docs", Vector([1.0] * 17)), "22000", "17 dimensions"),
-        ("SELECT * FROM ragstore.search(%s, %s, 0)", ("docs", Vector([1.0] * 16)), "22023", "positive integer"),
+        ("SELECT * FROM ragstore.search(%s, %s, 0)", ("docs", Vector([1.0] * 16)), "22023", "from 1 to 1000"),
+        ("SELECT * FROM ragstore.search(%s, %s, 1001)", ("docs", Vector([1.0] * 16)), "22023", "from 1 to 1000"),
+        ("SELECT * FROM ragstore.search_text(%s, %s, 1001)", ("docs", "keys"), "22023", "from 1 to 1000"),
+        (
+            "SELECT * FROM ragstore.hybrid_search(%s, 'keys', %s, 1001)",
+            ("docs", Vector([1.0] * 16)),
+            "22023",
+            "from 1 to 1000",
+        ),
         ("SELECT * FROM ragstore.search_text(%s, %s, 5)", ("nope", "keys"), "42704", "no family named 'nope'"),
         ("SELECT * FROM ragstore.search_text(%s, %s, 5)", ("docs", "  "), "22023", "empty"),
     ],
@@ -135,6 +150,9 @@ def test_migration_0002_goes_down_and_up_again(empty_dsn):
     migrate.upgrade(empty_dsn, "0002")
     with connect(empty_dsn) as conn:
         assert conn.execute(FUNCTIONS).fetchone() == (2,)
+    # Families of this version's code need the family chunks of revision 0007.
+    migrate.upgrade(empty_dsn)
+    with connect(empty_dsn) as conn:
         fam = families.create_family(conn, "docs", OfflineBackend())
         record = ChunkRecord(chunk_id="a", package_path="p", text="rotate keys")
         write_records(conn, fam, OfflineBackend(), [("0", record)])

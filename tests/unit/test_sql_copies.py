@@ -45,6 +45,8 @@ def newest_frozen() -> dict[str, tuple[str, str]]:
     """``{function: (frozen file name, definition)}`` from the newest revision file defining each."""
     newest: dict[str, tuple[str, str]] = {}
     for path in sorted(FROZEN.glob("*.sql")):  # NNNN_ prefixes: name order is revision order
+        if path.stem.endswith("_down"):  # a downgrade restores an older definition
+            continue
         for name, statement in definitions(path.read_text(encoding="utf-8")).items():
             newest[name] = (path.name, statement)
     return newest
