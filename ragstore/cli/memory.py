@@ -1,4 +1,4 @@
-"""``ragstore memory add|import|compose|recall|forget|grant|revoke|principals``: agent memory (SPEC 7).
+"""``ragstore memory add|import|compose|recall|forget|grant|revoke|principals``: agent memory.
 
 Each command parses its options, calls one library function of :mod:`ragstore.memory` and prints.
 Errors are :class:`~ragstore.errors.RagstoreError` and reach the main group, which prints one line.

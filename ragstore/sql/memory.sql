@@ -1,4 +1,4 @@
--- Agent memory (SPEC 7): the five append-only stores in ragstore.memory, their recall embeddings in
+-- Agent memory: the five append-only stores in ragstore.memory, their recall embeddings in
 -- ragstore.memory_embeddings, the logged erasure path, and the owner's bindings of agents to roles.
 -- Row-level security (migration 0008) shows a role only the agents bound to it in
 -- ragstore.agent_principals (the owner side sees all); every block also names the agent in its WHERE
