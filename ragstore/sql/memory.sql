@@ -53,6 +53,9 @@ WHERE m.agent = %(agent)s
 ORDER BY m.at DESC, m.id
 LIMIT %(limit)s
 
+-- name: may_store_embeddings
+SELECT has_table_privilege('ragstore.memory_embeddings', 'INSERT')
+
 -- name: insert_embedding
 INSERT INTO ragstore.memory_embeddings (agent, id, model, dim, embedding)
 VALUES (%(agent)s, %(id)s, %(model)s, %(dim)s, %(embedding)s)

@@ -357,3 +357,21 @@ def test_memory_import_fills_a_missing_at_like_add(dsn: str, tmp_path: Path) -> 
     assert before - timedelta(seconds=1) <= row[0] <= datetime.now(UTC)
     again = run(dsn, "memory", "import", str(path), "--json")
     assert again.exit_code == 0 and json.loads(again.output)["existing"] == 1, again.output
+
+
+def test_reader_recalls_its_agent_without_writing_embeddings(seeded: str, roles: Roles) -> None:
+    from ragstore.memory import recall
+
+    _, owner = roles.login("ragstore_owner")
+    reader, reader_dsn = roles.login("ragstore_reader")
+    bind_agent(owner, "ana", reader)
+    profile = AgentProfile(agent="ana", stores=EVERY_STORE)
+    with connect(reader_dsn) as conn:
+        first = recall(conn, profile, "rollout plan", k=5, now=NOW)
+    assert first.pending and first.embedded == 0  # nothing stored by the reader; the lexical leg answers
+    assert {h.record.id for h in first.hits} <= {"a-sem", "a-dec"} and first.hits
+    with connect(seeded) as conn:  # the owner side (here the superuser) embeds
+        recall(conn, profile, "rollout plan", k=5, now=NOW)
+    with connect(reader_dsn) as conn:
+        second = recall(conn, profile, "rollout plan", k=5, now=NOW)
+    assert not second.pending and {h.record.id for h in second.hits} == {"a-sem", "a-dec"}
