@@ -375,3 +375,20 @@ def test_reader_recalls_its_agent_without_writing_embeddings(seeded: str, roles:
     with connect(reader_dsn) as conn:
         second = recall(conn, profile, "rollout plan", k=5, now=NOW)
     assert not second.pending and {h.record.id for h in second.hits} == {"a-sem", "a-dec"}
+
+
+def test_migration_gives_family_tables_a_superuser_made_earlier_to_ragstore_owner(dsn: str) -> None:
+    from ragstore import migrate
+
+    with connect(dsn) as conn:
+        families.create_family(conn, "docs", OfflineBackend())
+        conn.execute("ALTER TABLE ragstore.emb_docs OWNER TO current_user")  # as an older version left it
+        conn.commit()
+    migrate.downgrade(dsn, "0006")
+    migrate.upgrade(dsn)
+    with psycopg.connect(dsn) as conn:
+        owner = conn.execute("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'ragstore.emb_docs'::regclass")
+        assert owner.fetchone() == ("ragstore_owner",)
+        assert conn.execute("SELECT has_table_privilege('ragstore_app', 'ragstore.families', 'UPDATE')").fetchone() == (
+            False,
+        )
