@@ -44,6 +44,8 @@ def run_migrations_online() -> None:
                 context.run_migrations()
             connection.commit()
         finally:
+            # A failed migration leaves its transaction aborted: end it, or the unlock fails and hides the error.
+            connection.rollback()
             connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATE_LOCK})
             connection.commit()
 

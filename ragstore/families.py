@@ -181,6 +181,27 @@ def create_table(conn: Conn, family: Family) -> None:
     ids = family.identifiers()
     for block in ("create_table", "create_package_index", "create_hnsw_index"):
         conn.execute(sql.SQL(query("families", block)).format(**ids))
+    give_table_to_owner(conn, family)
+
+
+def give_table_to_owner(conn: Conn, family: Family) -> None:
+    """Make ``ragstore_owner`` the owner of the family's new table and grant the app and reader their rights.
+
+    A table belongs to whoever created it (a superuser, a deployer): given to ``ragstore_owner`` here, every
+    member of the owner role can maintain it, and the bulk-load functions (SECURITY DEFINER, owned by
+    ``ragstore_owner``) can drop and build its index. Skipped when the roles do not exist or the creator
+    may not act as ``ragstore_owner``. Runs inside the caller's transaction.
+    """
+    ids = {"table": sql.Identifier(family.table)}
+    row = conn.execute(query("roles", "owner_transfer"), {"table": family.table}).fetchone()
+    if row is None or not row[1]:
+        return
+    if row[0]:
+        conn.execute(sql.SQL(query("roles", "give_table_to_owner")).format(**ids))
+    exists = conn.execute(query("roles", "group_roles_exist")).fetchone()
+    if exists and exists[0]:
+        conn.execute(sql.SQL(query("roles", "grant_table_to_app")).format(**ids))
+        conn.execute(sql.SQL(query("roles", "grant_table_to_reader")).format(**ids))
 
 
 def get_family(conn: Conn, name: str) -> Family:
@@ -246,10 +267,23 @@ def has_hnsw_index(conn: Conn, family: Family) -> bool:
     return bool(row and row[0])
 
 
+def _may_own(conn: Conn, family: Family) -> bool:
+    """Whether this session has the privileges of the family table's owner (else: the definer functions)."""
+    row = conn.execute(query("roles", "may_own_table"), {"table": family.table}).fetchone()
+    return bool(row and row[0])
+
+
 def ensure_hnsw_index(conn: Conn, family: Family) -> None:
-    """Build the HNSW index when missing (after a bulk load), with build memory raised for this transaction."""
+    """Build the HNSW index when missing (after a bulk load), with build memory raised for this transaction.
+
+    A role that does not own the table (the app) goes through ``ragstore.family_build_hnsw``, which builds
+    the same index as its owner (SECURITY DEFINER, the family found by name in the registry).
+    """
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
+        if not _may_own(conn, family):
+            conn.execute(query("roles", "build_hnsw"), {"family": family.name})
+            return
         conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
         conn.execute(sql.SQL(query("families", "create_hnsw_index")).format(**family.identifiers()))
 
@@ -264,13 +298,25 @@ def cluster_by_package(conn: Conn, family: Family) -> None:
     """
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
+        if not _may_own(conn, family):  # the app: ragstore.family_bulk_cluster clusters and analyzes
+            conn.execute(query("roles", "bulk_cluster"), {"family": family.name})
+            return
         conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
         conn.execute(sql.SQL(query("families", "cluster_by_package")).format(**family.identifiers()))
     with conn.transaction(), db_errors():
         conn.execute(sql.SQL(query("families", "analyze_table")).format(**family.identifiers()))
 
 
-def drop_hnsw_index(conn: Conn, family: Family) -> None:
+def drop_hnsw_index(conn: Conn, family: Family) -> bool:
+    """Drop the family's HNSW index for a bulk load; True when it is gone.
+
+    A role that does not own the table (the app) goes through ``ragstore.family_bulk_drop_hnsw``, which
+    drops it only while the family's table is empty (returns False otherwise).
+    """
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
+        if not _may_own(conn, family):
+            row = conn.execute(query("roles", "bulk_drop_hnsw"), {"family": family.name}).fetchone()
+            return bool(row and row[0])
         conn.execute(sql.SQL(query("families", "drop_hnsw_index")).format(**family.identifiers()))
+    return True

@@ -37,7 +37,7 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import UNCACHED_BACKENDS, cache_key, embed_cached, key_for, seed_from_family
 from ragstore.errors import Conflict, InvalidInput
-from ragstore.families import Family, ensure_hnsw_index, get_family, vector_type_for
+from ragstore.families import Family, ensure_hnsw_index, get_family, give_table_to_owner, vector_type_for
 from ragstore.ingest.records import check_matrix
 
 Conn = psycopg.Connection[Any]
@@ -311,6 +311,7 @@ def _begin(conn: Conn, family: Family, new: Family, target: Target) -> None:
         # The HNSW index comes after the backfill: building once beats maintaining it row by row.
         for block in ("create_table", "create_package_index"):
             conn.execute(sql.SQL(query("families", block)).format(**ids))
+        give_table_to_owner(conn, new)
 
 
 class _Copier:

@@ -9,14 +9,17 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
+import sqlalchemy.exc
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from ragstore.db.connection import connect, db_errors, resolve_dsn
-from ragstore.errors import SchemaError
+from ragstore.db.connection import connect, db_errors, map_db_error, resolve_dsn
+from ragstore.db.sqlfiles import query
+from ragstore.errors import PermissionDenied, SchemaError
 
 _UPGRADE_LOCK = 0x7261_6773_7570  # "ragsup"
 
@@ -92,16 +95,41 @@ def _check_encoding(dsn: str) -> None:
         )
 
 
+def _check_may_migrate(dsn: str) -> None:
+    """Refuse, in one line, a role that is not the owner side (the app and reader roles never migrate)."""
+    with connect(dsn, autocommit=True) as conn, db_errors():
+        row = conn.execute(query("roles", "may_migrate")).fetchone()
+    if row is not None and not row[1]:
+        raise PermissionDenied(
+            f"permission denied: role {row[0]!r} may not migrate the ragstore schema; run `ragstore migrate` as "
+            "a member of ragstore_owner or a superuser (`ragstore migrate --status` works for every role)"
+        )
+
+
+def _run_alembic(fn: Any, *args: Any) -> None:
+    """Run an Alembic command; a database error inside it becomes the mapped one-line ragstore error."""
+    try:
+        fn(*args)
+    except sqlalchemy.exc.DBAPIError as exc:
+        if isinstance(exc.orig, psycopg.Error):
+            map_db_error(exc.orig)
+        raise
+
+
 def upgrade(dsn: str | None = None, revision: str = "head") -> MigrationResult:
-    """Migrate to ``revision`` (head by default). Idempotent: at head it changes nothing."""
+    """Migrate to ``revision`` (head by default). Idempotent: at head it changes nothing.
+
+    Raises :class:`~ragstore.errors.PermissionDenied` for a role that is not the owner side.
+    """
     target = resolve_dsn(dsn)
+    _check_may_migrate(target)
     _check_encoding(target)
     # Held across read-before, upgrade and read-after, so concurrent callers see each other's work and
     # exactly one of them reports the change. (env.py takes its own lock for plain `alembic upgrade`.)
     with connect(target, autocommit=True) as lock, db_errors():
         lock.execute("SELECT pg_advisory_lock(%s)", (_UPGRADE_LOCK,))
         before = current_revision(target)
-        command.upgrade(_config(target), revision)
+        _run_alembic(command.upgrade, _config(target), revision)
         after = current_revision(target)
     assert after is not None
     script = ScriptDirectory.from_config(_config(None))
@@ -115,9 +143,10 @@ def upgrade(dsn: str | None = None, revision: str = "head") -> MigrationResult:
 def downgrade(dsn: str | None = None, revision: str = "base") -> MigrationResult:
     """Migrate down to ``revision``. ``base`` removes every ragstore table (and its data)."""
     target = resolve_dsn(dsn)
+    _check_may_migrate(target)
     before = current_revision(target)
     with db_errors():
-        command.downgrade(_config(target), revision)
+        _run_alembic(command.downgrade, _config(target), revision)
     after = current_revision(target)
     return MigrationResult(before=before, after=after or "base", applied=())
 

@@ -4,11 +4,16 @@
 -- CREATEROLE. When it has neither, run the first block as a role that may create roles, then
 -- `ragstore migrate` again (or run the whole file after migrating): every statement is idempotent.
 --
---   ragstore_owner   NOLOGIN  owns schema ragstore and every object in it; family tables are created by it
---                             (or by the migrating role): `ragstore migrate` and `ragstore family create`
---   ragstore_app     NOLOGIN  indexes and searches: SELECT/INSERT/UPDATE/DELETE, EXECUTE, TEMP tables;
---                             no CREATE or ALTER in schema ragstore
---   ragstore_reader  NOLOGIN  SELECT and EXECUTE only
+--   ragstore_owner   NOLOGIN  owns schema ragstore and every object in it: `ragstore migrate`, `family
+--                             create/drop/migrate`, the registry ragstore.families, agent bindings
+--                             (ragstore.agent_principals), memory erasure (ragstore.memory_forget)
+--   ragstore_app     NOLOGIN  indexes and searches: DML on chunks, family tables and the embedding cache,
+--                             EXECUTE, TEMP tables; SELECT on the registry; appends and reads the memory of
+--                             the agents bound to it; no CREATE or ALTER in schema ragstore
+--   ragstore_reader  NOLOGIN  SELECT and EXECUTE only; reads the memory of the agents bound to it
+--
+-- Migration 0008 narrows what the grants below give (the registry, memory and its erasure log); run
+-- `ragstore migrate` after this file, and it applies them.
 --
 -- The roles are cluster-wide. They are never dropped by a downgrade; to remove them from a cluster where
 -- no database uses them any more:  REASSIGN OWNED BY ragstore_owner TO postgres; DROP OWNED BY ragstore_app;
@@ -28,6 +33,7 @@ $$;
 
 -- 2. People and services log in as their own role and inherit a group role:
 --      CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE ragstore_app;      -- or: GRANT ragstore_app TO alice;
+--      (then, as the owner, bind the memory agents alice acts for: ragstore memory grant --agent ana --role alice)
 --      CREATE ROLE grafana LOGIN PASSWORD '...' IN ROLE ragstore_reader;
 --      GRANT ragstore_owner TO deployer;   -- runs `ragstore migrate` and `ragstore family create`
 --    or, for a single service account, let the group role log in itself:
@@ -53,6 +59,18 @@ GRANT SELECT ON ALL TABLES IN SCHEMA ragstore TO ragstore_reader;
 GRANT SELECT ON ALL SEQUENCES IN SCHEMA ragstore TO ragstore_reader;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA ragstore TO ragstore_app, ragstore_reader;
 REVOKE INSERT, UPDATE, DELETE ON ragstore.alembic_version FROM ragstore_app;
+-- What migration 0008 takes back (the registry is the owner's; memory is append-only and its erasure the
+-- owner's; bindings are the owner's):
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ragstore.families FROM ragstore_app, ragstore_reader;
+REVOKE UPDATE, DELETE, TRUNCATE ON ragstore.memory, ragstore.memory_embeddings FROM ragstore_app, ragstore_reader;
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ragstore.memory_forget_log FROM ragstore_app, ragstore_reader;
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ragstore.agent_principals FROM ragstore_app, ragstore_reader;
+REVOKE ALL ON FUNCTION ragstore.memory_forget(text, text, text) FROM PUBLIC, ragstore_app, ragstore_reader;
+GRANT EXECUTE ON FUNCTION ragstore.memory_forget(text, text, text) TO ragstore_owner;
+REVOKE ALL ON FUNCTION ragstore.family_bulk_drop_hnsw(text), ragstore.family_bulk_cluster(text),
+    ragstore.family_build_hnsw(text) FROM PUBLIC, ragstore_reader;
+GRANT EXECUTE ON FUNCTION ragstore.family_bulk_drop_hnsw(text), ragstore.family_bulk_cluster(text),
+    ragstore.family_build_hnsw(text) TO ragstore_app;
 
 -- Family tables are created at `ragstore family create` time, by the owner side only (the app role has no
 -- CREATE on the schema). Default privileges give the app and the reader their rights on them.

@@ -1,4 +1,4 @@
-"""``ragstore memory add|import|compose|recall|forget``: agent memory.
+"""``ragstore memory add|import|compose|recall|forget|grant|revoke|principals``: agent memory.
 
 Each command parses its options, calls one library function of :mod:`ragstore.memory` and prints.
 Errors are :class:`~ragstore.errors.RagstoreError` and reach the main group, which prints one line.
@@ -15,6 +15,7 @@ import click
 from ragstore.cli.app import CliError, app, emit_json
 from ragstore.embed.registry import BACKENDS, make_backend
 from ragstore.memory.models import ALL_STORES, load_profile
+from ragstore.memory.principals import grant_agent, list_principals, revoke_agent
 from ragstore.memory.recall import recall
 from ragstore.memory.store import add_records, compose_from_db, forget, import_jsonl, make_record
 
@@ -48,11 +49,16 @@ def memory_group() -> None:
 @click.option("--confidence", type=float, default=None, help="0..1 (default 0.5).")
 @click.option("--tags", default=None, help="Comma-separated tags, e.g. a,b.")
 @click.option("--at", "at", default=None, help="ISO 8601 with timezone (default: now).")
-@click.option("--id", "record_id", default=None, help="Record id (default: derived from agent, store, at, content).")
+@click.option(
+    "--id",
+    "record_id",
+    default=None,
+    help="Record id: running the same add again is then a no-op (default: derived from agent, store, at, content).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def memory_add(ctx: click.Context, /, **opts: Any) -> None:
-    """Append one record; adding the same id with the same body again is a no-op."""
+    """Append one record; adding the same --id with the same body again is a no-op (another body: an error)."""
     fields: dict[str, Any] = {
         "agent": opts["agent"],
         "store": opts["store"],
@@ -67,8 +73,10 @@ def memory_add(ctx: click.Context, /, **opts: Any) -> None:
     if opts["record_id"] is not None:
         fields["id"] = opts["record_id"]
     record = make_record(fields, "memory add")
+    # Without --at the time is "now": for a given --id the stored time stands, so a rerun is a no-op.
+    undated = {(record.agent, record.id)} if opts["at"] is None and opts["record_id"] is not None else set()
     with app(ctx).connect() as conn:
-        result = add_records(conn, [record])
+        result = add_records(conn, [record], undated=undated)
     if opts["as_json"]:
         emit_json({"id": record.id, "agent": record.agent, "added": result.added, "existing": result.existing})
     else:
@@ -149,7 +157,7 @@ def memory_recall(ctx: click.Context, /, **opts: Any) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def memory_forget(ctx: click.Context, agent: str, record_id: str, reason: str, as_json: bool) -> None:
-    """Erase one record for legal reasons (DBA role): the one exception to append-only, and logged."""
+    """Erase one record for legal reasons (ragstore_owner only): the one exception to append-only, logged."""
     with app(ctx).connect() as conn:
         result = forget(conn, agent, record_id, reason)
     if as_json:
@@ -158,3 +166,43 @@ def memory_forget(ctx: click.Context, agent: str, record_id: str, reason: str, a
         click.echo(
             f"forgot {result.agent}/{result.store} {result.record_id} (log {result.log_id}, by {result.acting_role})"
         )
+
+
+@memory_group.command("grant")
+@click.option("--agent", required=True, help="The memory agent id.")
+@click.option("--role", "role", required=True, help="The database role that acts for it (its members too).")
+@click.pass_context
+def memory_grant(ctx: click.Context, agent: str, role: str) -> None:
+    """Bind AGENT to a database ROLE: that role reads and appends the agent's memory (owner only)."""
+    with app(ctx).connect() as conn:
+        added = grant_agent(conn, agent, role)
+    click.echo(f"{'granted' if added else 'already granted'}: role {role} acts for agent {agent}")
+
+
+@memory_group.command("revoke")
+@click.option("--agent", required=True, help="The memory agent id.")
+@click.option("--role", "role", required=True, help="The database role bound to it.")
+@click.pass_context
+def memory_revoke(ctx: click.Context, agent: str, role: str) -> None:
+    """Remove the binding of AGENT to ROLE (owner only)."""
+    with app(ctx).connect() as conn:
+        revoke_agent(conn, agent, role)
+    click.echo(f"revoked: role {role} no longer acts for agent {agent}")
+
+
+@memory_group.command("principals")
+@click.option("--agent", default=None, help="Only this agent's bindings.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def memory_principals(ctx: click.Context, agent: str | None, as_json: bool) -> None:
+    """List which database roles act for which agents."""
+    with app(ctx).connect() as conn:
+        bindings = list_principals(conn, agent)
+    if as_json:
+        emit_json([p.to_dict() for p in bindings])
+        return
+    for p in bindings:
+        missing = "" if p.role_exists else "  (role does not exist: grants nothing)"
+        click.echo(f"{p.agent}\t{p.role}\tby {p.granted_by} at {p.to_dict()['granted_at']}{missing}")
+    if not bindings:
+        click.echo("no agent is bound to a role")

@@ -367,8 +367,7 @@ def write_records(
             row = conn.execute(empty_sql).fetchone()
             conn.commit()
         if row and row[0]:
-            drop_hnsw_index(conn, family)
-            bulk = True
+            bulk = drop_hnsw_index(conn, family)
     try:
         for batch in _batches(records, batch_size):
             writer.write_batch(batch)

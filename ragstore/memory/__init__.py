@@ -20,6 +20,7 @@ from ragstore.memory.models import (
     StorePolicy,
     load_profile,
 )
+from ragstore.memory.principals import Principal, grant_agent, list_principals, revoke_agent
 from ragstore.memory.recall import RecallHit, RecallResult, embed_pending, recall
 from ragstore.memory.store import (
     AddResult,
@@ -45,6 +46,7 @@ __all__ = [
     "FunctionReader",
     "MemoryRecord",
     "PostgresReader",
+    "Principal",
     "ReadFailure",
     "ReadRequest",
     "Reader",
@@ -63,9 +65,12 @@ __all__ = [
     "compose_memory",
     "embed_pending",
     "forget",
+    "grant_agent",
     "import_jsonl",
+    "list_principals",
     "load_profile",
     "memory_layers",
     "postgres_binding",
     "recall",
+    "revoke_agent",
 ]

@@ -159,6 +159,8 @@ def recall(
     Raises :class:`~ragstore.errors.InvalidInput` for a blank query, ``k`` or ``pool`` < 1, an
     ``embed_limit`` outside ``0..500``, a naive ``now`` or bad blend settings; ``BackendError`` from
     the backend; mapped database errors. Commits the new embeddings when it opened the transaction.
+    A role without INSERT on ``ragstore.memory_embeddings`` (the reader) embeds nothing and ranks with
+    the embeddings already stored; ``pending`` then says whether records are still unembedded.
     """
     if not query.strip():
         raise InvalidInput("recall needs a non-blank query")
@@ -174,7 +176,18 @@ def recall(
         backend = OfflineBackend()
     query_vector = backend.embed([query.strip()])[0]
     with agent_scope(conn, profile.agent):
-        embedded, pending = _embed_pending(conn, profile, backend, embed_limit)
+        # A read-only role (the reader) cannot store embeddings: it recalls with those already stored
+        # (and the lexical leg), and the records left unembedded are reported as pending.
+        row = conn.execute(sql_block("memory", "may_store_embeddings")).fetchone()
+        may_store = bool(row and row[0])
+        embedded, pending = _embed_pending(conn, profile, backend, embed_limit if may_store else 0)
+        if not may_store:
+            pending = bool(
+                conn.execute(
+                    sql_block("memory", "pending_embeddings"),
+                    {"agent": profile.agent, "stores": _declared(profile), "model": model_key(backend), "limit": 1},
+                ).fetchone()
+            )
         rows = conn.execute(
             sql_block("memory", "recall_candidates"),
             {

@@ -1,13 +1,16 @@
 """Agent memory in Postgres: writing records, the store reader, composition from the database, erasure.
 
-Every database call here runs in a transaction that sets ``ragstore.agent`` for that transaction only
-(:func:`agent_scope`), so the row-level security policy of ``ragstore.memory`` lets a non-superuser
-see that agent's rows and no other; the SQL also names the agent, so a superuser connection (which
-bypasses row-level security) is isolated the same way. The table is append-only: :func:`add_records`
-inserts and never overwrites, and :func:`forget` is the one logged way to erase a record.
+Who may read or append an agent's memory is decided by the database, not by this module: row-level
+security on ``ragstore.memory`` shows a role only the agents bound to it in
+``ragstore.agent_principals`` (the owner side and superusers see all; see :mod:`ragstore.memory.principals`).
+The SQL here also names the agent in every WHERE clause, so a connection that sees every agent (the
+embedded server's superuser) is isolated per agent the same way. The table is append-only:
+:func:`add_records` inserts and never overwrites, and :func:`forget` — the owner's — is the one logged
+way to erase a record.
 
 Errors: :class:`~ragstore.errors.InvalidInput` for a record that fails validation (the message names
 the file, line and field), :class:`~ragstore.errors.Conflict` when an id exists with another body,
+:class:`~ragstore.errors.PermissionDenied` when the role may not write that agent's memory,
 :class:`~ragstore.errors.NotFound` when :func:`forget` finds no such record, and the mapped database
 errors of :func:`ragstore.db.connection.map_db_error`.
 """
@@ -17,9 +20,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,7 @@ from ragstore.common.jsonl import read_objects
 from ragstore.common.like import like_contains
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
-from ragstore.errors import Conflict, InvalidInput, NotFound
+from ragstore.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from ragstore.memory.binding import Binding, ReadRequest, bind
 from ragstore.memory.bundle import Bundle, canonical_bytes, format_at, record_to_dict
 from ragstore.memory.compose import compose_memory
@@ -66,16 +69,14 @@ _MIN_PAGE = 64
 
 @contextlib.contextmanager
 def agent_scope(conn: Conn, agent: str) -> Iterator[None]:
-    """A transaction (a savepoint inside an open one) in which ``ragstore.agent`` is ``agent``.
+    """A transaction (a savepoint inside an open one) for one agent's reads and writes.
 
-    The previous value is put back on the way out, so a caller's own transaction does not keep
-    seeing this agent's rows afterwards. psycopg errors inside are mapped by ``db_errors``.
+    Nothing is set for the agent: the database decides from the session's role which agents it sees
+    (``ragstore.agent_principals``), and the SQL names ``agent``. psycopg errors inside are mapped.
     """
+    del agent  # named by every statement inside; kept in the signature for the callers' clarity
     with db_errors(), conn.transaction():
-        row = conn.execute(query("memory", "enter_agent"), {"agent": agent}).fetchone()
-        previous = row[0] if row is not None and row[0] is not None else ""
         yield
-        conn.execute(query("memory", "leave_agent"), {"previous": previous})
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +93,14 @@ def record_id_for(agent: str, store: str, at: datetime, content: str) -> str:
     return "m-" + hashlib.sha256(key).hexdigest()[:24]
 
 
-def make_record(fields: dict[str, Any], where: str = "record") -> MemoryRecord:
+def make_record(fields: dict[str, Any], where: str = "record", *, now: datetime | None = None) -> MemoryRecord:
     """Validate ``fields`` into a :class:`MemoryRecord`; a missing ``id`` becomes :func:`record_id_for`.
 
+    A missing (or null) ``at`` becomes ``now`` (default: the current time, UTC), as ``memory add`` does.
     Raises :class:`~ragstore.errors.InvalidInput` ``"<where>: field '<name>': <problem>"``.
     """
+    if fields.get("at") is None:
+        fields = {**fields, "at": now if now is not None else datetime.now(UTC)}
     try:
         generated = fields.get("id") is None
         record = MemoryRecord.model_validate({**fields, "id": "pending" if generated else fields["id"]})
@@ -113,30 +117,44 @@ def make_record(fields: dict[str, Any], where: str = "record") -> MemoryRecord:
 def read_jsonl(path: str | Path) -> list[MemoryRecord]:
     """Read and validate a JSONL file of records (blank lines skipped), before anything is written.
 
-    Raises :class:`~ragstore.errors.NotFound` for a missing file and
+    A line without ``at`` gets the time of the import (one instant for the whole file), as ``memory add``
+    does. Raises :class:`~ragstore.errors.NotFound` for a missing file and
     :class:`~ragstore.errors.InvalidInput` ``"FILE:LINE: ..."`` for bad JSON, a line that is not an
     object, a field that fails validation, or an id repeated with another body inside the file.
     """
+    return _read_jsonl(path)[0]
+
+
+def _read_jsonl(path: str | Path) -> tuple[list[MemoryRecord], set[tuple[str, str]]]:
+    """:func:`read_jsonl`, and the (agent, id) keys of the records whose ``at`` the file did not give."""
+    now = datetime.now(UTC)
+    undated: set[tuple[str, str]] = set()
     records: list[MemoryRecord] = []
     seen: dict[tuple[str, str], tuple[int, MemoryRecord]] = {}
     for (where, number, _text), data in read_objects(path):
-        record = make_record(data, where)
+        record = make_record(data, where, now=now)
         key = (record.agent, record.id)
+        if data.get("at") is None and data.get("id") is not None:
+            undated.add(key)
         if key in seen:
             if seen[key][1] != record:
                 raise InvalidInput(f"{where}: id {record.id!r} repeats line {seen[key][0]} with another body")
             continue
         seen[key] = (number, record)
         records.append(record)
-    return records
+    return records, undated
 
 
-def add_records(conn: Conn, records: Iterable[MemoryRecord]) -> AddResult:
+def add_records(conn: Conn, records: Iterable[MemoryRecord], *, undated: Collection[tuple[str, str]] = ()) -> AddResult:
     """Insert ``records`` in one transaction, idempotent by (agent, id).
 
     A record whose id the agent already has is skipped when its stored body is equal, and the whole
     call is refused with :class:`~ragstore.errors.Conflict` (nothing written) when it differs — memory
-    is append-only, so an id never changes meaning. Commits when it opened the transaction.
+    is append-only, so an id never changes meaning. ``undated`` names the (agent, id) records whose
+    ``at`` was filled in with "now" rather than given: for those the stored ``at`` stands, so running
+    the same ``memory add --id`` again is a no-op. Raises :class:`~ragstore.errors.PermissionDenied`
+    (nothing written) when the session's role may not write an agent's memory. Commits when it opened
+    the transaction.
     """
     by_agent: dict[str, dict[str, MemoryRecord]] = {}
     for record in records:
@@ -147,19 +165,44 @@ def add_records(conn: Conn, records: Iterable[MemoryRecord]) -> AddResult:
     added = existing = 0
     with db_errors(), conn.transaction():
         for agent in sorted(by_agent):
-            with agent_scope(conn, agent):
-                group = [by_agent[agent][key] for key in sorted(by_agent[agent])]
-                for start in range(0, len(group), _BATCH):
-                    batch = group[start : start + _BATCH]
-                    new = _insert_batch(conn, batch)
-                    added += len(new)
-                    existing += _check_existing(conn, agent, [r for r in batch if r.id not in new])
+            try:
+                with agent_scope(conn, agent):
+                    group = [by_agent[agent][key] for key in sorted(by_agent[agent])]
+                    for start in range(0, len(group), _BATCH):
+                        batch = group[start : start + _BATCH]
+                        new = _insert_batch(conn, batch)
+                        added += len(new)
+                        old = [r for r in batch if r.id not in new]
+                        existing += _check_existing(conn, agent, old, undated)
+            except PermissionDenied as exc:
+                raise PermissionDenied(
+                    f"permission denied: {_who(conn)} may not write the memory of agent {agent!r} "
+                    f"(the owner binds roles to agents: ragstore memory grant --agent {agent} --role ROLE)"
+                ) from exc
     return AddResult(added=added, existing=existing)
 
 
+def _who(conn: Conn) -> str:
+    """``role 'x'`` (``as 'y'`` when the login role differs), for permission messages; never raises."""
+    try:
+        with conn.transaction():
+            row = conn.execute(query("memory", "acting_roles")).fetchone()
+    except psycopg.Error:
+        return "this role"
+    if row is None:
+        return "this role"
+    current, login = row
+    return f"role {current!r}" if current == login else f"role {login!r} (as {current!r})"
+
+
 def import_jsonl(conn: Conn, path: str | Path) -> AddResult:
-    """Validate every line of ``path`` (:func:`read_jsonl`), then :func:`add_records` them in one transaction."""
-    return add_records(conn, read_jsonl(path))
+    """Validate every line of ``path`` (:func:`read_jsonl`), then :func:`add_records` them in one transaction.
+
+    A line with an ``id`` and no ``at`` is a no-op when that record is stored already (its stored ``at``
+    stands), so importing the same file again adds nothing.
+    """
+    records, undated = _read_jsonl(path)
+    return add_records(conn, records, undated=undated)
 
 
 def _insert_batch(conn: Conn, batch: Sequence[MemoryRecord]) -> set[str]:
@@ -168,7 +211,9 @@ def _insert_batch(conn: Conn, batch: Sequence[MemoryRecord]) -> set[str]:
     return {str(row[0]) for row in rows}
 
 
-def _check_existing(conn: Conn, agent: str, records: Sequence[MemoryRecord]) -> int:
+def _check_existing(
+    conn: Conn, agent: str, records: Sequence[MemoryRecord], undated: Collection[tuple[str, str]]
+) -> int:
     if not records:
         return 0
     rows = conn.execute(query("memory", "records_by_id"), {"agent": agent, "ids": [r.id for r in records]}).fetchall()
@@ -177,6 +222,8 @@ def _check_existing(conn: Conn, agent: str, records: Sequence[MemoryRecord]) -> 
         old = stored.get(record.id)
         if old is None:  # hidden by row-level security or erased meanwhile: never overwrite blindly
             raise Conflict(f"record {record.id!r} of agent {agent!r} exists but cannot be read back")
+        if (agent, record.id) in undated:
+            record = record.model_copy(update={"at": old.at})
         if old != record:
             raise Conflict(
                 f"record {record.id!r} of agent {agent!r} already exists with another body "
@@ -301,10 +348,12 @@ class ForgetResult:
 def forget(conn: Conn, agent: str, record_id: str, reason: str) -> ForgetResult:
     """Erase one record (and its recall embeddings) through ``ragstore.memory_forget``, and log it.
 
-    The DBA path for legal erasure: the role needs DELETE on ``ragstore.memory`` and EXECUTE on the
-    function. Raises :class:`~ragstore.errors.InvalidInput` for a blank reason,
-    :class:`~ragstore.errors.NotFound` when the agent has no such record, and the mapped database
-    error (e.g. a permission error) otherwise. Commits when it opened the transaction.
+    The owner's path for legal erasure: only ``ragstore_owner`` (its members) and superusers may run it;
+    the log row records the login role (``session_user``) and the acting role (``current_user``), taken
+    by the database. Raises :class:`~ragstore.errors.InvalidInput` for a blank reason,
+    :class:`~ragstore.errors.PermissionDenied` for any other role, :class:`~ragstore.errors.NotFound`
+    when the agent has no such record, and the mapped database error otherwise. Commits when it opened
+    the transaction.
     """
     if not reason.strip():
         raise InvalidInput("forget needs a non-blank --reason (it is logged)")

@@ -1,13 +1,8 @@
 -- Agent memory: the five append-only stores in ragstore.memory, their recall embeddings in
--- ragstore.memory_embeddings, and the logged erasure path. Every block runs inside a transaction that
--- has set ragstore.agent (row-level security shows only that agent's rows to non-superusers), and
--- every block also names the agent in its WHERE clause, so a superuser connection is isolated too.
-
--- name: enter_agent
-SELECT current_setting('ragstore.agent', true) AS previous, set_config('ragstore.agent', %(agent)s, true)
-
--- name: leave_agent
-SELECT set_config('ragstore.agent', %(previous)s, true)
+-- ragstore.memory_embeddings, the logged erasure path, and the owner's bindings of agents to roles.
+-- Row-level security (migration 0008) shows a role only the agents bound to it in
+-- ragstore.agent_principals (the owner side sees all); every block also names the agent in its WHERE
+-- clause, so a superuser connection (which bypasses row-level security) is isolated the same way.
 
 -- name: insert_records
 -- Idempotent by (agent, id): an existing id is left alone; the caller compares what came back.
@@ -58,6 +53,9 @@ WHERE m.agent = %(agent)s
 ORDER BY m.at DESC, m.id
 LIMIT %(limit)s
 
+-- name: may_store_embeddings
+SELECT has_table_privilege('ragstore.memory_embeddings', 'INSERT')
+
 -- name: insert_embedding
 INSERT INTO ragstore.memory_embeddings (agent, id, model, dim, embedding)
 VALUES (%(agent)s, %(id)s, %(model)s, %(dim)s, %(embedding)s)
@@ -96,3 +94,31 @@ ORDER BY id
 -- name: forget
 SELECT log_id, agent, store, record_id, reason, forgotten_by, acting_role, forgotten_at
 FROM ragstore.memory_forget(%(agent)s, %(id)s, %(reason)s)
+
+
+-- name: role_exists
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %(role)s)
+
+-- name: grant_agent
+-- The owner side only (app and reader hold SELECT on the table); a second grant is a no-op.
+INSERT INTO ragstore.agent_principals (agent, role_name)
+VALUES (%(agent)s, %(role)s)
+ON CONFLICT (agent, role_name) DO NOTHING
+RETURNING agent
+
+-- name: revoke_agent
+DELETE FROM ragstore.agent_principals
+WHERE agent = %(agent)s AND role_name = %(role)s
+RETURNING agent
+
+-- name: list_principals
+-- Bindings whose role no longer exists are listed with role_exists = false (they grant nothing).
+SELECT p.agent, p.role_name, p.granted_by, p.granted_at,
+       EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = p.role_name) AS role_exists
+FROM ragstore.agent_principals p
+WHERE %(agent)s::text IS NULL OR p.agent = %(agent)s::text
+ORDER BY p.agent, p.role_name
+
+-- name: acting_roles
+-- Who this session is, for error messages: the current role and the login role.
+SELECT current_user::text, session_user::text

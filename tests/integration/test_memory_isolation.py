@@ -1,7 +1,8 @@
 """Binding by absence and isolation between agents, through ragstore and through plain SQL.
 
-The plain-SQL tests run as a throw-away NOLOGIN role made here (``SET ROLE``): a superuser bypasses
-row-level security whatever the table says, so only a non-superuser can prove the policy.
+The plain-SQL tests log in as a throw-away LOGIN member of ``ragstore_app`` that the owner bound to
+agent ``ana``: a superuser bypasses row-level security whatever the table says, so only a non-superuser
+can prove the policy.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import psycopg
 import pytest
 from psycopg import errors as pgerrors
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
-from ragstore.memory import AgentProfile, MemoryRecord, Store, add_records, compose_from_db, recall
+from ragstore.db.connection import connect
+from ragstore.memory import AgentProfile, MemoryRecord, Store, add_records, compose_from_db, grant_agent, recall
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 NOW = T0 + timedelta(days=1)
@@ -41,21 +44,16 @@ def seeded(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
 
 
 @pytest.fixture
-def app_role(seeded: psycopg.Connection[Any]) -> Iterator[str]:
-    """A non-superuser with full DML on the memory tables, as an application role would have."""
+def app_role(seeded: psycopg.Connection[Any], dsn: str) -> Iterator[str]:
+    """A LOGIN member of ragstore_app bound to agent ``ana`` by the owner: the DSN it connects with."""
     role = f"rs_mem_test_{uuid.uuid4().hex[:8]}"
     ident = sql.Identifier(role)
-    seeded.execute(sql.SQL("CREATE ROLE {} NOLOGIN NOSUPERUSER NOBYPASSRLS").format(ident))
-    seeded.execute(sql.SQL("GRANT USAGE ON SCHEMA ragstore TO {}").format(ident))
-    seeded.execute(
-        sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ragstore.memory, ragstore.memory_embeddings TO {}").format(
-            ident
-        )
-    )
+    seeded.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE ragstore_app").format(ident))
     seeded.commit()
-    yield role
+    grant_agent(seeded, "ana", role)
+    yield make_conninfo(dsn, user=role)
     seeded.rollback()
-    seeded.execute("RESET ROLE")
+    seeded.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
     seeded.execute(sql.SQL("DROP OWNED BY {}").format(ident))
     seeded.execute(sql.SQL("DROP ROLE {}").format(ident))
     seeded.commit()
@@ -78,48 +76,36 @@ def test_one_agent_never_reads_anothers_records(seeded: psycopg.Connection[Any])
     assert [h.record.id for h in hits] == ["b-sem"]
 
 
-def test_plain_sql_as_a_non_superuser_sees_only_the_agent_in_ragstore_agent(
-    seeded: psycopg.Connection[Any], app_role: str
-) -> None:
-    seeded.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(app_role)))
-    assert seeded.execute("SELECT count(*) FROM ragstore.memory").fetchone() == (0,)  # no agent set: nothing
-    seeded.execute("SELECT set_config('ragstore.agent', 'ana', true)")
-    rows = seeded.execute("SELECT id FROM ragstore.memory ORDER BY id").fetchall()
-    assert rows == [("a-dec",), ("a-sem",)]
-    assert seeded.execute("SELECT count(*) FROM ragstore.memory WHERE agent = 'bob'").fetchone() == (0,)
-    seeded.rollback()
-    seeded.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(app_role)))
-    seeded.execute("SELECT set_config('ragstore.agent', 'bob', true)")
-    assert seeded.execute("SELECT array_agg(id) FROM ragstore.memory").fetchone() == (["b-sem"],)
+def test_plain_sql_as_a_non_superuser_sees_only_its_bound_agent_whatever_it_sets(app_role: str) -> None:
+    with psycopg.connect(app_role) as conn:
+        rows = conn.execute("SELECT id FROM ragstore.memory ORDER BY id").fetchall()
+        assert rows == [("a-dec",), ("a-sem",)]
+        # the setting that used to select the agent grants nothing
+        conn.execute("SELECT set_config('ragstore.agent', 'bob', false)")
+        assert conn.execute("SELECT count(*) FROM ragstore.memory WHERE agent = 'bob'").fetchone() == (0,)
+        assert conn.execute("SELECT array_agg(id ORDER BY id) FROM ragstore.memory").fetchone() == (["a-dec", "a-sem"],)
 
 
-def test_plain_sql_as_a_non_superuser_cannot_write_for_another_agent(
-    seeded: psycopg.Connection[Any], app_role: str
-) -> None:
-    seeded.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(app_role)))
-    seeded.execute("SELECT set_config('ragstore.agent', 'ana', true)")
-    with pytest.raises(pgerrors.InsufficientPrivilege, match="row-level security"):
-        seeded.execute(
-            "INSERT INTO ragstore.memory (agent, id, store, at, content)"
-            " VALUES ('bob', 'x', 'semantic', now(), 'forged')"
-        )
+def test_plain_sql_as_a_non_superuser_cannot_write_for_another_agent(app_role: str) -> None:
+    with psycopg.connect(app_role) as conn:
+        conn.execute("SELECT set_config('ragstore.agent', 'bob', false)")
+        with pytest.raises(pgerrors.InsufficientPrivilege, match="row-level security"):
+            conn.execute(
+                "INSERT INTO ragstore.memory (agent, id, store, at, content)"
+                " VALUES ('bob', 'x', 'semantic', now(), 'forged')"
+            )
 
 
 def test_plain_sql_as_a_non_superuser_cannot_update_or_delete(seeded: psycopg.Connection[Any], app_role: str) -> None:
     for statement in ("UPDATE ragstore.memory SET content = 'changed'", "DELETE FROM ragstore.memory"):
-        seeded.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(app_role)))
-        seeded.execute("SELECT set_config('ragstore.agent', 'ana', true)")
-        with pytest.raises(pgerrors.InsufficientPrivilege, match="append-only"):
-            seeded.execute(statement)
-        seeded.rollback()
+        with psycopg.connect(app_role) as conn, pytest.raises(pgerrors.InsufficientPrivilege):
+            conn.execute(statement)
     assert seeded.execute("SELECT count(*) FROM ragstore.memory").fetchone() == (3,)
 
 
-def test_ragstore_reads_work_for_a_non_superuser_through_the_policy(
-    seeded: psycopg.Connection[Any], app_role: str
-) -> None:
-    seeded.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(app_role)))
-    bundle = compose_from_db(seeded, AgentProfile(agent="ana", stores=["semantic", "decision"]), now=NOW)
-    assert bundle.ok and [r.id for r in bundle.all_records()] == ["a-sem", "a-dec"]
-    # and the setting does not outlive ragstore's own scope
-    assert seeded.execute("SELECT count(*) FROM ragstore.memory").fetchone() == (0,)
+def test_ragstore_reads_work_for_a_non_superuser_through_the_policy(app_role: str) -> None:
+    with connect(app_role) as conn:
+        bundle = compose_from_db(conn, AgentProfile(agent="ana", stores=["semantic", "decision"]), now=NOW)
+        assert bundle.ok and [r.id for r in bundle.all_records()] == ["a-sem", "a-dec"]
+        other = compose_from_db(conn, AgentProfile(agent="bob", stores=["semantic"]), now=NOW)
+        assert other.ok and list(other.all_records()) == []

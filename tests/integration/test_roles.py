@@ -190,7 +190,7 @@ def test_new_family_tables_get_their_grants_through_default_privileges(dsn: str,
         rows = conn.execute(
             "SELECT grantee, string_agg(privilege_type, ',' ORDER BY privilege_type) "
             "FROM information_schema.role_table_grants WHERE table_schema = 'ragstore' "
-            "AND table_name = 'emb_later' AND grantee LIKE 'ragstore_%' GROUP BY grantee"
+            "AND table_name = 'emb_later' AND grantee IN ('ragstore_app', 'ragstore_reader') GROUP BY grantee"
         ).fetchall()
     assert dict(rows) == {"ragstore_app": "DELETE,INSERT,SELECT,UPDATE", "ragstore_reader": "SELECT"}
 
