@@ -10,7 +10,7 @@ from typing import IO, Any
 import click
 import psycopg
 
-from ragstore.errors import RagstoreError
+from ragstore.errors import RagstoreError, mask_secrets
 
 EXIT_ERROR = 1
 EXIT_INTERNAL = 2
@@ -57,7 +57,7 @@ class RagstoreGroup(click.Group):
             if _debug(ctx):
                 raise
             raise CliError(
-                f"internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)",
+                f"internal error: {type(exc).__name__}: {mask_secrets(str(exc))} (run with --debug for a traceback)",
                 EXIT_INTERNAL,
             ) from exc
 
