@@ -28,11 +28,12 @@ import shutil
 import stat
 import subprocess
 import tempfile
-import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
 from ragstore.errors import DatabaseUnavailable, InvalidInput
 
@@ -414,22 +415,29 @@ class EmbeddedServer:
         )
 
     def _start_after_stale(self) -> None:
-        """Start; when a stale postmaster.pid is there, retry for a few seconds.
+        """Start; when a stale postmaster.pid is there, retry every 0.25 s for up to STALE_WAIT seconds.
 
         A postmaster killed a moment ago can still block a start: as a zombie that init has not reaped yet
         (PostgreSQL then says its lock file belongs to a running postmaster), or through backends that have
-        not yet noticed its death and still hold the shared memory. Both go away on their own.
+        not yet noticed its death and still hold the shared memory. Both go away on their own. A failed
+        start without a stale postmaster.pid, or while a postmaster runs, is not retried.
         """
-        deadline = time.monotonic() + STALE_WAIT
-        while True:
+        stale = False
+
+        def attempt() -> None:
+            nonlocal stale
             stale = (self.data_dir / "postmaster.pid").exists()
-            try:
-                self._start()
-                return
-            except DatabaseUnavailable:
-                if not stale or time.monotonic() > deadline or self.running_pid() is not None:
-                    raise
-                time.sleep(0.25)
+            self._start()
+
+        def worth_retrying(exc: BaseException) -> bool:
+            return isinstance(exc, DatabaseUnavailable) and stale and self.running_pid() is None
+
+        Retrying(
+            stop=stop_after_delay(STALE_WAIT),
+            wait=wait_fixed(0.25),
+            retry=retry_if_exception(worth_retrying),
+            reraise=True,
+        )(attempt)
 
     def _create_database(self) -> None:
         import psycopg
