@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import stat
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from click.testing import CliRunner
 from ragstore.cli.main import cli
 from ragstore.db import server as server_mod
 from ragstore.db.server import EmbeddedServer
-from ragstore.errors import InvalidInput
+from ragstore.errors import DatabaseUnavailable, InvalidInput
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="acting as other local users needs root")
@@ -188,6 +190,39 @@ def test_a_server_started_by_a_non_root_user_is_private_to_that_user(tmp_path: P
         assert _as_user(DAEMON, lambda: _intrude(dsn, home, server.data_dir)) == "refused"
     finally:
         _as_user(NOBODY, lambda: str(server.stop()))
+
+
+def _long_home(tmp_path: Path) -> Path:
+    home = tmp_path / ("h" * 60) / ("o" * 60)
+    assert EmbeddedServer(home).socket_dir.parent == Path(tempfile.gettempdir())
+    return home
+
+
+def test_a_socket_folder_in_tmp_is_private_too(tmp_path: Path) -> None:
+    server = EmbeddedServer(_long_home(tmp_path))
+    server.ensure_running()
+    try:
+        owner = pwd.getpwnam("embedded_postgres").pw_uid if ROOT else os.geteuid()
+        info = server.socket_dir.lstat()
+        assert stat.S_ISDIR(info.st_mode) and _mode(server.socket_dir) == 0o700 and info.st_uid == owner
+        with psycopg.connect(server.dsn("postgres")) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        server.stop()
+        shutil.rmtree(server.socket_dir, ignore_errors=True)
+
+
+def test_a_planted_link_at_the_socket_folder_is_refused(tmp_path: Path) -> None:
+    server = EmbeddedServer(_long_home(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    server.socket_dir.symlink_to(elsewhere)
+    try:
+        with pytest.raises(DatabaseUnavailable, match="is not a folder"):
+            server.ensure_running()
+        assert server.running_pid() is None
+    finally:
+        server.socket_dir.unlink()
 
 
 # -- memory ------------------------------------------------------------------------------------------
