@@ -15,13 +15,117 @@ class in one place and prints its message on one line. Subclasses say what the c
     └── SchemaError           the database is not migrated to the version this code needs
 
 psycopg errors are mapped to these at one boundary (:func:`ragstore.db.connection.map_db_error`).
+
+Every message passes through :func:`mask_secrets`: a password in a URL or a DSN, or an Authorization
+header, never reaches a message, whoever wrote it. :func:`redact` also removes every piece of a known
+secret (an API key) in any of its escaped forms.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import urllib.parse
+from collections.abc import Iterable
+
+MASK = "***"
+# A secret shorter than this is removed only where it appears whole; from a longer one, every run of at
+# least this many of its characters is removed (a provider echoing part of a key leaks that part).
+MIN_SECRET_PIECE = 4
+# scheme://user:password@host: the password runs to the last "@" before a space or a quote, so a password
+# holding "@" or "/" is masked whole.
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/?#@'\"<>]*:)([^\s'\"<>]*)(@)")
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+_AUTH_HEADER = re.compile(
+    r"((?:authorization|proxy-authorization|x-api-key|api-key)[\"']?\s*[:=]\s*[\"']?)"
+    r"(?:(?:bearer|basic|token)\s+)?[^\s\"',;}]+",
+    re.IGNORECASE,
+)
+_SCHEME_TOKEN = re.compile(r"\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{4,}", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with every URL or DSN password and every Authorization header value replaced by ``***``.
+
+    Covers ``scheme://user:password@host`` (any scheme), ``password=...`` (DSN keyword form, quoted or
+    not), ``Authorization: Bearer ...``-style headers (also as JSON or dict items) and bare
+    ``Bearer``/``Basic`` credentials.
+    """
+    text = _URL_PASSWORD.sub(rf"\g<1>{MASK}\g<3>", text)
+    text = _KV_PASSWORD.sub(rf"\g<1>{MASK}", text)
+    text = _AUTH_HEADER.sub(rf"\g<1>{MASK}", text)
+    return _SCHEME_TOKEN.sub(rf"\g<1>\g<2>{MASK}", text)
+
+
+def escape_controls(text: str) -> str:
+    """Control characters (line breaks, escapes, NUL ...) written as ``\\n``, ``\\x1b``: one printable line."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def _forms(secret: str) -> set[str]:
+    """The spellings a secret takes when echoed: as is, JSON- or Python-escaped, percent-encoded."""
+    return {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        secret.encode("unicode_escape").decode("ascii"),
+        repr(secret)[1:-1],
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote_plus(secret, safe=""),
+    } - {""}
+
+
+def _cut(text: str, secret: str) -> str:
+    """``text`` with every run of ``MIN_SECRET_PIECE`` or more characters of ``secret`` replaced by ``***``.
+
+    Case-insensitive. A position is covered when the ``MIN_SECRET_PIECE`` characters starting there occur
+    in the secret; covered positions that touch or overlap form one masked run.
+    """
+    low, needle = text.lower(), secret.lower()
+    if len(needle) < MIN_SECRET_PIECE:
+        return re.sub(re.escape(needle), MASK, text, flags=re.IGNORECASE)
+    grams = {needle[i : i + MIN_SECRET_PIECE] for i in range(len(needle) - MIN_SECRET_PIECE + 1)}
+    covered = [False] * len(text)
+    for i in range(len(text) - MIN_SECRET_PIECE + 1):
+        if low[i : i + MIN_SECRET_PIECE] in grams:
+            covered[i : i + MIN_SECRET_PIECE] = [True] * MIN_SECRET_PIECE
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if covered[i]:
+            while i < len(text) and covered[i]:
+                i += 1
+            out.append(MASK)
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def redact(text: str, secrets: Iterable[str | None] = (), *, limit: int | None = None) -> str:
+    """``text`` made safe to show: no piece of any of ``secrets``, no password, one printable line.
+
+    Every run of four or more characters of a secret (in any of its escaped spellings, any case) becomes
+    ``***``; then :func:`mask_secrets`; control characters are escaped; with ``limit``, the text is cut
+    to that many characters first (an excerpt of a provider's body).
+    """
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "..."
+    known = [s for s in secrets if s]
+    for _ in range(2):  # before and after escaping: a secret's escaped spelling appears only after it
+        for secret in known:
+            for form in _forms(secret):
+                text = _cut(text, form)
+        text = escape_controls(text)
+    return mask_secrets(text)
+
 
 class RagstoreError(Exception):
-    """Root of every error ragstore raises on purpose."""
+    """Root of every error ragstore raises on purpose. Its message never shows a password."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(mask_secrets(a) if isinstance(a, str) else a for a in args))
 
 
 class InvalidInput(RagstoreError, ValueError):

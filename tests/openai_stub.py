@@ -40,6 +40,8 @@ class Reply:
     delay: float = 0.0
     dim: int | None = None
     edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # Build the body from the request: its headers (names in lower case, values as received) and raw body.
+    echo: Callable[[dict[str, str], bytes], bytes] | None = None
 
 
 @dataclass
@@ -96,13 +98,17 @@ class StubServer:
             "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
         }
 
-    def _answer(self, path: str, headers: dict[str, str], body: Any) -> tuple[int, dict[str, str], bytes, float]:
+    def _answer(
+        self, path: str, headers: dict[str, str], body: Any, raw: bytes = b""
+    ) -> tuple[int, dict[str, str], bytes, float]:
         with self._lock:
             self.requests.append(Recorded(path, headers, body))
             reply = self._script.popleft() if self._script else Reply()
         if path != "/v1/embeddings":
             return 404, {}, b'{"error": {"message": "no such route"}}', 0.0
-        if reply.raw is not None:
+        if reply.echo is not None:
+            payload = reply.echo(headers, raw)
+        elif reply.raw is not None:
             payload = reply.raw
         elif reply.json_body is not None:
             payload = json.dumps(reply.json_body).encode()
@@ -124,7 +130,7 @@ def _handler_for(stub: StubServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw
             headers = {k.lower(): v for k, v in self.headers.items()}
-            status, extra, payload, delay = stub._answer(self.path, headers, body)
+            status, extra, payload, delay = stub._answer(self.path, headers, body, raw)
             if delay:
                 time.sleep(delay)
             try:

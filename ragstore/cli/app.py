@@ -9,7 +9,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from ragstore.errors import RagstoreError
+from ragstore.errors import RagstoreError, mask_secrets
 
 if TYPE_CHECKING:
     import psycopg
@@ -59,7 +59,7 @@ class RagstoreGroup(click.Group):
             if _debug(ctx):
                 raise
             raise CliError(
-                f"internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)",
+                f"internal error: {type(exc).__name__}: {mask_secrets(str(exc))} (run with --debug for a traceback)",
                 EXIT_INTERNAL,
             ) from exc
 

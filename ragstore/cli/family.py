@@ -9,6 +9,7 @@ import click
 from ragstore import families
 from ragstore.cli.app import CliError, app, emit_json
 from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
+from ragstore.errors import mask_secrets
 
 
 @click.group("family")
@@ -73,8 +74,19 @@ def _family_dict(family: families.Family) -> dict[str, Any]:
         "vector_type": family.vector_type,
         "table": f"ragstore.{family.table}",
         "state": family.state,
-        "options": family.options,
+        "options": _masked(family.options),
     }
+
+
+def _masked(value: Any) -> Any:
+    """``value`` with a password in any URL (e.g. ``base_url``) or DSN among its strings shown as ``***``."""
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if isinstance(value, dict):
+        return {key: _masked(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_masked(item) for item in value]
+    return value
 
 
 @family_group.command("list")

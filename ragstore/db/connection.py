@@ -10,7 +10,6 @@ from typing import Any, NoReturn
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg import pq
-from psycopg.conninfo import conninfo_to_dict
 
 from ragstore import config
 from ragstore.errors import (
@@ -22,16 +21,37 @@ from ragstore.errors import (
     RagstoreError,
     SchemaError,
     Timeout,
+    mask_secrets,
 )
 
-_PASSWORD_IN_URI = re.compile(r"(://[^:/@\s]+:)([^@\s]*)(@)")
-_PASSWORD_KV = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+# PostgreSQL's time units, in milliseconds; a bare number is milliseconds, as in postgresql.conf.
+_TIME_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0}
+_DURATION = re.compile(r"\s*(\d{1,15}(?:\.\d{1,6})?)\s*(us|ms|s|min|h|d)?\s*")
+_MAX_TIMEOUT_MS = 2_147_483_647
 
 
 def mask_dsn(text: str) -> str:
     """Replace any password in a DSN (URI or key=value form), or in a message quoting one, with ``***``."""
-    text = _PASSWORD_IN_URI.sub(r"\1***\3", text)
-    return _PASSWORD_KV.sub(r"\1***", text)
+    return mask_secrets(text)
+
+
+def statement_timeout() -> str | None:
+    """``$RAGSTORE_STATEMENT_TIMEOUT`` checked and in milliseconds (``"1500ms"``); None when unset or blank.
+
+    A number with an optional unit (``us``, ``ms``, ``s``, ``min``, ``h``, ``d``; none means ``ms``), as
+    PostgreSQL reads it; ``0`` means no limit. Anything else, a non-zero value under 1ms, or one past
+    PostgreSQL's maximum (about 24 days) is InvalidInput naming the variable.
+    """
+    value = config.statement_timeout_from_env()
+    if value is None:
+        return None
+    match = _DURATION.fullmatch(value)
+    if not match:
+        raise InvalidInput(f"{config.TIMEOUT_ENV}={value!r} is not a duration: use e.g. 30s, 500ms or 0 (no limit)")
+    ms = float(match.group(1)) * _TIME_UNITS[match.group(2) or "ms"]
+    if ms != 0 and not 1 <= ms <= _MAX_TIMEOUT_MS:
+        raise InvalidInput(f"{config.TIMEOUT_ENV}={value!r} is out of range: 0 (no limit) or 1ms to 24 days")
+    return f"{round(ms)}ms"
 
 
 def resolve_dsn(dsn: str | None = None) -> str:
@@ -45,35 +65,30 @@ def resolve_dsn(dsn: str | None = None) -> str:
 
 
 def connect(dsn: str | None = None, *, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
-    """Open a connection with pgvector's types registered.
+    """Open a connection with pgvector's types registered and ``$RAGSTORE_STATEMENT_TIMEOUT`` applied.
 
-    Raises DatabaseUnavailable (with the password masked) when the server does not answer.
+    The timeout is set after ragstore's own set-up statements (pgvector's type look-ups), so even a tiny
+    one cannot fail the connection itself; it holds for every statement the caller runs. Raises
+    InvalidInput for a malformed timeout, DatabaseUnavailable (with the password masked) when the server
+    does not answer.
     """
+    timeout = statement_timeout()
     target = resolve_dsn(dsn)
     try:
-        options = _session_options(target)
-        conn = psycopg.connect(target, autocommit=autocommit, connect_timeout=10, options=options)
+        conn = psycopg.connect(target, autocommit=autocommit, connect_timeout=10)
     except psycopg.Error as exc:
         raise DatabaseUnavailable(f"cannot connect to {mask_dsn(target)}: {_first_line(exc)}") from exc
     try:
-        register_vector(conn)
+        with db_errors():
+            register_vector(conn)
+            if timeout is not None:
+                conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
+                if not conn.autocommit:
+                    conn.commit()
     except BaseException:
         conn.close()
         raise
     return conn
-
-
-def _session_options(target: str) -> str | None:
-    """The DSN's own ``options`` (e.g. ``-c role=ragstore_app``) plus ``$RAGSTORE_STATEMENT_TIMEOUT``.
-
-    A keyword ``options`` replaces the DSN's, so both are merged here rather than one losing the other.
-    """
-    timeout = config.statement_timeout_from_env()
-    own = conninfo_to_dict(target).get("options")
-    parts = [str(own)] if own else []
-    if timeout:
-        parts.append(f"-c statement_timeout={timeout}")
-    return " ".join(parts) or None
 
 
 def register_vector(conn: psycopg.Connection[tuple[object, ...]]) -> None:
@@ -150,7 +165,9 @@ def map_db_error(exc: psycopg.Error) -> NoReturn:
     if isinstance(exc, pgerrors.TransactionRollback):  # deadlock, serialisation failure: an OperationalError
         raise Conflict(f"a concurrent transaction conflicted, nothing was changed; retry: {message}") from exc
     if isinstance(exc, pgerrors.QueryCanceled):
-        raise Timeout(f"statement cancelled: {message}") from exc
+        setting = config.statement_timeout_from_env()
+        cause = f" ({config.TIMEOUT_ENV}={setting})" if setting and "statement timeout" in message else ""
+        raise Timeout(f"statement cancelled{cause}: {message}") from exc
     if isinstance(exc, psycopg.OperationalError | pgerrors.AdminShutdown | pgerrors.CannotConnectNow):
         raise DatabaseUnavailable(f"database unavailable: {message}") from exc
     if isinstance(exc, pgerrors.InsufficientPrivilege):

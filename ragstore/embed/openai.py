@@ -2,12 +2,18 @@
 
 OpenAI, Ollama, vLLM, LM Studio and most gateways speak it. Texts go in batches; 429, 5xx, timeouts
 and connection errors are retried with exponential backoff (Retry-After honoured); every response is
-checked before a vector leaves this module. The API key comes from an environment variable or a file
-and never appears in a repr, a log line or an error message.
+checked before a vector leaves this module.
+
+The API key comes from an environment variable or a file and never appears in a repr, a log line or an
+error message: a provider that echoes the request back (headers, body) in an error has every piece of
+four or more characters of the key removed, in any escaped spelling, and its words are cut to a short
+excerpt of printable characters. A ``user:password@`` in the base URL is sent only as the HTTP Basic
+``Authorization`` header to that host; the URL ragstore keeps and prints has no password.
 """
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import json
 import logging
@@ -15,22 +21,35 @@ import math
 import os
 import random
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from ragstore.embed.base import Matrix, check_texts
-from ragstore.errors import BackendError, InvalidInput
+from ragstore.errors import BackendError, InvalidInput, mask_secrets, redact
 
 log = logging.getLogger(__name__)
 
 PROBE_TEXT = "dimension probe"
 # A Retry-After longer than this is cut to it: a stuck batch should fail, not sleep for an hour.
 MAX_RETRY_AFTER = 60.0
+# The longest excerpt of a provider's own words (an error body) that goes into a message.
+EXCERPT = 200
 _RETRY_STATUS = frozenset({408, 429})
+
+
+class _Retryable(Exception):
+    """One failed attempt worth retrying: what went wrong (already redacted) and the Retry-After asked."""
+
+    def __init__(self, problem: str, retry_after: float | None = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.retry_after = retry_after
 
 
 class OpenAIBackend:
@@ -75,11 +94,18 @@ class OpenAIBackend:
         if timeout <= 0 or max_retries < 0 or backoff < 0:
             raise InvalidInput("timeout must be positive; max_retries and backoff must not be negative")
         self._base_url = base_url
-        self._url = base_url.rstrip("/") + "/embeddings"
+        url, auth = _split_credentials(base_url)
+        self._url = url.rstrip("/") + "/embeddings"
         self._model = model
         self._dim = dimensions if dimensions is not None else dim
         self._dimensions = dimensions
         self._api_key = _read_key(api_key_env, api_key_file)
+        # Everything a provider could echo back that must never be shown.
+        self._secrets: list[str] = [s for s in (self._api_key,) if s]
+        if auth is not None:
+            user, password = auth
+            basic = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            self._secrets += [s for s in (password, basic) if s]
         self._batch_size = batch_size
         self._max_retries = max_retries
         self._backoff = backoff
@@ -88,7 +114,12 @@ class OpenAIBackend:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout), transport=transport)
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            transport=transport,
+            auth=httpx.BasicAuth(*auth) if auth is not None else None,
+        )
 
     @property
     def model(self) -> str:
@@ -125,6 +156,13 @@ class OpenAIBackend:
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Embed ``texts`` in batches of ``batch_size``; rows come back in input order."""
+        try:
+            return self._embed(texts)
+        except BackendError as exc:
+            # The last word on what a message may show: no piece of a secret, one printable line.
+            raise BackendError(self._redact(str(exc))) from None
+
+    def _embed(self, texts: Sequence[str]) -> Matrix:
         check_texts(texts)
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
@@ -146,51 +184,71 @@ class OpenAIBackend:
 
     def _post(self, payload: dict[str, Any]) -> Any:
         """POST with retries; the decoded JSON body of a 2xx answer."""
-        attempt = 0
-        while True:
-            retry_after: float | None = None
+        retrying = Retrying(
+            stop=stop_after_attempt(self._max_retries + 1),
+            wait=self._delay,
+            retry=retry_if_exception_type(_Retryable),
+            sleep=self._sleep,
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, payload)
+        except _Retryable as exc:
+            attempts = retrying.statistics.get("attempt_number", self._max_retries + 1)
+            raise BackendError(f"{self._url} still failing after {attempts} attempts ({exc.problem})") from None
+
+    def _attempt(self, payload: dict[str, Any]) -> Any:
+        """One POST: the decoded body, BackendError (not worth retrying) or _Retryable."""
+        try:
+            response = self._client.post(self._url, json=payload)
+        except httpx.TransportError as exc:  # connect/read/write errors and timeouts
+            raise _Retryable(f"{type(exc).__name__}: {self._redact(str(exc), EXCERPT) or 'no detail'}") from None
+        except httpx.HTTPError as exc:  # e.g. a redirect loop, a URL httpx refuses
+            raise BackendError(f"{self._url}: {type(exc).__name__}: {self._redact(str(exc), EXCERPT)}") from None
+        if response.is_success:
             try:
-                response = self._client.post(self._url, json=payload)
-            except httpx.TransportError as exc:  # connect/read/write errors and timeouts
-                problem = f"{type(exc).__name__}: {self._redact(str(exc)) or 'no detail'}"
-            else:
-                if response.is_success:
-                    try:
-                        return response.json()
-                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                        raise BackendError(
-                            f"{self._url} answered {response.status_code} with a body that is not JSON: "
-                            f"{self._redact(response.text[:200])!r}"
-                        ) from exc
-                status = response.status_code
-                problem = f"HTTP {status}: {self._provider_message(response)}"
-                if status not in _RETRY_STATUS and status < 500:
-                    raise BackendError(f"{self._url} refused the request ({problem})")
-                retry_after = _retry_after(response.headers.get("Retry-After"))
-            if attempt >= self._max_retries:
-                raise BackendError(f"{self._url} still failing after {attempt + 1} attempts ({problem})")
-            delay = self._backoff * 2**attempt
-            delay = min(retry_after, MAX_RETRY_AFTER) if retry_after is not None else delay
-            delay *= 1.0 + 0.1 * self._rng.random()  # jitter keeps parallel clients from retrying in step
-            log.info("embedding request failed (%s); retry %d in %.2fs", problem, attempt + 1, delay)
-            self._sleep(delay)
-            attempt += 1
+                return response.json()
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise BackendError(
+                    f"{self._url} answered {response.status_code} with a body that is not JSON: "
+                    f"{self._redact(response.text, EXCERPT)!r}"
+                ) from None
+        status = response.status_code
+        problem = f"HTTP {status}: {self._provider_message(response)}"
+        if status not in _RETRY_STATUS and status < 500:
+            raise BackendError(f"{self._url} refused the request ({problem})")
+        raise _Retryable(problem, _retry_after(response.headers.get("Retry-After")))
+
+    def _delay(self, state: RetryCallState) -> float:
+        """Exponential backoff from ``backoff``, or the provider's Retry-After (capped), plus 10% jitter."""
+        failure = state.outcome.exception() if state.outcome is not None else None
+        retry_after = failure.retry_after if isinstance(failure, _Retryable) else None
+        delay = self._backoff * 2 ** (state.attempt_number - 1)
+        delay = min(retry_after, MAX_RETRY_AFTER) if retry_after is not None else delay
+        return delay * (1.0 + 0.1 * self._rng.random())  # jitter keeps parallel clients from retrying in step
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        failure = state.outcome.exception() if state.outcome is not None else None
+        problem = failure.problem if isinstance(failure, _Retryable) else "unknown"
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.info("embedding request failed (%s); retry %d in %.2fs", problem, state.attempt_number, wait)
 
     def _provider_message(self, response: httpx.Response) -> str:
         """The provider's own words: OpenAI's ``{"error": {"message": ...}}`` or the start of the body."""
         try:
             body = response.json()
         except ValueError:
-            return self._redact(response.text[:300].strip()) or response.reason_phrase
+            return self._redact(response.text.strip(), EXCERPT) or response.reason_phrase
         message: Any = body
         if isinstance(body, dict):
             error = body.get("error", body.get("detail", body.get("message", body)))
             message = error.get("message", error) if isinstance(error, dict) else error
-        return self._redact(str(message)[:300])
+        return self._redact(str(message), EXCERPT)
 
-    def _redact(self, text: str) -> str:
-        # Some providers echo a wrong key back in their error message.
-        return text.replace(self._api_key, "***") if self._api_key else text
+    def _redact(self, text: str, limit: int | None = None) -> str:
+        # Providers echo a wrong key back in their error message, some the whole request with its headers.
+        return redact(text, self._secrets, limit=limit)
 
     def _validate(self, body: Any, n: int) -> Matrix:
         where = f"{self._url} (model {self._model!r})"
@@ -241,17 +299,49 @@ class OpenAIBackend:
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
+def _split_credentials(base_url: str) -> tuple[str, tuple[str, str] | None]:
+    """``base_url`` without its ``user:password@`` part, and that part (percent-decoded) if any."""
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidInput(f"base_url {mask_secrets(base_url)!r} is not a URL: {exc}") from None
+    if parts.username is None and parts.password is None:
+        return base_url, None
+    netloc = host or ""
+    if ":" in netloc:  # an IPv6 address
+        netloc = f"[{netloc}]"
+    if port is not None:
+        netloc += f":{port}"
+    clean = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    user = urllib.parse.unquote(parts.username or "")
+    return clean, (user, urllib.parse.unquote(parts.password or ""))
+
+
 def _read_key(env: str, path: str | os.PathLike[str] | None) -> str | None:
     if path is not None:
+        where = f"the API key file {os.fspath(path)!r}"
         try:
             key = Path(path).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise InvalidInput(f"cannot read the API key file {os.fspath(path)!r}: {reason}") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or type(exc).__name__
+            raise InvalidInput(f"cannot read {where}: {reason}") from None
         if not key:
-            raise InvalidInput(f"the API key file {os.fspath(path)!r} is empty")
-        return key
-    return os.environ.get(env, "").strip() or None
+            raise InvalidInput(f"{where} is empty")
+    else:
+        where = f"the API key in ${env}"
+        key = os.environ.get(env, "").strip()
+        if not key:
+            return None
+    if not all(" " <= c <= "~" for c in key):
+        # A line break or another control character would be refused by HTTP (and printed by the error
+        # that says so): a key is printable ASCII.
+        raise InvalidInput(
+            f"{where} holds a line break, a control character or a non-ASCII character: an API key is "
+            "printable ASCII on one line"
+        )
+    return key
 
 
 def _retry_after(value: str | None) -> float | None:
