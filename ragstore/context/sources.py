@@ -5,7 +5,6 @@ This is the I/O edge of the context package; the builder itself never touches th
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -16,6 +15,8 @@ from pydantic import JsonValue, ValidationError
 from ragstore.context.builder import BuildError, build_context_pack
 from ragstore.context.models import ContextPack, FileEntry, Snippet
 from ragstore.errors import InvalidInput, NotFound
+from ragstore.safefiles import NotRegular, entry_problem, read_regular
+from ragstore.strictjson import loads_strict
 
 __all__ = [
     "SKIP_DIRS",
@@ -28,6 +29,9 @@ __all__ = [
     "repo_map",
 ]
 
+# The deepest JSON a state file may hold: far beyond any real debate state, far below the stack's limit.
+MAX_STATE_DEPTH = 64
+
 SKIP_DIRS = frozenset(
     {
         ".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", "node_modules",
@@ -37,9 +41,15 @@ SKIP_DIRS = frozenset(
 
 
 def is_binary(path: Path) -> bool:
-    """True when the first 8 KiB of the file hold a NUL byte (the test git itself uses)."""
-    with path.open("rb") as handle:
-        return b"\x00" in handle.read(8192)
+    """True when the first 8 KiB of the file hold a NUL byte (the test git itself uses). Opened without
+    blocking: a FIFO or device raises :class:`~ragstore.safefiles.NotRegular` instead of hanging."""
+    return b"\x00" in read_regular(path, 8192)
+
+
+def _listable(path: Path, base: str) -> bool:
+    """True for a regular file, or a link to one inside the root; FIFOs, sockets, devices, broken links,
+    link loops and links leading outside the root are left out of the map (and never opened)."""
+    return entry_problem(path, base) is None
 
 
 def _git_files(root: Path) -> list[str] | None:
@@ -55,17 +65,25 @@ def _git_files(root: Path) -> list[str] | None:
     if done.returncode != 0:
         return None
     names = [os.fsdecode(name) for name in done.stdout.split(b"\x00") if name]
-    return [name for name in names if (root / name).is_file()]
+    base = os.path.realpath(root)
+    return [name for name in names if _listable(root / name, base)]
 
 
 def _walk_files(root: Path) -> list[str]:
     found: list[str] = []
-    for current, dirs, names in os.walk(root):
+    real_root = os.path.realpath(root)
+    for current, dirs, names in os.walk(root):  # links to folders are not followed: no cycle
         base = Path(current)
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not (base / d / "pyvenv.cfg").exists())
         for name in names:
             path = base / name
-            if path.is_file() and not is_binary(path):
+            if not _listable(path, real_root):
+                continue
+            try:
+                binary = is_binary(path)
+            except OSError:
+                continue  # unreadable, or replaced by a FIFO since the check: not a text file of the repo
+            if not binary:
                 found.append(path.relative_to(root).as_posix())
     return found
 
@@ -76,6 +94,8 @@ def repo_map(root: str | Path) -> list[str]:
     In a git work tree: the files git tracks plus untracked ones it does not ignore (``git ls-files
     --cached --others --exclude-standard``), that exist on disk. Elsewhere: a walk that skips ``.git``,
     virtualenvs (any directory holding ``pyvenv.cfg``), caches such as ``__pycache__``, and binary files.
+    Either way only regular files (or links to regular files inside ``root``) are listed: FIFOs, sockets,
+    devices, broken links, link loops and links leading outside ``root`` are left out, and never opened.
     Raises NotFound when ``root`` is not a directory.
     """
     base = Path(root)
@@ -100,14 +120,14 @@ def relative_path(path: str | Path, root: str | Path) -> str:
 
 def read_file_entry(path: str | Path, root: str | Path) -> FileEntry:
     """The L2 entry for a file: its path relative to ``root`` and its text, byte for byte (no newline
-    translation). Raises NotFound when missing, InvalidInput when binary or not UTF-8.
+    translation). Raises NotFound when missing, InvalidInput when binary, not UTF-8, not a regular file
+    (a FIFO is never opened for a blocking read) or a symbolic link leading outside ``root``.
     """
     source = Path(path)
     rel = relative_path(source, root)
-    try:
-        data = source.read_bytes()
-    except (FileNotFoundError, IsADirectoryError) as exc:
-        raise NotFound(f"file not found: {path}") from exc
+    if entry_problem(source, os.path.realpath(root)) == "symbolic link leaving the folder":
+        raise InvalidInput(f"{path}: a symbolic link leading outside the root {os.path.abspath(root)}")
+    data = _read_input(source, "file")
     if b"\x00" in data:
         raise InvalidInput(f"{path}: binary file (NUL byte); L2 holds text files only")
     try:
@@ -117,16 +137,26 @@ def read_file_entry(path: str | Path, root: str | Path) -> FileEntry:
     return FileEntry(path=rel, content=content)
 
 
-def read_state(path: str | Path) -> dict[str, JsonValue]:
-    """The L5 state from a JSON file holding one object. Raises NotFound or InvalidInput (bad JSON,
-    not an object)."""
-    source = Path(path)
+def _read_input(source: Path, what: str) -> bytes:
+    """The bytes of an input file; NotFound when missing or a folder, InvalidInput when not a regular file
+    (checked before any blocking read) or unreadable."""
     try:
-        data = json.loads(source.read_bytes())
-    except FileNotFoundError as exc:
-        raise NotFound(f"state file not found: {source}") from exc
-    except ValueError as exc:
-        raise InvalidInput(f"{source}: not valid JSON: {exc}") from exc
+        return read_regular(source)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+        raise NotFound(f"{what} not found: {source}") from exc
+    except NotRegular as exc:
+        if exc.kind == "a folder":
+            raise NotFound(f"{what} not found: {source} is a folder") from exc
+        raise InvalidInput(f"{source}: not a regular file ({exc.kind})") from exc
+    except OSError as exc:
+        raise InvalidInput(f"{source}: cannot read: {exc.strerror or exc}") from exc
+
+
+def read_state(path: str | Path) -> dict[str, JsonValue]:
+    """The L5 state from a JSON file holding one object. Raises NotFound or InvalidInput (bad JSON, not an
+    object, NaN/Infinity, NUL or lone surrogates, nesting deeper than :data:`MAX_STATE_DEPTH`)."""
+    source = Path(path)
+    data = loads_strict(_read_input(source, "state file"), str(source), max_depth=MAX_STATE_DEPTH)
     if not isinstance(data, dict):
         raise InvalidInput(f"{source}: the state must be a JSON object")
     return data
@@ -135,10 +165,7 @@ def read_state(path: str | Path) -> dict[str, JsonValue]:
 def load_pack(path: str | Path) -> ContextPack:
     """A pack saved as JSON. Raises NotFound when missing, InvalidInput naming the field when invalid."""
     source = Path(path)
-    try:
-        raw = source.read_bytes()
-    except FileNotFoundError as exc:
-        raise NotFound(f"pack file not found: {source}") from exc
+    raw = _read_input(source, "pack file")
     try:
         return ContextPack.model_validate_json(raw)
     except ValidationError as exc:

@@ -10,7 +10,7 @@ import psycopg
 
 from ragstore.embed.base import Backend
 from ragstore.families import Family, get_family
-from ragstore.ingest.readers import Source
+from ragstore.ingest.readers import EMPTY, Skipped, Source
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector, write_records
 
@@ -70,7 +70,10 @@ def index_sources(
     on_validated: Callable[[int], None] | None = None,
 ) -> IndexReport:
     """Index ``sources`` into family ``family_name``. Raises NotFound, InvalidInput, ModelMismatch,
-    DatabaseUnavailable; whatever it raises, batches committed before stay committed and whole."""
+    DatabaseUnavailable; whatever it raises, batches committed before stay committed and whole.
+
+    The report's ``skipped`` counts blank texts and empty documents; :func:`skipped_files` lists the files
+    the sources left out, and why."""
     family = get_family(conn, family_name)
     chosen = backend or backend_for(family)
     family.check_backend(chosen)
@@ -78,7 +81,7 @@ def index_sources(
     if on_validated is not None:
         on_validated(total)
     prefixes = [prefix for source in sources for prefix in source.prefixes]
-    return write_records(
+    report = write_records(
         conn,
         family,
         chosen,
@@ -89,3 +92,11 @@ def index_sources(
         prune_prefixes=prefixes,
         progress=progress,
     )
+    # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
+    report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)
+    return report
+
+
+def skipped_files(sources: Sequence[Source]) -> list[Skipped]:
+    """The files the last read of ``sources`` did not index, with the reason (see :class:`Source`)."""
+    return [item for source in sources for item in source.skipped]
