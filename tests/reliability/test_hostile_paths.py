@@ -269,3 +269,15 @@ def test_a_single_document_is_chunked_like_in_its_folder_and_other_extensions_ar
     again = runner.invoke(cli, ["--dsn", store, "index", "docs", str(docs), "--json"])
     assert again.exit_code == 0, again.output
     assert json.loads(again.output)["unchanged"] == 2
+
+
+def test_empty_and_whitespace_only_documents_count_as_skipped(store: str, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text("good text")
+    (docs / "empty.txt").write_text("")
+    (docs / "blank.md").write_text(" \n\n\t ")
+    result = CliRunner().invoke(cli, ["--dsn", store, "index", "docs", str(docs), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["inserted"], report["skipped"]) == (1, 2)
