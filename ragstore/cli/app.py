@@ -29,8 +29,9 @@ class CliError(click.ClickException):
 
 
 # C0 and C1 controls (newline, carriage return, escape…), DEL, the Unicode line/paragraph separators and
-# the bidirectional overrides: what would let a stored value start a line, move the cursor or recolour.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# the bidirectional overrides: what would let a stored value start a line, move the cursor or recolour;
+# and lone surrogates (an undecodable byte of a file name or argument), which no terminal encoding prints.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

@@ -50,7 +50,8 @@ class Skipped:
     reason: str
 
     def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason}
+        """The entry as JSON-able text: bytes of the path that are not UTF-8 appear as ``\\xff`` escapes."""
+        return {"path": os.fsencode(self.path).decode("utf-8", "backslashreplace"), "reason": self.reason}
 
 
 @dataclass

@@ -39,6 +39,7 @@ from ragstore.search import vector as _vector
 from ragstore.search.filters import Filter, check_k, check_min_score, check_query_vector, make_filter
 from ragstore.search.mmr import mmr
 from ragstore.search.types import Hit
+from ragstore.strictjson import text_problem
 
 Conn = psycopg.Connection[Any]
 MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
@@ -85,6 +86,8 @@ def search(
     if ef_search is not None:
         check_k(ef_search, "ef_search")
     flt = make_filter(package, metadata)
+    if isinstance(query, str) and (problem := text_problem(query)) is not None:
+        raise InvalidInput(f"the query holds {problem}")
     want = max(fetch_k, k) if rerank == "mmr" else k
 
     hits: list[Hit] | None = None

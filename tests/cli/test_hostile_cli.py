@@ -172,3 +172,11 @@ def test_memory_import_of_a_lone_surrogate_names_file_line_and_field(dsn: str, t
     bad.write_text(json.dumps(good | {"metadata": {"k": ["x", "\udfff"]}}) + "\n")
     line = _one_line_error(invoke(dsn, "memory", "import", str(bad)))
     assert line == f"error: {bad}:1: field 'metadata': holds a lone surrogate (not valid Unicode text)"
+
+
+@pytest.mark.parametrize("mode", ["auto", "hnsw", "exact", "fts", "hybrid"])
+def test_a_query_holding_an_undecodable_byte_or_nul_is_one_clear_line(store: str, mode: str) -> None:
+    # an argument holding the byte 0xff reaches Python as the lone surrogate U+DCFF
+    for query, problem in (("abc\udcff", "a lone surrogate"), ("abc\x00", "a NUL character")):
+        line = _one_line_error(invoke(store, "search", "docs", query, "--mode", mode))
+        assert line.startswith(f"error: the query holds {problem}"), line

@@ -281,3 +281,19 @@ def test_empty_and_whitespace_only_documents_count_as_skipped(store: str, tmp_pa
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert (report["inserted"], report["skipped"]) == (1, 2)
+
+
+def test_a_file_name_that_is_not_utf8_is_named_escaped_in_one_line(store: str, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text("good text")
+    with open(os.path.join(os.fsencode(docs), b"bad\xff.md"), "w") as out:
+        out.write("text of a document whose name is not UTF-8")
+    result = run_cli(["--dsn", store, "index", "docs", str(docs)], timeout=60)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {docs}/bad\\udcff.md: cannot index this document"), lines
+    result = run_cli(["--dsn", store, "index", "docs", str(docs), "--skip-bad-files", "--json"], timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert [item["path"] for item in json.loads(result.stdout)["skipped_files"]] == [f"{docs}/bad\\xff.md"]
+    assert _chunk_ids(store) == ["docs/good.md#0"]
