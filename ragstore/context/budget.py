@@ -13,7 +13,6 @@ A budgets file looks like this (TOML; the JSON form has the same keys)::
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 from typing import Annotated
@@ -21,6 +20,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragstore.errors import InvalidInput, NotFound
+from ragstore.safefiles import read_regular
+from ragstore.strictjson import loads_strict
 
 __all__ = ["DEFAULT_MAX_TOKENS", "BudgetConfig", "load_budget_config", "select_token_budget"]
 
@@ -55,15 +56,19 @@ def load_budget_config(path: str | Path) -> BudgetConfig:
     """
     source = Path(path)
     try:
-        raw = source.read_bytes()
+        raw = read_regular(source)  # never blocks: a FIFO or device is refused, not read
     except FileNotFoundError as exc:
         raise NotFound(f"budgets file not found: {source}") from exc
+    except OSError as exc:
+        raise InvalidInput(f"{source}: cannot read budgets: {exc.strerror or exc}") from exc
     try:
         if source.suffix.lower() == ".json":
-            data = json.loads(raw)
+            data = loads_strict(raw, str(source))
         else:
             data = tomllib.loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except InvalidInput:
+        raise
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidInput(f"{source}: cannot parse budgets: {exc}") from exc
     try:
         return BudgetConfig.model_validate(data)

@@ -297,3 +297,21 @@ def test_a_file_name_that_is_not_utf8_is_named_escaped_in_one_line(store: str, t
     assert result.returncode == 0, result.stderr
     assert [item["path"] for item in json.loads(result.stdout)["skipped_files"]] == [f"{docs}/bad\\xff.md"]
     assert _chunk_ids(store) == ["docs/good.md#0"]
+
+
+def test_a_budgets_file_nested_deep_or_a_fifo_is_one_clear_line(tmp_path: Path) -> None:
+    deep_json = tmp_path / "budgets.json"
+    deep_json.write_text('{"default": ' + "[" * 5000 + "]" * 5000 + "}")
+    deep_toml = tmp_path / "budgets.toml"
+    deep_toml.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    for path, expected in (
+        (deep_json, f"error: {deep_json}: JSON nested 5001 levels deep"),
+        (deep_toml, f"error: {deep_toml}: cannot parse budgets: maximum recursion depth exceeded"),
+        (fifo, f"error: {fifo}: cannot read budgets: not a regular file (a FIFO)"),
+    ):
+        result = run_cli(["context-pack", "--brief", "b", "--budgets", str(path)], timeout=60)
+        assert result.returncode == 1, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(expected), lines
