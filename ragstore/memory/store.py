@@ -40,6 +40,7 @@ from ragstore.memory.models import (
     Store,
     load_profile,
 )
+from ragstore.strictjson import MAX_DEPTH, nesting_depth
 
 __all__ = [
     "AddResult",
@@ -128,6 +129,8 @@ def read_jsonl(path: str | Path) -> list[MemoryRecord]:
         if not line.strip():
             continue
         where = f"{file}:{number}"
+        if (depth := nesting_depth(line)) > MAX_DEPTH:
+            raise InvalidInput(f"{where}: JSON nested {depth} levels deep; at most {MAX_DEPTH} are accepted")
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:

@@ -180,3 +180,12 @@ def test_a_query_holding_an_undecodable_byte_or_nul_is_one_clear_line(store: str
     for query, problem in (("abc\udcff", "a lone surrogate"), ("abc\x00", "a NUL character")):
         line = _one_line_error(invoke(store, "search", "docs", query, "--mode", mode))
         assert line.startswith(f"error: the query holds {problem}"), line
+
+
+def test_memory_import_of_json_nested_too_deep_names_file_and_line(dsn: str, tmp_path: Path) -> None:
+    deep = tmp_path / "m.jsonl"
+    good = {"agent": "ana", "store": "semantic", "at": "2026-01-01T00:00:00Z", "content": "fine"}
+    nested = json.dumps(good)[:-1] + ', "metadata": {"a": ' + "[" * 5000 + "]" * 5000 + "}}"
+    deep.write_text(json.dumps(good) + "\n" + nested + "\n")
+    line = _one_line_error(invoke(dsn, "memory", "import", str(deep)))
+    assert line == f"error: {deep}:2: JSON nested 5002 levels deep; at most 64 are accepted"
