@@ -291,7 +291,16 @@ def read_folder(
     the entries :func:`document_files` does not read.
     """
     prefix = Path(os.path.realpath(folder)).name or "root"
-    for path in document_files(folder, skipped):
+    found: list[Skipped] = []
+    paths = document_files(folder, found)
+    for item in found:
+        # A folder or entry that cannot be listed or stat-ed may hide documents (which --prune would then
+        # delete): a bad file, like an unreadable document.
+        if item.reason.startswith(("cannot list", "cannot stat")) and not (skip_bad_files and skipped is not None):
+            raise InvalidInput(f"{item.path}: {item.reason} (--skip-bad-files indexes the other files)")
+    if skipped is not None:
+        skipped.extend(found)
+    for path in paths:
         package = f"{prefix}/{path.relative_to(folder).as_posix()}"
         yield from _emit_document(path, package, max_chars, skipped, skip_bad_files)
 

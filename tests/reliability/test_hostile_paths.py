@@ -315,3 +315,23 @@ def test_a_budgets_file_nested_deep_or_a_fifo_is_one_clear_line(tmp_path: Path) 
         assert result.returncode == 1, result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(expected), lines
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root lists every folder whatever its mode")
+def test_a_sub_folder_that_cannot_be_listed_stops_the_run_unless_skip_bad_files(store: str, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "locked").mkdir(parents=True)
+    (docs / "good.md").write_text("good text")
+    (docs / "locked" / "hidden.md").write_text("a document the walk cannot see")
+    os.chmod(docs / "locked", 0)
+    try:
+        with connect(store) as conn, pytest.raises(InvalidInput, match="locked: cannot list"):
+            index_sources(conn, "docs", open_sources([str(docs)]), prune=True)
+        sources = open_sources([str(docs)], skip_bad_files=True)
+        with connect(store) as conn:
+            index_sources(conn, "docs", sources)
+        assert [(Path(s.path).name, s.reason.split(":")[0]) for s in skipped_files(sources)] == [
+            ("locked", "cannot list")
+        ]
+    finally:
+        os.chmod(docs / "locked", 0o755)
