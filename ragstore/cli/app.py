@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
@@ -26,7 +27,31 @@ class CliError(click.ClickException):
         self.exit_code = exit_code  # type: ignore[misc]
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True, file=file)
+        click.echo(f"error: {terminal_safe(self.format_message())}", err=True, file=file)
+
+
+# C0 and C1 controls (newline, carriage return, escape…), DEL, the Unicode line/paragraph separators and
+# the bidirectional overrides: what would let a stored value start a line, move the cursor or recolour;
+# and lone surrogates (an undecodable byte of a file name or argument), which no terminal encoding prints.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group(0)
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character escaped (``\\n``, ``\\x1b``, ``\\u2028``…), so that a value
+    read from the store (a chunk id, a family name, a message quoting one) prints as exactly one line and
+    cannot send escape sequences to the terminal. JSON output does not go through this: it escapes itself.
+    """
+    return _UNSAFE.sub(_escape, text)
 
 
 @dataclass

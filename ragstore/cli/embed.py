@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from ragstore.cli.app import CliError, app, emit_json
+from ragstore.cli.app import CliError, app, emit_json, terminal_safe
 from ragstore.embed.base import Backend
 from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
 from ragstore.embed.similarity import rank_texts, similarity
@@ -100,7 +100,7 @@ def embed_rank(ctx: click.Context, /, query: str, candidates: tuple[str, ...], a
         emit_json(_identity(backend) | {"query": query, "ranking": ranked})
         return
     for row in ranked:
-        click.echo(f"{row['rank']:>3}  {row['score']:.6f}  {row['text']}")
+        click.echo(terminal_safe(f"{row['rank']:>3}  {row['score']:.6f}  {row['text']}"))
 
 
 def _read_texts(texts: Sequence[str]) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ragstore import families
-from ragstore.cli.app import CliError, app, emit_json
+from ragstore.cli.app import CliError, app, emit_json, terminal_safe
 from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
 from ragstore.errors import mask_secrets
 
@@ -103,7 +103,7 @@ def family_list(ctx: click.Context, as_json: bool) -> None:
         click.echo("no families yet: `ragstore family create NAME --backend offline`")
         return
     for f in found:
-        click.echo(f"{f.name:<24} {f.backend}/{f.model:<28} {f.dim:>5}-d  {f.state}")
+        click.echo(terminal_safe(f"{f.name:<24} {f.backend}/{f.model:<28} {f.dim:>5}-d  {f.state}"))
 
 
 @family_group.command("show")

@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from ragstore.cli.app import app, emit_json, interactive
-from ragstore.ingest.readers import open_sources
-from ragstore.ingest.run import index_sources
+from ragstore.cli.app import app, emit_json, interactive, terminal_safe
+from ragstore.ingest.readers import close_sources, open_sources
+from ragstore.ingest.run import index_sources, skipped_files
 from ragstore.ingest.writer import DEFAULT_BATCH
 
 
@@ -18,6 +18,11 @@ from ragstore.ingest.writer import DEFAULT_BATCH
 @click.argument("sources", nargs=-1, required=True)
 @click.option("--prune", is_flag=True, help="Delete chunks of the indexed packages that the input no longer has.")
 @click.option("--batch-size", type=click.IntRange(1, 1_000_000), default=DEFAULT_BATCH, show_default=True)
+@click.option(
+    "--skip-bad-files",
+    is_flag=True,
+    help="Index the rest when a document cannot be read (not UTF-8, binary, unreadable); list what was skipped.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 @click.pass_context
@@ -27,14 +32,15 @@ def index_command(
     sources: tuple[str, ...],
     prune: bool,
     batch_size: int,
+    skip_bad_files: bool,
     as_json: bool,
     progress: bool | None,
 ) -> None:
-    """Index chunks.jsonl files, folders of .txt/.md documents, or - (JSONL on stdin) into FAMILY.
+    """Index .jsonl/.ndjson files, .txt/.md documents, folders of them, or - (JSONL on stdin) into FAMILY.
 
     Idempotent: a rerun over the same input writes nothing; unchanged chunks are never re-embedded.
     """
-    resolved = open_sources(sources)
+    resolved = open_sources(sources, skip_bad_files=skip_bad_files)
     show_bar = interactive() if progress is None else progress
     bar: Any = None
 
@@ -62,10 +68,11 @@ def index_command(
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
-        for source in resolved:
-            if source.label == "<stdin>" and source.path is not None:
-                source.path.unlink(missing_ok=True)
+        close_sources(resolved)
+    skipped = skipped_files(resolved)
     if as_json:
-        emit_json(report.as_dict())
+        emit_json(report.as_dict() | {"skipped_files": [item.as_dict() for item in skipped]})
     else:
         click.echo(report.summary())
+        for item in skipped:
+            click.echo(terminal_safe(f"skipped {item.path}: {item.reason}"))

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ragstore.cli.app import CliError, app, emit_json
+from ragstore.cli.app import CliError, app, emit_json, terminal_safe
 from ragstore.embed.registry import BACKENDS, make_backend
 from ragstore.memory.models import ALL_STORES, load_profile
 from ragstore.memory.principals import grant_agent, list_principals, revoke_agent
@@ -143,7 +143,7 @@ def memory_recall(ctx: click.Context, /, **opts: Any) -> None:
     for hit in result.hits:
         record = hit.record
         first = record.content.strip().splitlines()[0]
-        click.echo(f"{hit.score:.4f}  {record.store.value:<10} [{record.id}] {first}")
+        click.echo(terminal_safe(f"{hit.score:.4f}  {record.store.value:<10} [{record.id}] {first}"))
     if not result.hits:
         click.echo("no records in the declared stores")
     if result.pending:

@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import click
 
-from ragstore.cli.app import CliError, app, emit_json
-from ragstore.search.api import MODES, search
+from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.search.api import MAX_K, MODES, search
+from ragstore.search.filters import parse_where
 from ragstore.search.recall import RecallReport, check_recall, sweep_recall
 from ragstore.search.types import Hit
 
 
 def _metadata(where: str | None) -> dict[str, Any] | None:
-    if where is None:
-        return None
-    try:
-        value = json.loads(where)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"--where: not JSON ({exc.msg} at position {exc.pos}): {where}") from exc
-    if not isinstance(value, dict):
-        raise CliError(f'--where must be a JSON object such as \'{{"lang": "en"}}\', got {where}')
-    return value
+    """The ``--where`` object, checked whole before any database call (InvalidInput naming --where)."""
+    return None if where is None else parse_where(where)
 
 
 def _hit_dict(hit: Hit) -> dict[str, Any]:
@@ -53,15 +46,15 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
     width = width or shutil.get_terminal_size((100, 20)).columns
     lines = []
     for rank, hit in enumerate(hits, 1):
-        lines.append(f"{rank:>3}  {hit.score:8.4f}  {hit.citation}")
-        lines.append(f"     {_one_line(hit.text, width - 6)}")
+        lines.append(terminal_safe(f"{rank:>3}  {hit.score:8.4f}  {hit.citation}"))
+        lines.append(f"     {terminal_safe(_one_line(hit.text, width - 6))}")
     return "\n".join(lines)
 
 
 @click.command("search")
 @click.argument("family")
 @click.argument("query")
-@click.option("-k", "k", type=int, default=10, show_default=True, help="How many hits.")
+@click.option("-k", "k", type=int, default=10, show_default=True, help=f"How many hits (at most {MAX_K}).")
 @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True)
 @click.option("--exact", is_flag=True, help="Exact numpy scan of the whole family (same as --mode exact).")
 @click.option("--package", default=None, help="Only chunks whose package_path starts with this.")

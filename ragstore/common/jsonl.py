@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ragstore.common.strictjson import MAX_DEPTH, nesting_depth
 from ragstore.errors import InvalidInput, NotFound
 
 __all__ = ["MAX_LINE_BYTES", "Line", "read_lines", "read_objects"]
@@ -68,9 +69,12 @@ def read_lines(path: str | os.PathLike[str], *, label: str | None = None) -> Ite
 def read_objects(path: str | os.PathLike[str], *, label: str | None = None) -> Iterator[tuple[Line, dict[str, Any]]]:
     """Each non-blank line of ``path`` parsed as a JSON object, with its :class:`Line`.
 
-    Raises what :func:`read_lines` raises, and InvalidInput for a line that is not JSON or not an object.
+    Raises what :func:`read_lines` raises, and InvalidInput for a line that is not JSON, not an object, or
+    nested deeper than :data:`~ragstore.common.strictjson.MAX_DEPTH` (checked before parsing).
     """
     for line in read_lines(path, label=label):
+        if (depth := nesting_depth(line.text)) > MAX_DEPTH:
+            raise InvalidInput(f"{line.where}: JSON nested {depth} levels deep; at most {MAX_DEPTH} are accepted")
         try:
             value = json.loads(line.text)
         except json.JSONDecodeError as exc:

@@ -13,7 +13,6 @@ A budgets file looks like this (TOML; the JSON form has the same keys)::
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 from typing import Annotated
@@ -21,6 +20,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragstore.common.files import read_bytes
+from ragstore.common.strictjson import loads_strict
 from ragstore.errors import InvalidInput
 
 __all__ = ["DEFAULT_MAX_TOKENS", "BudgetConfig", "load_budget_config", "select_token_budget"]
@@ -58,10 +58,12 @@ def load_budget_config(path: str | Path) -> BudgetConfig:
     raw = read_bytes(source, "budgets file")
     try:
         if source.suffix.lower() == ".json":
-            data = json.loads(raw)
+            data = loads_strict(raw, str(source))
         else:
             data = tomllib.loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except InvalidInput:
+        raise
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidInput(f"{source}: cannot parse budgets: {exc}") from exc
     try:
         return BudgetConfig.model_validate(data)

@@ -5,7 +5,6 @@ This is the I/O edge of the context package; the builder itself never touches th
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -13,7 +12,8 @@ from typing import Any
 
 from pydantic import JsonValue, ValidationError
 
-from ragstore.common.files import read_bytes
+from ragstore.common.files import entry_problem, read_bytes, read_regular
+from ragstore.common.strictjson import loads_strict
 from ragstore.context.builder import BuildError, build_context_pack
 from ragstore.context.models import ContextPack, FileEntry, Snippet
 from ragstore.errors import InvalidInput, NotFound
@@ -29,6 +29,9 @@ __all__ = [
     "repo_map",
 ]
 
+# The deepest JSON a state file may hold: far beyond any real debate state, far below the stack's limit.
+MAX_STATE_DEPTH = 64
+
 SKIP_DIRS = frozenset(
     {
         ".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", "node_modules",
@@ -38,9 +41,15 @@ SKIP_DIRS = frozenset(
 
 
 def is_binary(path: Path) -> bool:
-    """True when the first 8 KiB of the file hold a NUL byte (the test git itself uses)."""
-    with path.open("rb") as handle:
-        return b"\x00" in handle.read(8192)
+    """True when the first 8 KiB of the file hold a NUL byte (the test git itself uses). Opened without
+    blocking: a FIFO or device raises :class:`~ragstore.common.files.NotRegular` instead of hanging."""
+    return b"\x00" in read_regular(path, 8192)
+
+
+def _listable(path: Path, base: str) -> bool:
+    """True for a regular file, or a link to one inside the root; FIFOs, sockets, devices, broken links,
+    link loops and links leading outside the root are left out of the map (and never opened)."""
+    return entry_problem(path, base) is None
 
 
 def _git_files(root: Path) -> list[str] | None:
@@ -56,17 +65,25 @@ def _git_files(root: Path) -> list[str] | None:
     if done.returncode != 0:
         return None
     names = [os.fsdecode(name) for name in done.stdout.split(b"\x00") if name]
-    return [name for name in names if (root / name).is_file()]
+    base = os.path.realpath(root)
+    return [name for name in names if _listable(root / name, base)]
 
 
 def _walk_files(root: Path) -> list[str]:
     found: list[str] = []
-    for current, dirs, names in os.walk(root):
+    real_root = os.path.realpath(root)
+    for current, dirs, names in os.walk(root):  # links to folders are not followed: no cycle
         base = Path(current)
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not (base / d / "pyvenv.cfg").exists())
         for name in names:
             path = base / name
-            if path.is_file() and not is_binary(path):
+            if not _listable(path, real_root):
+                continue
+            try:
+                binary = is_binary(path)
+            except OSError:
+                continue  # unreadable, or replaced by a FIFO since the check: not a text file of the repo
+            if not binary:
                 found.append(path.relative_to(root).as_posix())
     return found
 
@@ -77,6 +94,8 @@ def repo_map(root: str | Path) -> list[str]:
     In a git work tree: the files git tracks plus untracked ones it does not ignore (``git ls-files
     --cached --others --exclude-standard``), that exist on disk. Elsewhere: a walk that skips ``.git``,
     virtualenvs (any directory holding ``pyvenv.cfg``), caches such as ``__pycache__``, and binary files.
+    Either way only regular files (or links to regular files inside ``root``) are listed: FIFOs, sockets,
+    devices, broken links, link loops and links leading outside ``root`` are left out, and never opened.
     Raises NotFound when ``root`` is not a directory.
     """
     base = Path(root)
@@ -101,11 +120,14 @@ def relative_path(path: str | Path, root: str | Path) -> str:
 
 def read_file_entry(path: str | Path, root: str | Path) -> FileEntry:
     """The L2 entry for a file: its path relative to ``root`` and its text, byte for byte (no newline
-    translation). Raises NotFound when missing, InvalidInput when binary or not UTF-8.
+    translation). Raises NotFound when missing, InvalidInput when binary, not UTF-8, not a regular file
+    (a FIFO is never opened for a blocking read) or a symbolic link leading outside ``root``.
     """
     source = Path(path)
     rel = relative_path(source, root)
-    data = read_bytes(path)
+    if entry_problem(source, os.path.realpath(root)) == "symbolic link leaving the folder":
+        raise InvalidInput(f"{path}: a symbolic link leading outside the root {os.path.abspath(root)}")
+    data = read_bytes(source)
     if b"\x00" in data:
         raise InvalidInput(f"{path}: binary file (NUL byte); L2 holds text files only")
     try:
@@ -116,14 +138,10 @@ def read_file_entry(path: str | Path, root: str | Path) -> FileEntry:
 
 
 def read_state(path: str | Path) -> dict[str, JsonValue]:
-    """The L5 state from a JSON file holding one object. Raises NotFound or InvalidInput (bad JSON,
-    not an object)."""
+    """The L5 state from a JSON file holding one object. Raises NotFound or InvalidInput (bad JSON, not an
+    object, NaN/Infinity, NUL or lone surrogates, nesting deeper than :data:`MAX_STATE_DEPTH`)."""
     source = Path(path)
-    raw = read_bytes(source, "state file")
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInput(f"{source}: not valid JSON: {exc}") from exc
+    data = loads_strict(read_bytes(source, "state file"), str(source), max_depth=MAX_STATE_DEPTH)
     if not isinstance(data, dict):
         raise InvalidInput(f"{source}: the state must be a JSON object")
     return data

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragstore.common.files import entry_problem, read_regular
 from ragstore.context.builder import assemble_pack, manifest_entry, manifest_of
 from ragstore.context.models import ContextPack
 
@@ -54,18 +56,25 @@ def verify(pack: ContextPack, root: str | Path) -> VerifyReport:
     ``root``; name the files whose bytes changed and those that are missing.
 
     The files checked are L7's entries, or L2's files when L7 was shed; none when both were shed.
-    Never raises for a changed or missing file: that is what the report is for.
+    Never raises for a changed or missing file: that is what the report is for. Only regular files are
+    read: a FIFO, a device, a link loop or a link leading outside ``root`` where a file was counts as
+    changed, and is never opened (a FIFO cannot hang the check).
     """
     rebuilt = assemble_pack(pack.layers, pack.budget.max_tokens)
     entries = pack.layers.L7 if pack.layers.L7 is not None else manifest_of(pack.layers.L2 or [])
     base = Path(root)
+    real_base = os.path.realpath(base)
     changed: list[str] = []
     missing: list[str] = []
     for entry in entries:
         target = base / entry.path
+        problem = entry_problem(target, real_base)
+        if problem is not None and problem != "a folder" and not problem.startswith(("cannot stat", "broken")):
+            changed.append(entry.path)  # a FIFO, device, link loop or link leaving the root: never opened
+            continue
         try:
-            data = target.read_bytes()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            data = read_regular(target)
+        except OSError:
             missing.append(entry.path)
             continue
         if manifest_entry(entry.path, data) != entry:

@@ -142,21 +142,32 @@ def run_isolated(
         with db_errors():
             statement, params = statements[0]
             return [conn.execute(statement, params, binary=binary).fetchall()]
+    # An error raised INSIDE the pipeline block would make psycopg log "error ignored terminating
+    # <Pipeline>" on stderr when the block's exit syncs and meets the error again: the first error is kept
+    # here, the block ends normally, and the exit's own error (the same failure) is the one caught below.
+    first: psycopg.Error | None = None
+    cursors: list[psycopg.Cursor[Any]] = []
     try:
         with conn.pipeline():
-            if isolated:
-                conn.execute(_SAVEPOINT)
-            cursors = [conn.execute(statement, params, binary=binary) for statement, params in statements]
-            if isolated:
-                conn.execute(_ROLLBACK_TO)
-                conn.execute(_RELEASE)
-        return [cur.fetchall() for cur in cursors]
+            try:
+                if isolated:
+                    conn.execute(_SAVEPOINT)
+                for statement, params in statements:
+                    cursors.append(conn.execute(statement, params, binary=binary))
+                if isolated:
+                    conn.execute(_ROLLBACK_TO)
+                    conn.execute(_RELEASE)
+            except psycopg.Error as exc:
+                first = exc
+        if first is None:
+            return [cur.fetchall() for cur in cursors]
     except psycopg.Error as exc:
-        if isolated:
-            with contextlib.suppress(psycopg.Error):
-                conn.execute(_ROLLBACK_TO)
-                conn.execute(_RELEASE)
-        map_db_error(exc)
+        first = first or exc
+    if isolated:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(_ROLLBACK_TO)
+            conn.execute(_RELEASE)
+    map_db_error(first)
 
 
 def map_db_error(exc: psycopg.Error) -> NoReturn:

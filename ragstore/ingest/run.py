@@ -12,7 +12,7 @@ from ragstore.db.connection import db_errors
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, check_fts_config, get_family
-from ragstore.ingest.readers import Source
+from ragstore.ingest.readers import EMPTY, Skipped, Source
 from ragstore.ingest.records import FTS_SAFE_BYTES, ChunkRecord
 from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector, write_records
 from ragstore.search.fts import fts_config_of
@@ -110,6 +110,9 @@ def index_sources(
     writes nothing. Records are then written in batches, each committed whole: should the database fail
     later (connection lost, disk full, a deadlock past its retries), the batches committed before stay
     committed and whole, the others are absent, and a rerun of the same input converges.
+
+    The report's ``skipped`` counts blank texts and empty documents; :func:`skipped_files` lists the files
+    the sources left out, and why.
     """
     family = get_family(conn, family_name)
     chosen = backend or backend_for(family)
@@ -120,7 +123,7 @@ def index_sources(
     if on_validated is not None:
         on_validated(total)
     prefixes = [prefix for source in sources for prefix in source.prefixes]
-    return write_records(
+    report = write_records(
         conn,
         family,
         chosen,
@@ -131,3 +134,11 @@ def index_sources(
         prune_prefixes=prefixes,
         progress=progress,
     )
+    # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
+    report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)
+    return report
+
+
+def skipped_files(sources: Sequence[Source]) -> list[Skipped]:
+    """The files the last read of ``sources`` did not index, with the reason (see :class:`Source`)."""
+    return [item for source in sources for item in source.skipped]

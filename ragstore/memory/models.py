@@ -78,6 +78,23 @@ def _check_finite(value: JsonValue, where: str) -> None:
             _check_finite(item, f"{where}[{index}]")
 
 
+def _check_text(value: Any) -> None:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("holds a NUL character, which PostgreSQL cannot store")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("holds a lone surrogate (not valid Unicode text)") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key)
+            _check_text(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_text(item)
+
+
 class MemoryRecord(BaseModel):
     """One immutable memory record.
 
@@ -99,6 +116,14 @@ class MemoryRecord(BaseModel):
     confidence: Score = 0.5
     tags: tuple[str, ...] = ()
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("id", "content", "tags", "metadata")
+    @classmethod
+    def _storable_text(cls, value: Any) -> Any:
+        # PostgreSQL text and jsonb hold neither NUL nor lone surrogates (which are not Unicode text):
+        # refused here, naming the field, rather than failing in the driver or the server.
+        _check_text(value)
+        return value
 
     @field_validator("id")
     @classmethod

@@ -5,7 +5,8 @@ Contracts (all fail closed, InvalidInput unless said otherwise):
 - ``family`` must exist (NotFound); exactly one of ``query`` (text, embedded with the family's own backend)
   or ``vector`` is given. A vector of another dimension, or a ``backend`` of another model than the
   family's, is ModelMismatch; a non-finite vector component is refused.
-- ``k`` and ``fetch_k`` are positive integers (a bool is not); ``min_score`` is finite; ``ef_search``
+- ``k`` and ``fetch_k`` are positive integers (a bool is not) of at most :data:`MAX_K` (1,000), and up to
+  that bound every mode returns ``min(k, rows that match)`` hits; ``min_score`` is finite; ``ef_search``
   a positive integer; ``mode`` one of :data:`MODES`; ``rerank`` None or ``"mmr"``.
 - An empty family returns ``[]``. Hits are ordered by score descending, then chunk_id ascending
   (MMR returns its pick order). A zero-magnitude query or row scores 0.
@@ -32,6 +33,7 @@ import numpy.typing as npt
 import psycopg
 from psycopg import pq
 
+from ragstore.common.strictjson import text_problem
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, get_family
@@ -43,6 +45,10 @@ from ragstore.search.types import Hit
 
 Conn = psycopg.Connection[Any]
 MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
+# The most hits (and MMR candidates) one search returns, in every mode. Above it a search would be cut
+# short by the index's candidate list (hnsw.ef_search stops at 1,000) rather than answer in full; a caller
+# that wants a whole family reads it, it does not search it.
+MAX_K = 1000
 RERANKS = ("mmr",)
 
 
@@ -70,18 +76,20 @@ def search(
     (the exact modes fill it). ``min_score`` drops hits scoring below it.
     Raises InvalidInput, ModelMismatch, NotFound, DatabaseUnavailable.
     """
-    k = check_k(k)
+    k = _at_most(check_k(k), "k")
     floor = check_min_score(min_score)
     if mode not in MODES:
         raise InvalidInput(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
     if rerank is not None and rerank not in RERANKS:
         raise InvalidInput(f"unknown rerank {rerank!r}: use 'mmr' or none")
     if rerank == "mmr":
-        fetch_k = check_k(fetch_k, "fetch_k")
+        fetch_k = _at_most(check_k(fetch_k, "fetch_k"), "fetch_k")
         float(mmr_lambda)  # validated by mmr(); a non-number fails here before any I/O
     if ef_search is not None:
         check_k(ef_search, "ef_search")
     flt = make_filter(package, metadata)
+    if isinstance(query, str) and (problem := text_problem(query)) is not None:
+        raise InvalidInput(f"the query holds {problem}")
     want = max(fetch_k, k) if rerank == "mmr" else k
 
     hits: list[Hit] | None = None
@@ -102,6 +110,12 @@ def search(
     if rerank == "mmr":
         hits = mmr(hits, k, mmr_lambda)
     return hits[:k]
+
+
+def _at_most(value: int, name: str) -> int:
+    if value > MAX_K:
+        raise InvalidInput(f"{name} must be at most {MAX_K} (a search returns at most {MAX_K} hits), got {value}")
+    return value
 
 
 def default_mode(family: Family, query: str | None) -> str:
@@ -322,5 +336,9 @@ def _text_modes(
     if mode == "fts":
         hits = hybrid.fts_search(conn, family, text, k=k, package=flt.package, metadata=flt.metadata)
     else:
-        hits = hybrid.hybrid_search(conn, family, text, query_vector, k=k, package=flt.package, metadata=flt.metadata)
+        # Each leg brings at least k candidates: with the default 50 per leg, k = 300 fused at most 100.
+        per_leg = max(hybrid.DEFAULT_PER_LEG, k)
+        hits = hybrid.hybrid_search(
+            conn, family, text, query_vector, k=k, per_leg=per_leg, package=flt.package, metadata=flt.metadata
+        )
     return hits

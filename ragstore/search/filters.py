@@ -29,6 +29,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ragstore.common.like import like_prefix
+from ragstore.common.strictjson import check_json_value, loads_strict, text_problem
 from ragstore.db.connection import run_isolated
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
@@ -107,12 +108,38 @@ class Filter:
 
 
 def make_filter(package: str | None, metadata: dict[str, Any] | None) -> Filter:
-    """Validate the filter arguments; InvalidInput when ``package`` is not text or ``metadata`` not a dict."""
+    """Validate the filter arguments; InvalidInput when ``package`` is not text or ``metadata`` is not a
+    JSON object that ``jsonb`` can hold (see :func:`ragstore.common.strictjson.check_json_value`: no NaN or
+    infinity, no NUL, no lone surrogate, at most :data:`MAX_WHERE_DEPTH` levels), before any database call."""
     if package is not None and not isinstance(package, str):
         raise InvalidInput(f"package must be a package_path prefix (text), got {package!r}")
+    if package is not None:
+        problem = text_problem(package)
+        if problem is not None:
+            raise InvalidInput(f"package holds {problem}")
     if metadata is not None and not isinstance(metadata, dict):
         raise InvalidInput(f"metadata must be a JSON object (dict) to match with @>, got {metadata!r}")
+    if metadata:
+        check_json_value(metadata, "metadata", max_depth=MAX_WHERE_DEPTH)
     return Filter(package or None, dict(metadata) if metadata else None)
+
+
+MAX_WHERE_DEPTH = 32
+
+
+def parse_where(text: str, option: str = "--where") -> dict[str, Any]:
+    """The metadata filter a ``--where`` value spells: one strict JSON object (no NaN or Infinity, no NUL,
+    no lone surrogate, nested at most :data:`MAX_WHERE_DEPTH` deep). InvalidInput naming ``option``
+    otherwise, so that nothing the server would refuse is ever sent to it."""
+    value = loads_strict(text, option, max_depth=MAX_WHERE_DEPTH)
+    if not isinstance(value, dict):
+        raise InvalidInput(f'{option} must be a JSON object such as \'{{"lang": "en"}}\', got {_short(text)}')
+    return value
+
+
+def _short(text: str, limit: int = 60) -> str:
+    shown = text if len(text) <= limit else text[: limit - 1] + "…"
+    return repr(shown)
 
 
 def check_k(k: int, name: str = "k") -> int:

@@ -1,11 +1,14 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from ragstore.cli.main import cli
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
 
 def invoke(dsn, *args, input=None):
@@ -65,7 +68,7 @@ def test_index_reads_jsonl_from_stdin(dsn):
     [
         (["family", "show", "nope"], "error: no family named 'nope'"),
         (["family", "create", "Bad-Name"], "error: invalid family name 'Bad-Name'"),
-        (["index", "nope", "/dev/null"], "error: no family named 'nope'"),
+        (["index", "nope", str(SAMPLE)], "error: no family named 'nope'"),
         (["index", "docs", "/no/such/file.jsonl"], "error: /no/such/file.jsonl: no such file or folder"),
     ],
 )
