@@ -51,8 +51,9 @@ CREATE INDEX chunks_tsv_idx ON ragstore.chunks USING gin (tsv);
 CREATE INDEX chunks_metadata_idx ON ragstore.chunks USING gin (metadata jsonb_path_ops);
 COMMENT ON TABLE ragstore.chunks IS 'ragstore chunks: text, metadata and full text, shared by all families';
 
--- The fingerprint of docs/decisions.md ("The offline backend"), bit-identical to ragstore.embed.offline.fingerprint. ascii() returns the code point
--- because ragstore migrate insists on a UTF8 database.
+-- The fingerprint of docs/decisions.md ("The offline backend"), bit-identical to
+-- ragstore.embed.offline.fingerprint. ascii() returns the code point because ragstore migrate insists
+-- on a UTF8 database.
 CREATE FUNCTION ragstore.offline_embed(input text) RETURNS vector(16)
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 DECLARE
