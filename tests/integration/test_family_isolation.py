@@ -200,6 +200,24 @@ def test_a_row_whose_vector_is_not_the_embedding_of_the_text_is_never_served(two
     assert served(conn, "alpha")["c0"][1] == "orchard text 0"
 
 
+def test_migrating_a_family_re_embeds_its_own_texts_and_leaves_the_other_family(two: Any, tmp_path: Path) -> None:
+    from ragstore.family_migrate import migrate_family
+    from tests.integration.test_family_migrate import HashBackend, vectors_for
+
+    conn = two
+    index(conn, "alpha", write_jsonl(tmp_path / "a.jsonl", [{"chunk_id": "c1", "package_path": "p", "text": A_TEXT}]))
+    index(conn, "beta", write_jsonl(tmp_path / "b.jsonl", [{"chunk_id": "c1", "package_path": "p", "text": B_TEXT}]))
+    beta_before = served(conn, "beta")
+    target = HashBackend(model="hash-a", dim=8)
+    report = migrate_family(conn, "alpha", target)
+    assert report.swapped and target.calls == [A_TEXT]
+    alpha = served(conn, "alpha")
+    assert alpha["c1"][1] == A_TEXT and np.allclose(alpha["c1"][2], vectors_for("hash-a", 8, [A_TEXT])[0])
+    beta = served(conn, "beta")
+    assert beta.keys() == beta_before.keys() and beta["c1"][1] == B_TEXT
+    assert np.array_equal(beta["c1"][2], beta_before["c1"][2])
+
+
 def test_two_openai_families_on_two_endpoints_each_call_their_own_provider(conn: Any, tmp_path: Path) -> None:
     with StubServer(native_dim=8) as one, StubServer(native_dim=8) as two:
         backends = {}
