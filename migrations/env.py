@@ -37,7 +37,10 @@ def run_migrations_online() -> None:
         # The version table lives in schema ragstore, which must exist before Alembic looks for it.
         connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATE_LOCK})
         try:
-            connection.execute(text("CREATE SCHEMA IF NOT EXISTS ragstore"))
+            # Only when missing: CREATE SCHEMA checks the CREATE privilege on the database even with IF NOT
+            # EXISTS, and a member of ragstore_owner migrating an existing schema need not hold it.
+            if not connection.execute(text("SELECT to_regnamespace('ragstore') IS NOT NULL")).scalar():
+                connection.execute(text("CREATE SCHEMA IF NOT EXISTS ragstore"))
             connection.commit()
             context.configure(connection=connection, version_table_schema="ragstore")
             with context.begin_transaction():

@@ -392,3 +392,9 @@ def test_migration_gives_family_tables_a_superuser_made_earlier_to_ragstore_owne
         assert conn.execute("SELECT has_table_privilege('ragstore_app', 'ragstore.families', 'UPDATE')").fetchone() == (
             False,
         )
+
+
+def test_an_owner_member_migrates_without_create_on_the_database(dsn: str, roles: Roles) -> None:
+    _, owner = roles.login("ragstore_owner")
+    result = run(owner, "migrate")
+    assert result.exit_code == 0 and "already at head" in result.output, result.output
