@@ -53,7 +53,7 @@ _RUN_AS = "embedded_postgres"
 _PRIVATE = 0o700
 _SETTINGS = """\
 # written by ragstore at every start: the embedded server's settings
-# (memory sized from this machine, {memory_note})
+# memory: {memory_note}
 listen_addresses = ''
 unix_socket_directories = '{socket_dir}'
 unix_socket_permissions = 0700
@@ -380,7 +380,8 @@ class EmbeddedServer:
     def _write_settings(self) -> None:
         memory = memory_settings()
         overridden = [env for env in (SHARED_BUFFERS_ENV, MAINTENANCE_WORK_MEM_ENV) if os.environ.get(env, "").strip()]
-        note = f"set by {', '.join(overridden)}" if overridden else f"{machine_memory() // _MB}MB of memory"
+        sized = f"sized from this machine's {machine_memory() // _MB}MB"
+        note = f"{', '.join(overridden)} set, the rest {sized}" if overridden else sized
         conf = self.data_dir / "ragstore.conf"
         conf.write_text(_SETTINGS.format(socket_dir=self.socket_dir, memory_note=note, **memory))
         hba = self.data_dir / "pg_hba.conf"
