@@ -20,7 +20,7 @@ DBA reads them as plain SQL. What they do:
   ``ragstore_owner``.
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-12-01
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from alembic import op
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -384,7 +384,7 @@ def test_migration_gives_family_tables_a_superuser_made_earlier_to_ragstore_owne
         families.create_family(conn, "docs", OfflineBackend())
         conn.execute("ALTER TABLE ragstore.emb_docs OWNER TO current_user")  # as an older version left it
         conn.commit()
-    migrate.downgrade(dsn, "0006")
+    migrate.downgrade(dsn, "0007")
     migrate.upgrade(dsn)
     with psycopg.connect(dsn) as conn:
         owner = conn.execute("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'ragstore.emb_docs'::regclass")
