@@ -317,21 +317,27 @@ def test_a_budgets_file_nested_deep_or_a_fifo_is_one_clear_line(tmp_path: Path) 
         assert len(lines) == 1 and lines[0].startswith(expected), lines
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root lists every folder whatever its mode")
 def test_a_sub_folder_that_cannot_be_listed_stops_the_run_unless_skip_bad_files(store: str, tmp_path: Path) -> None:
+    """A tree deeper than PATH_MAX (4,096 bytes) cannot be listed past that depth, even by root."""
     docs = tmp_path / "docs"
-    (docs / "locked").mkdir(parents=True)
+    docs.mkdir()
     (docs / "good.md").write_text("good text")
-    (docs / "locked" / "hidden.md").write_text("a document the walk cannot see")
-    os.chmod(docs / "locked", 0)
-    try:
-        with connect(store) as conn, pytest.raises(InvalidInput, match="locked: cannot list"):
-            index_sources(conn, "docs", open_sources([str(docs)]), prune=True)
-        sources = open_sources([str(docs)], skip_bad_files=True)
-        with connect(store) as conn:
-            index_sources(conn, "docs", sources)
-        assert [(Path(s.path).name, s.reason.split(":")[0]) for s in skipped_files(sources)] == [
-            ("locked", "cannot list")
-        ]
-    finally:
-        os.chmod(docs / "locked", 0o755)
+    fd = os.open(docs, os.O_RDONLY)
+    for i in range(20):  # 20 x 250 characters, made relative to an open folder (the full path is too long)
+        name = str(i % 10) * 250
+        os.mkdir(name, dir_fd=fd)
+        inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    document = os.open("hidden.md", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(document, b"a document the walk cannot reach")
+    os.close(document)
+    os.close(fd)
+    before = table_hashes(store)
+    with connect(store) as conn, pytest.raises(InvalidInput, match="cannot list: File name too long"):
+        index_sources(conn, "docs", open_sources([str(docs)]), prune=True)
+    assert table_hashes(store) == before
+    sources = open_sources([str(docs)], skip_bad_files=True)
+    with connect(store) as conn:
+        assert index_sources(conn, "docs", sources).inserted == 1
+    assert [s.reason for s in skipped_files(sources)] == ["cannot list: File name too long"]
