@@ -77,3 +77,14 @@ def test_every_query_of_sql_examples_answers_on_the_quick_start_family(conn):
         if statement.upper().startswith("SELECT") and not cur.fetchall():
             empty.append(statement.splitlines()[-1])
     assert empty == []
+
+
+def test_the_library_example_runs_as_written_after_the_quick_start(dsn, conn, monkeypatch, capsys):
+    families.create_family(conn, "docs", OfflineBackend())
+    conn.commit()
+    code = re.search(r"```python\n(.*?)```", section("Library"), re.S)
+    assert code is not None
+    monkeypatch.setenv("RAGSTORE_DSN", dsn)
+    monkeypatch.chdir(ROOT)
+    exec(compile(code.group(1), "README.md#library", "exec"), {})
+    assert "300 inserted" in capsys.readouterr().out
