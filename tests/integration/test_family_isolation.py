@@ -47,7 +47,7 @@ def served(conn: Any, family: str) -> dict[str, tuple[str, str, np.ndarray]]:
     """What a family serves, by id: (package_path, text, vector), read through the search path (a zero
     query returns every row by chunk_id)."""
     fam = families.get_family(conn, family)
-    hits = search(conn, family, vector=np.zeros(fam.dim, dtype=np.float32), k=10_000, mode="hnsw")
+    hits = search(conn, family, vector=np.zeros(fam.dim, dtype=np.float32), k=1000, mode="hnsw")
     return {h.chunk_id: (h.package_path, h.text, np.asarray(h.vector)) for h in hits}
 
 
