@@ -179,6 +179,8 @@ def map_db_error(exc: psycopg.Error) -> NoReturn:
         setting = config.statement_timeout_from_env()
         cause = f" ({config.TIMEOUT_ENV}={setting})" if setting and "statement timeout" in message else ""
         raise Timeout(f"statement cancelled{cause}: {message}") from exc
+    if isinstance(exc, pgerrors.ProgramLimitExceeded):  # a value over a server limit: not an outage
+        raise InvalidInput(f"a value is over a database limit, nothing was written: {message}") from exc
     if isinstance(exc, psycopg.OperationalError | pgerrors.AdminShutdown | pgerrors.CannotConnectNow):
         raise DatabaseUnavailable(f"database unavailable: {message}") from exc
     if isinstance(exc, pgerrors.InsufficientPrivilege):

@@ -25,7 +25,9 @@ from pydantic import (
     field_validator,
 )
 
-from ragstore.errors import InvalidInput, NotFound
+from ragstore.common.files import read_bytes
+from ragstore.common.strictjson import MAX_DEPTH, nesting_depth
+from ragstore.errors import InvalidInput
 
 __all__ = [
     "AGENT_ID_PATTERN",
@@ -56,6 +58,12 @@ class Store(StrEnum):
 
 
 ALL_STORES: tuple[Store, ...] = tuple(Store)
+
+# Limits the database would otherwise enforce mid-write: (agent, id) is a btree key (entries are capped at
+# 2,704 bytes), and the content's stored tsvector must stay under 1 MB (measured on ingest: 3 MB of distinct
+# words make a 4.4 MB tsvector; short distinct words cost up to ~3 bytes per byte, so 256 KiB stays under it).
+MAX_ID_BYTES = 2048
+MAX_CONTENT_BYTES = 256 * 1024
 
 Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
@@ -130,11 +138,17 @@ class MemoryRecord(BaseModel):
     def _id_not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("id must not be blank")
+        if (size := len(value.encode("utf-8"))) > MAX_ID_BYTES:
+            # (agent, id) is a btree key: PostgreSQL caps an index entry at 2,704 bytes.
+            raise ValueError(f"id is {size:,} bytes of UTF-8, over the limit of {MAX_ID_BYTES:,}")
         return value
 
     @field_validator("content")
     @classmethod
     def _content_not_blank(cls, value: str) -> str:
+        if len(value) > MAX_CONTENT_BYTES // 4 and (size := len(value.encode("utf-8"))) > MAX_CONTENT_BYTES:
+            # The stored tsvector of the content must stay under PostgreSQL's 1 MB limit.
+            raise ValueError(f"content is {size:,} bytes of UTF-8, over the limit of {MAX_CONTENT_BYTES:,}")
         if not value.strip():
             raise ValueError("content must not be empty or whitespace only")
         return value
@@ -198,18 +212,15 @@ def load_profile(path: str | Path) -> AgentProfile:
     suffix = file.suffix.lower()
     if suffix not in (".json", ".toml"):
         raise InvalidInput(f"{file}: agent profile must be a .json or .toml file, not {suffix or 'no suffix'!r}")
-    try:
-        raw = file.read_bytes()
-    except FileNotFoundError as exc:
-        raise NotFound(f"{file}: agent profile not found") from exc
-    except OSError as exc:
-        raise InvalidInput(f"{file}: cannot read agent profile: {exc.strerror or exc}") from exc
+    raw = read_bytes(file, "agent profile")  # a FIFO or device is refused, never opened for reading
     try:
         text = raw.decode("utf-8")
+        if nesting_depth(text) > MAX_DEPTH:
+            raise InvalidInput(f"{file}: agent profile nested deeper than {MAX_DEPTH} levels")
         data: Any = json.loads(text) if suffix == ".json" else tomllib.loads(text)
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{file}: agent profile is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise InvalidInput(f"{file}: agent profile is not valid {suffix[1:].upper()}: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidInput(f"{file}: agent profile must be an object with 'agent' and 'stores'")

@@ -36,6 +36,10 @@ Ranked = list[tuple[float, str]]
 BATCH_BYTES = 8 * 1024 * 1024
 
 
+# How often the exact path runs its scan and fetch when a winner vanished between them (see exact_hits).
+EXACT_ATTEMPTS = 3
+
+
 def cosine_scores(matrix: npt.NDArray[np.float32], query_vector: npt.NDArray[np.float32]) -> F64:
     """Cosine of each row of ``matrix`` with ``query_vector`` in float64; 0 where either norm is 0.
 
@@ -201,16 +205,23 @@ def exact_hits(
 ) -> list[Hit]:
     """Exact top ``k`` hits of ``family`` (rows passing ``flt``), with text, metadata and vectors.
 
-    Two statements whatever k: the streamed scan, then one fetch of the k winners' chunks.
+    Two statements whatever k: the streamed scan, then one fetch of the k winners' chunks (both again,
+    at most :data:`EXACT_ATTEMPTS` times, when a winner vanished between them).
     The caller must be inside a transaction (server-side cursor). Raises DatabaseUnavailable.
     """
-    ranked = top_k(stream_batches(conn, family, flt, batch_size), query_vector, k)
-    if not ranked:
-        return []
     statement = sql.SQL(query("search", "hits_by_ids")).format(table=sql.Identifier(family.table))
-    with db_errors():
-        rows = conn.execute(statement, {"ids": [chunk_id for _, chunk_id in ranked]}).fetchall()
-    by_id = {row[0]: row for row in rows}
+    for _attempt in range(EXACT_ATTEMPTS):
+        ranked = top_k(stream_batches(conn, family, flt, batch_size), query_vector, k)
+        if not ranked:
+            return []
+        with db_errors():
+            rows = conn.execute(statement, {"ids": [chunk_id for _, chunk_id in ranked]}).fetchall()
+        by_id = {row[0]: row for row in rows}
+        # Inside a caller's READ COMMITTED transaction the two statements see two snapshots: a winner
+        # deleted (pruned) in between is missing from the fetch. The scan is then run again, so the answer
+        # is never short; a top-level search runs both in one REPEATABLE READ snapshot and never retries.
+        if len(by_id) == len(ranked):
+            break
     hits: list[Hit] = []
     for score, chunk_id in ranked:
         row = by_id.get(chunk_id)

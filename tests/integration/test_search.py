@@ -395,3 +395,32 @@ def test_fts_and_hybrid_modes_delegate_to_the_hybrid_module_with_the_filters(con
     assert [h.chunk_id for h in both] == ["t0"] and both[0].ranks["fts"] == 1 and both[0].ranks["vector"] == 1
     with pytest.raises(InvalidInput, match="needs a query text"):
         search(conn, "docs", vector=np.ones(16), mode="fts")
+
+
+def test_exact_search_in_a_read_committed_transaction_is_never_short_when_a_winner_is_pruned(
+    conn, dsn, family, monkeypatch
+):
+    """Inside a caller's transaction the exact scan and the fetch of its winners are two snapshots: a winner
+    deleted between them (a concurrent prune) must not leave the answer short."""
+    from ragstore.db.connection import connect
+
+    vectors = clustered(60)
+    ids = load(conn, family, vectors)
+    query = vectors[0]
+    winner = ids[0]  # its own vector: the best hit
+    real_stream = exact.stream_batches
+    calls = []
+
+    def stream_then_prune(*args, **kwargs):
+        yield from real_stream(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:  # after the first scan, before the fetch: another session prunes the winner
+            with connect(dsn, autocommit=True) as other:
+                other.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = %s", (winner,))
+
+    monkeypatch.setattr(exact, "stream_batches", stream_then_prune)
+    conn.execute("SELECT 1")  # a READ COMMITTED transaction is open: the search is not top level
+    hits = search(conn, "docs", vector=query, k=10, mode="exact")
+    conn.rollback()
+    assert len(hits) == 10 and winner not in [h.chunk_id for h in hits]
+    assert len(calls) == 2  # the scan ran again once

@@ -153,3 +153,40 @@ def test_an_unknown_configuration_in_the_registry_fails_index_with_a_clear_error
         path = write_jsonl(tmp_path / "c.jsonl", [chunk(0)])
         with pytest.raises(InvalidInput, match="klingon"):
             index_sources(conn, "docs", open_sources([str(path)]))
+
+
+# -- agent memory: the same limits, refused before anything is written ----------------------------------
+
+
+def _memory_line(**fields: Any) -> str:
+    import json
+
+    record = {"agent": "ana", "store": "semantic", "at": "2026-01-01T00:00:00Z", "content": "note"} | fields
+    return json.dumps(record, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [({"id": "x" * 3000}, "id"), ({"id": "big", "content": distinct_words(300 * 1024)}, "content")],
+)
+def test_memory_import_over_a_database_limit_names_file_line_and_field_and_writes_nothing(
+    dsn: str, tmp_path: Path, fields: dict[str, Any], field: str
+) -> None:
+    from ragstore.memory import import_jsonl
+
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(_memory_line(id="fine") + "\n" + _memory_line(**fields) + "\n", encoding="utf-8")
+    with connect(dsn) as conn:
+        with pytest.raises(InvalidInput) as caught:
+            import_jsonl(conn, notes)
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM ragstore.memory").fetchone() == (0,)
+    message = str(caught.value)
+    assert message.startswith(f"{notes}:2:") and field in message and "database unavailable" not in message
+
+
+def test_a_value_over_a_server_limit_is_invalid_input_not_an_outage(dsn: str) -> None:
+    from ragstore.db.connection import db_errors
+
+    with connect(dsn) as conn, pytest.raises(InvalidInput, match="over a database limit"), db_errors():
+        conn.execute("SELECT length(to_tsvector('simple', %s))", (distinct_words(3 * 1024 * 1024),))
