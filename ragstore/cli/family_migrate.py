@@ -1,6 +1,6 @@
 """``ragstore family migrate NAME --backend B``: re-embed a family with another model and swap it in.
 
-The command parses, calls :func:`ragstore.family_migrate.migrate_family` (or ``dry_run`` /
+The command parses, calls :func:`ragstore.families.migrate.migrate_family` (or ``dry_run`` /
 ``abort_migration``) and prints; it is added to the ``family`` group as ``migrate``.
 """
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from ragstore import family_migrate
 from ragstore.cli.app import CliError, app, emit_json, interactive
 from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
+from ragstore.families import migrate as family_migrate
 
 _progressbar: Any = click.progressbar  # used as a context manager entered by hand
 

@@ -31,7 +31,7 @@ def backend_for(family: Family) -> Backend:
     """
     from ragstore.embed.registry import make_backend
 
-    # fts_config belongs to the chunks; target is a model migration in progress (ragstore.family_migrate).
+    # fts_config belongs to the chunks; target is a model migration in progress (ragstore.families.migrate).
     options = {k: v for k, v in family.options.items() if k not in {"fts_config", "target"}}
     key = json.dumps([family.backend, family.model, family.dim, options], sort_keys=True, default=str)
     backend = _BACKENDS.get(key)

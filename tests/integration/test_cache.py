@@ -11,7 +11,7 @@ import pytest
 from ragstore import families
 from ragstore.embed.cache import cache_key, embed_cached, lookup
 from ragstore.embed.offline import OfflineBackend
-from ragstore.family_migrate import migrate_family
+from ragstore.families.migrate import migrate_family
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from tests.integration.test_family_migrate import HashBackend, vectors_for, write_jsonl

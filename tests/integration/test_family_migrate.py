@@ -21,7 +21,7 @@ from ragstore import families
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import Conflict, InvalidInput
-from ragstore.family_migrate import abort_migration, dry_run, migrate_family
+from ragstore.families.migrate import abort_migration, dry_run, migrate_family
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 

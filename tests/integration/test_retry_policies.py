@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from psycopg import errors as pgerrors
 
-from ragstore import family_migrate
+from ragstore.families import migrate as family_migrate
 from ragstore.ingest import writer
 
 

@@ -159,7 +159,7 @@ def test_a_cached_family_is_rechecked_when_the_family_changes(conn, family):
 
 def test_a_search_after_a_model_migration_swapped_the_table_re_reads_the_family(conn, dsn, family):
     from ragstore.db.connection import connect
-    from ragstore.family_migrate import migrate_family
+    from ragstore.families.migrate import migrate_family
     from tests.integration.test_family_migrate import HashBackend
 
     load(conn, family, clustered(40))

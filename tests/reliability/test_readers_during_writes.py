@@ -7,10 +7,10 @@ half of some packages, (c) ``ragstore family migrate`` re-embeds the family with
 another dimension (offline 16-d -> openai 32-d, against the local stub server) and swaps it in.
 
 Proves: no search raises; none returns an empty or partial answer (always k hits, well-formed, each hit's
-text and package those of its chunk id); none stalls (slower than max(10 x idle p95, 3 s): blocked behind a writer), the idle p95
-measured in the same run per mode and per backend (before the writes for offline, after the swap for
-openai); no search started after a write committed returns what that write replaced or removed. Then
-every table's content hash equals that of a clean run of the same writes with no readers.
+text and package those of its chunk id); none stalls (slower than max(10 x idle p95, 3 s): blocked behind
+a writer), the idle p95 measured in the same run per mode and per backend (before the writes for offline,
+after the swap for openai); no search started after a write committed returns what that write replaced or
+removed. Then every table's content hash equals that of a clean run of the same writes with no readers.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ragstore import families
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.embed.openai import OpenAIBackend
-from ragstore.family_migrate import migrate_family
+from ragstore.families.migrate import migrate_family
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from tests.openai_stub import StubServer
