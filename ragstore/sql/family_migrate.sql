@@ -46,15 +46,6 @@ JOIN ragstore.chunks AS c ON c.family = o.family AND c.chunk_id = o.chunk_id
 -- name: count_rows
 SELECT count(*) FROM ragstore.{old}
 
--- name: count_todo_fresh
--- For a dry run before the new table exists: every row of the old table, and those already cached.
-SELECT count(*),
-       count(*) FILTER (WHERE EXISTS (
-           SELECT 1 FROM ragstore.embedding_cache AS k
-           WHERE k.model = %(cache_key)s AND k.content_sha256 = c.content_sha256))
-FROM ragstore.{old} AS o
-JOIN ragstore.chunks AS c ON c.family = o.family AND c.chunk_id = o.chunk_id
-
 -- name: sample
 -- Texts for a dry run's timing: uncached ones, spread over the table by a hash of the id.
 SELECT c.text
