@@ -289,10 +289,13 @@ def test_app_may_not_drop_the_index_of_a_family_that_holds_rows(dsn: str, roles:
     with connect(dsn) as conn:
         families.create_family(conn, "docs", OfflineBackend())
         conn.execute(
-            "INSERT INTO ragstore.chunks (chunk_id, package_path, text, content_sha256, record_sha256) "
-            "VALUES ('c', 'p', 't', sha256('t'), sha256('t'))"
+            "INSERT INTO ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256) "
+            "VALUES ('docs', 'c', 'p', 't', sha256('t'), sha256('t'))"
         )
-        conn.execute("INSERT INTO ragstore.emb_docs VALUES ('c', 'p', ragstore.offline_embed('t'), 'm', sha256('t'))")
+        conn.execute(
+            "INSERT INTO ragstore.emb_docs (chunk_id, package_path, embedding, model, content_sha256) "
+            "VALUES ('c', 'p', ragstore.offline_embed('t'), 'm', sha256('t'))"
+        )
         conn.commit()
     _, app_dsn = roles.login("ragstore_app")
     with psycopg.connect(app_dsn) as conn:
