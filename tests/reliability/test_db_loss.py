@@ -101,6 +101,7 @@ def test_refused_connection_is_one_line_and_non_zero(tmp_path: Path) -> None:
         connect(bad)
 
 
+@pytest.mark.slow
 def test_no_connection_leaks_after_1000_library_calls(
     dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
