@@ -163,11 +163,11 @@ def _set(doc: dict[str, Any], row: int, key: str, value: Any) -> dict[str, Any]:
 
 def test_slow_answer_times_out_and_is_retried(make: Any, stub: StubServer, sleeps: list[float]) -> None:
     stub.queue(Reply(delay=1.0))
-    start = time.monotonic()
     out = make(dim=8, timeout=0.2, max_retries=1).embed(["x"])
-    assert time.monotonic() - start < 0.9
     np.testing.assert_allclose(out, expected(["x"]), atol=1e-7)
-    assert len(sleeps) == 1
+    # The answer came from the second request: the first, slower than the timeout, was abandoned and retried
+    # (no wall-clock bound: a loaded machine makes any such bound flaky).
+    assert len(sleeps) == 1 and len(stub.requests) == 2
 
 
 def test_timeout_without_retries_is_a_backend_error(make: Any, stub: StubServer) -> None:
