@@ -33,6 +33,8 @@ from ragstore.common.strictjson import check_json_value, loads_strict, text_prob
 from ragstore.db.connection import run_isolated
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
+from ragstore.search import metafilter
+from ragstore.search.metafilter import uses_operators
 
 Conn = psycopg.Connection[Any]
 
@@ -60,7 +62,8 @@ def exact_max_rows(dim: int) -> int:
 
 @dataclass(frozen=True)
 class Filter:
-    """A package_path prefix and/or a metadata containment; both empty means no filter."""
+    """A package_path prefix and/or a metadata filter (a containment, or operators as
+    :mod:`ragstore.search.metafilter` describes); both empty means no filter."""
 
     package: str | None = None
     metadata: dict[str, Any] | None = None
@@ -84,8 +87,9 @@ class Filter:
         parts: list[sql.Composable] = [] if extra is None else [extra]
         if self.package:
             parts.append(sql.SQL("{}.package_path LIKE %(package_like)s").format(sql.Identifier(alias)))
-        if self.metadata:
-            parts.append(sql.SQL("{}.metadata @> %(metadata)s").format(sql.Identifier(chunks_alias)))
+        shape = self.metadata_shape
+        if shape is not None:
+            parts.append(metadata_condition(shape, chunks_alias))
         if not parts:
             return sql.SQL("")
         return sql.SQL("WHERE ") + sql.SQL(" AND ").join(parts)
@@ -95,8 +99,21 @@ class Filter:
         if self.package:
             values["package_like"] = like_prefix(self.package)
         if self.metadata:
-            values["metadata"] = Jsonb(self.metadata)
+            if uses_operators(self.metadata):
+                values.update(metafilter.params(metafilter.parse(self.metadata)))
+            else:
+                values["metadata"] = Jsonb(self.metadata)
         return values
+
+    @property
+    def metadata_shape(self) -> metafilter.Shape | None:
+        """What the metadata part of the SQL text depends on: None (no metadata filter), ``("@>",)`` (a
+        containment) or the shape of an operator filter (:mod:`ragstore.search.metafilter`)."""
+        if not self.metadata:
+            return None
+        if uses_operators(self.metadata):
+            return metafilter.shape(metafilter.parse(self.metadata))
+        return CONTAINMENT
 
     def join(self, alias: str = "e", chunks_alias: str = "c") -> sql.Composable:
         """The join to the family's own chunks the filter needs (nothing for a package-only filter)."""
@@ -105,6 +122,31 @@ class Filter:
         return sql.SQL("JOIN ragstore.chunks AS {c} ON {c}.family = {e}.family AND {c}.chunk_id = {e}.chunk_id").format(
             c=sql.Identifier(chunks_alias), e=sql.Identifier(alias)
         )
+
+
+CONTAINMENT: metafilter.Shape = ("@>",)
+
+
+@dataclass(frozen=True)
+class ShapeFilter(Filter):
+    """A filter given by its shape alone (no values): renders the SQL text a statement cache keeps."""
+
+    shape: metafilter.Shape | None = None
+
+    @property
+    def metadata_shape(self) -> metafilter.Shape | None:
+        return self.shape
+
+    @property
+    def needs_chunks(self) -> bool:
+        return self.shape is not None
+
+
+def metadata_condition(shape: metafilter.Shape, chunks_alias: str = "c") -> sql.Composable:
+    """The SQL condition of a metadata filter of ``shape`` (see :attr:`Filter.metadata_shape`)."""
+    if shape == CONTAINMENT:
+        return sql.SQL("{}.metadata @> %(metadata)s").format(sql.Identifier(chunks_alias))
+    return metafilter.render(shape, chunks_alias)
 
 
 def make_filter(package: str | None, metadata: dict[str, Any] | None) -> Filter:
@@ -121,6 +163,8 @@ def make_filter(package: str | None, metadata: dict[str, Any] | None) -> Filter:
         raise InvalidInput(f"metadata must be a JSON object (dict) to match with @>, got {metadata!r}")
     if metadata:
         check_json_value(metadata, "metadata", max_depth=MAX_WHERE_DEPTH)
+        if uses_operators(metadata):
+            metafilter.parse(metadata)  # InvalidInput now for what the operators cannot express
     return Filter(package or None, dict(metadata) if metadata else None)
 
 

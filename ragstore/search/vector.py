@@ -31,7 +31,8 @@ from psycopg import sql
 from ragstore.db.connection import db_errors, run_isolated
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.search.filters import Filter, cached_estimate, to_float32
+from ragstore.search import metafilter
+from ragstore.search.filters import Filter, ShapeFilter, cached_estimate, to_float32
 from ragstore.search.types import Hit
 
 Conn = psycopg.Connection[Any]
@@ -122,18 +123,25 @@ def exact_subset_statement(family: Family, flt: Filter, k: int, *, vectors: bool
     return _statement_text("exact_subset", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors)
 
 
-def _shape(flt: Filter) -> tuple[bool, bool]:
-    return bool(flt.package), bool(flt.metadata)
+def _shape(flt: Filter) -> tuple[bool, metafilter.Shape | None]:
+    return bool(flt.package), flt.metadata_shape
 
 
 @functools.lru_cache(maxsize=512)
 def _statement_text(
-    block: str, table: str, vector_type: str, dim: int, k: int, package: bool, metadata: bool, vectors: bool
+    block: str,
+    table: str,
+    vector_type: str,
+    dim: int,
+    k: int,
+    package: bool,
+    metadata: metafilter.Shape | None,
+    vectors: bool,
 ) -> str:
     """Block ``block`` of search.sql rendered for one shape of query: ``k`` is a literal (so a prepared
     statement keeps its plan), the filter's parameters are named. Rendered once per shape: the hot path
     composes nothing."""
-    shape = Filter("x" if package else None, {"x": 1} if metadata else None)
+    shape = ShapeFilter("x" if package else None, None, metadata)
     return (
         sql.SQL(query("search", block))
         .format(
