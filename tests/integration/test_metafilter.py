@@ -34,22 +34,22 @@ def ok(row, flt):  # the reference semantics, written independently of the SQL
                 return False
             continue
         has, value = key in row, row.get(key)
-        for op, x in cond.items():
-            same_type = has and isinstance(value, str) == isinstance(x, str) and not isinstance(value, bool)
-            tests = {
-                "$eq": lambda: has and value == x and type(value) is type(x),
-                "$ne": lambda: has and not (value == x and type(value) is type(x)),
-                "$gt": lambda: same_type and value > x,
-                "$gte": lambda: same_type and value >= x,
-                "$lt": lambda: same_type and value < x,
-                "$lte": lambda: same_type and value <= x,
-                "$in": lambda: has and any(value == v and type(value) is type(v) for v in x),
-                "$nin": lambda: has and not any(value == v and type(value) is type(v) for v in x),
-            }
-            good = tests[op]()  # noqa: B023 (called at once, in this iteration)
-            if not good:
-                return False
+        if not all(compare(op, has, value, x) for op, x in cond.items()):
+            return False
     return True
+
+
+def compare(op, has, value, x):
+    same = has and value == x and type(value) is type(x)
+    ordered = has and isinstance(value, str) == isinstance(x, str) and not isinstance(value, bool)
+    if op in ("$in", "$nin"):
+        found = has and any(value == v and type(value) is type(v) for v in x)
+        return found if op == "$in" else has and not found
+    if op == "$eq":
+        return same
+    if op == "$ne":
+        return has and not same
+    return ordered and {"$gt": value > x, "$gte": value >= x, "$lt": value < x, "$lte": value <= x}[op]
 
 
 FILTERS = [
