@@ -102,7 +102,8 @@ def vector_type_for(dim: int) -> str:
     )
 
 
-def _row_to_family(row: tuple[Any, ...]) -> Family:
+def row_to_family(row: tuple[Any, ...]) -> Family:
+    """A row of the ``get_family``/``list_families`` blocks as a Family."""
     name, backend, model, dim, vector_type, table, state, options = row
     return Family(name, backend, model, int(dim), vector_type, table, state, dict(options or {}))
 
@@ -211,13 +212,13 @@ def get_family(conn: Conn, name: str) -> Family:
         row = conn.execute(query("families", "get_family"), {"name": name}).fetchone()
     if row is None:
         raise NotFound(f"no family named {name!r} (see `ragstore family list`)")
-    return _row_to_family(row)
+    return row_to_family(row)
 
 
 def list_families(conn: Conn) -> list[Family]:
     with db_errors():
         rows = conn.execute(query("families", "list_families")).fetchall()
-    return [_row_to_family(r) for r in rows]
+    return [row_to_family(r) for r in rows]
 
 
 @dataclass(frozen=True)

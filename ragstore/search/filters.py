@@ -7,7 +7,7 @@ and every path (HNSW, exact over the filtered rows, numpy exact) uses that one f
 
 What the filtered-plan choice (:func:`ragstore.search.vector.plan_for`) reads lives here too: the
 planner's estimate of the rows a filter keeps (:func:`estimate_rows`, one ``EXPLAIN``: statistics, no
-scan), remembered per connection for :data:`ESTIMATE_TTL_SECONDS` (:func:`cached_estimate`), and the
+scan), remembered for :data:`ragstore.caches.ESTIMATE_TTL_SECONDS` (:func:`cached_estimate`), and the
 budget of rows an exact search may read (:meth:`RowEstimate.budget`). An estimate costs no scan whatever
 the filter keeps; counting the filtered rows through the btree (the earlier plan) cost up to 0.2 ms at
 100k rows, a fifth of the iterative scan it chose.
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +26,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ragstore.caches import Caches, caches_for
 from ragstore.common.like import like_prefix
 from ragstore.common.strictjson import check_json_value, loads_strict, text_problem
 from ragstore.db.connection import run_isolated
@@ -243,15 +242,19 @@ class RowEstimate:
         return max(floor, min(SELECTIVE_MAX_ROWS, math.floor(SELECTIVE_FRACTION * max(self.total, 0.0))))
 
 
-def estimate_rows(conn: Conn, family: Family, flt: Filter) -> RowEstimate:
-    """The planner's estimate of the rows passing ``flt`` (``EXPLAIN``: statistics, no scan) and of the
-    family's rows (``pg_class.reltuples``, 0 before the first ANALYZE), in one round trip."""
+def estimate_statements(family: Family, flt: Filter) -> list[tuple[sql.Composed | str, dict[str, Any]]]:
+    """The two read-only statements of an estimate: ``EXPLAIN`` of the filtered scan, and the family's
+    ``pg_class.reltuples``."""
     explain = sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM ragstore.{table} AS e {join} {where}").format(
         table=sql.Identifier(family.table), join=flt.join(), where=flt.where()
     )
-    relation = sql.Identifier("ragstore", family.table).as_string(conn)
+    relation = f'ragstore."{family.table}"'  # family.table is a checked name: [a-z][a-z0-9_]*
     total_sql = "SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = %(relation)s::regclass"
-    plan_rows, total_rows = run_isolated(conn, [(explain, flt.params()), (total_sql, {"relation": relation})])
+    return [(explain, flt.params()), (total_sql, {"relation": relation})]
+
+
+def read_estimate(plan_rows: list[tuple[Any, ...]], total_rows: list[tuple[Any, ...]]) -> RowEstimate:
+    """The RowEstimate the rows of :func:`estimate_statements` say."""
     plan_row = plan_rows[0] if plan_rows else None
     total_row = total_rows[0] if total_rows else None
     plan = plan_row[0] if plan_row else None
@@ -264,30 +267,32 @@ def estimate_rows(conn: Conn, family: Family, flt: Filter) -> RowEstimate:
     return RowEstimate(rows, float(total_row[0]) if total_row else 0.0)
 
 
-# Estimates this process has made, per connection: (family table, package, metadata as JSON) -> (estimate,
-# when it expires). A filter repeated within ESTIMATE_TTL_SECONDS plans with no round trip; statistics
-# themselves change only when the family is analyzed (autovacuum, or ragstore's bulk load).
-ESTIMATE_TTL_SECONDS = 60.0
-_ESTIMATES_PER_CONNECTION = 256
-_ESTIMATES: weakref.WeakKeyDictionary[Conn, dict[tuple[str, str | None, str | None], tuple[RowEstimate, float]]] = (
-    weakref.WeakKeyDictionary()
-)
+def estimate_rows(conn: Conn, family: Family, flt: Filter) -> RowEstimate:
+    """The planner's estimate of the rows passing ``flt`` (``EXPLAIN``: statistics, no scan) and of the
+    family's rows (``pg_class.reltuples``, 0 before the first ANALYZE), in one round trip."""
+    plan_rows, total_rows = run_isolated(conn, estimate_statements(family, flt))
+    return read_estimate(plan_rows, total_rows)
 
 
-def cached_estimate(conn: Conn, family: Family, flt: Filter) -> RowEstimate:
-    """:func:`estimate_rows`, remembered for ``conn`` during :data:`ESTIMATE_TTL_SECONDS`."""
+def estimate_key(family: Family, flt: Filter) -> tuple[str, str | None, str | None] | None:
+    """What an estimate is remembered under; None when the metadata cannot be keyed (keys of mixed types)."""
     try:
         metadata = None if flt.metadata is None else json.dumps(flt.metadata, sort_keys=True)
-    except TypeError:  # keys of mixed types cannot be sorted: estimate, but do not remember
+    except TypeError:
+        return None
+    return (family.table, flt.package, metadata)
+
+
+def cached_estimate(conn: Conn, family: Family, flt: Filter, caches: Caches | None = None) -> RowEstimate:
+    """:func:`estimate_rows`, remembered in ``caches`` (by default the connection's, see
+    :func:`ragstore.caches.caches_for`) during :data:`ragstore.caches.ESTIMATE_TTL_SECONDS`."""
+    key = estimate_key(family, flt)
+    if key is None:  # keys of mixed types cannot be sorted: estimate, but do not remember
         return estimate_rows(conn, family, flt)
-    key = (family.table, flt.package, metadata)
-    entries = _ESTIMATES.setdefault(conn, {})
-    now = time.monotonic()
-    hit = entries.get(key)
-    if hit is not None and hit[1] > now:
-        return hit[0]
+    store = caches if caches is not None else caches_for(conn)
+    hit = store.estimate(key)
+    if hit is not None:
+        return hit
     estimate = estimate_rows(conn, family, flt)
-    if len(entries) >= _ESTIMATES_PER_CONNECTION:
-        entries.clear()
-    entries[key] = (estimate, now + ESTIMATE_TTL_SECONDS)
+    store.remember_estimate(key, estimate)
     return estimate
