@@ -1,35 +1,32 @@
-"""What both framework adapters share: one family of ``external`` vectors, its connection and its calls.
+"""What both framework adapters share: one family of ``external`` vectors and the calls on it.
 
-:class:`FamilyClient` opens one connection, serialises the calls made on it from several threads (the
-frameworks' async methods run the sync ones in worker threads), creates the family on first use with the
-dimension and model name of the application's embedding model, refuses a model of another name or
-dimension (ModelMismatch), and ends every call with no transaction left open.
+:class:`FamilyClient` works through a :class:`ragstore.Store` (its own, opened on ``dsn``, or one the
+application passes in and shares), so it is thread-safe and never holds more connections than the pool
+allows; it creates the family on first use with the dimension and model name of the application's
+embedding model, and refuses a model of another name or dimension (ModelMismatch).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
-from psycopg import pq
 from pydantic import ValidationError
 
-from ragstore.db.connection import connect, db_errors
+from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Matrix
 from ragstore.embed.external import NAME as EXTERNAL
 from ragstore.errors import Conflict, InvalidInput, NotFound
-from ragstore.families import Family, create_family, drop_family, get_family
+from ragstore.families import Family, check_name
 from ragstore.ingest.readers import describe_validation_error
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import IndexReport, write_records
-from ragstore.search.api import search as _search
+from ragstore.ingest.writer import IndexReport
 from ragstore.search.types import Hit
+from ragstore.store import Store
 
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")
@@ -85,62 +82,43 @@ class Item:
 
 
 class FamilyClient:
-    """One family of externally computed vectors, on one connection (see the module docstring)."""
+    """One family of externally computed vectors, on a :class:`~ragstore.Store` (see the module docstring)."""
 
-    def __init__(self, family: str, dsn: str | None, model: str, dim: int) -> None:
-        self.name = family
+    def __init__(self, family: str, dsn: str | None, model: str, dim: int, store: Store | None = None) -> None:
+        self.name = check_name(family)
         self.model = model
         self.dim = dim
-        self._lock = threading.RLock()
-        self._conn: Conn = connect(dsn)
+        self._owned = store is None
+        self.store = store if store is not None else Store(dsn)
+        self.backend = CallableBackend(model, dim, self._refuse)
         try:
             self.family = self._ensure_family()
         except BaseException:
-            self._conn.close()
+            self.close()
             raise
-        self.backend = CallableBackend(model, dim, self._refuse)
 
     def _refuse(self, texts: list[str]) -> Any:
         raise InvalidInput("this family's text is embedded by the application's model, not by ragstore")
 
     def _ensure_family(self) -> Family:
-        probe = CallableBackend(self.model, self.dim, self._refuse)
-        with self.session() as conn:
+        try:
+            family = self.store.family(self.name)
+        except NotFound:
             try:
-                family = get_family(conn, self.name)
-            except NotFound:
-                try:
-                    family = create_family(conn, self.name, probe)
-                except Conflict:  # created meanwhile by another process
-                    family = get_family(conn, self.name)
-            family.check_backend(probe)
-            return family
-
-    @contextmanager
-    def session(self) -> Iterator[Conn]:
-        """The connection, for this thread alone; no transaction is left open after it (committed when the
-        block ends normally, rolled back when it raises)."""
-        with self._lock:
-            if self._conn.closed:
-                raise InvalidInput("this vector store is closed")
-            try:
-                yield self._conn
-            except BaseException:
-                if self._conn.info.transaction_status != pq.TransactionStatus.IDLE:
-                    self._conn.rollback()
-                raise
-            if self._conn.info.transaction_status != pq.TransactionStatus.IDLE:
-                with db_errors():
-                    self._conn.commit()
+                family = self.store.create_family(self.name, self.backend)
+            except Conflict:  # created meanwhile by another process
+                family = self.store.family(self.name)
+        family.check_backend(self.backend)
+        return family
 
     def run(self, fn: Callable[[Conn], T]) -> T:
-        with self.session() as conn:
+        with self.store.connection() as conn:
             return fn(conn)
 
     def write(self, items: Sequence[Item]) -> IndexReport:
         """Insert or update ``items`` (by ``chunk_id``): an unchanged item is a no-op, a changed one replaces
         its text, metadata and vector. InvalidInput names the first bad item; nothing of a bad call is written."""
-        records: list[tuple[str, ChunkRecord]] = []
+        records: list[ChunkRecord] = []
         for i, item in enumerate(items):
             where = f"item #{i} (id {item.chunk_id!r})"
             if not isinstance(item.text, str) or not item.text.strip():
@@ -155,17 +133,15 @@ class FamilyClient:
                 )
             except ValidationError as exc:
                 raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
-            records.append((where, record))
-        last: dict[str, int] = {}
-        for i, (_, record) in enumerate(records):
-            last[record.chunk_id] = i  # the last of several items with one id wins, as a dict update would
-        records = [pair for i, pair in enumerate(records) if last[pair[1].chunk_id] == i]
-        with self.session() as conn:
-            return write_records(conn, self.family, self.backend, records, expected=len(records))
+            records.append(record)
+        last = {record.chunk_id: i for i, record in enumerate(records)}
+        # The last of several items with one id wins, as a dict update would.
+        records = [record for i, record in enumerate(records) if last[record.chunk_id] == i]
+        return self.store.index(records, self.name, backend=self.backend)
 
     def get(self, ids: Sequence[str]) -> list[tuple[str, str, str, dict[str, Any]]]:
         """``(chunk_id, package_path, text, metadata)`` of the ids that exist, in id order."""
-        with self.session() as conn, db_errors():
+        with self.store.connection() as conn, db_errors():
             rows = conn.execute(query("integrations", "get_by_ids"), {"family": self.name, "ids": list(ids)})
             return [(r[0], r[1], r[2], dict(r[3] or {})) for r in rows.fetchall()]
 
@@ -179,24 +155,23 @@ class FamilyClient:
         return self._delete("delete_all", {})
 
     def _delete(self, block: str, params: dict[str, Any]) -> int:
-        with self.session() as conn, db_errors(), conn.transaction():
+        with self.store.connection() as conn, db_errors():
             return conn.execute(query("integrations", block), {"family": self.name, **params}).rowcount
 
     def count(self) -> int:
-        with self.session() as conn, db_errors():
+        with self.store.connection() as conn, db_errors():
             row = conn.execute(query("integrations", "count"), {"family": self.name}).fetchone()
             return int(row[0]) if row else 0
 
     def search(self, query_text: str | None = None, **kwargs: Any) -> list[Hit]:
-        """:func:`ragstore.search.search` on this family (``query_text`` for the full-text modes)."""
-        with self.session() as conn:
-            return _search(conn, self.name, query_text, **kwargs)
+        """:meth:`ragstore.Store.search` on this family (``query_text`` for the full-text modes)."""
+        return self.store.search(self.name, query_text, **kwargs)
 
     def drop(self) -> None:
         """Remove the family: its table, its chunks and its registration."""
-        with self.session() as conn:
-            drop_family(conn, self.name)
+        self.store.drop_family(self.name)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        """Close the Store when this client opened it (a Store passed in stays open)."""
+        if self._owned:
+            self.store.close()

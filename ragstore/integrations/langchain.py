@@ -2,7 +2,8 @@
 
 ``RagstoreVectorStore(embedding, family="docs", dsn=None)`` keeps the documents in ragstore family
 ``family``, created on first use as an ``external`` family with the embedding model's dimension (probed
-once) and name (its ``model`` / ``model_name`` attribute, else its class name); an embedding model of
+once) and name (its ``model`` / ``model_name`` attribute, else its class name), on a pooled
+:class:`ragstore.Store` opened on ``dsn`` (or ``store=``, shared with the application); an embedding model of
 another name or dimension is refused with :class:`ragstore.errors.ModelMismatch`. A LangChain document id
 is the chunk's ``chunk_id`` (a new UUID when the document has none); adding a document whose id exists
 replaces it, and adding the same document again changes nothing.
@@ -26,6 +27,7 @@ from langchain_core.vectorstores import VectorStore
 from ragstore.errors import InvalidInput
 from ragstore.integrations._family import FamilyClient, Item, as_matrix, model_name
 from ragstore.search.types import Hit
+from ragstore.store import Store
 
 SEARCH_TYPES = ("similarity", "hybrid")
 DEFAULT_FAMILY = "langchain"
@@ -41,13 +43,14 @@ class RagstoreVectorStore(VectorStore):
         dsn: str | None = None,
         *,
         search_type: str = "similarity",
+        store: Store | None = None,
     ) -> None:
         self._embedding = embedding
         self.search_type = _check_search_type(search_type)
         model = model_name(embedding)
         probe = embedding.embed_query("dimension probe")
         dim = len(probe)
-        self._client = FamilyClient(family, dsn, model, dim)
+        self._client = FamilyClient(family, dsn, model, dim, store)
 
     # --- the store -----------------------------------------------------------------------------------
     @property
@@ -63,7 +66,7 @@ class RagstoreVectorStore(VectorStore):
         self._client.drop()
 
     def close(self) -> None:
-        """Close the store's database connection."""
+        """Close the connection pool this vector store opened (a ``store=`` passed in stays open)."""
         self._client.close()
 
     def __enter__(self) -> RagstoreVectorStore:
