@@ -51,7 +51,7 @@ def moving_records(version: int) -> list[dict[str, Any]]:
             "text": f"moving chunk {i} version {version} words {i % 17}",
             "metadata": {"set": "moving", "v": version},
         }
-        for i in range(1500)
+        for i in range(600)
     ]
 
 
@@ -115,7 +115,7 @@ def test_store_32_threads_while_indexing(dsn: str) -> None:
             version = 1
             while not stop.is_set():
                 try:
-                    store.index(moving_records(version), "docs", batch_size=500)
+                    store.index(moving_records(version), "docs", batch_size=200)
                     index_runs.append(version)
                 except Exception as exc:  # any failure is a finding
                     errors.append(f"index: {type(exc).__name__}: {exc}")
@@ -166,7 +166,7 @@ def test_async_store_32_tasks_while_indexing(dsn: str) -> None:
                 version = 1
                 while not done.is_set():
                     try:
-                        await store.index(moving_records(version), "docs", batch_size=500)
+                        await store.index(moving_records(version), "docs", batch_size=200)
                         index_runs.append(version)
                     except Exception as exc:
                         errors.append(f"index: {type(exc).__name__}: {exc}")
