@@ -157,29 +157,23 @@ class Store:
         from psycopg_pool import PoolTimeout
 
         try:
-            ctx = self._pool.connection(timeout=self._timeout)
-            conn = ctx.__enter__()
+            conn = self._pool.getconn(timeout=self._timeout)
         except PoolTimeout as exc:
             raise DatabaseUnavailable(
                 f"no connection of the pool ({self.pool_size}) was free within {self._timeout:g}s: {exc}"
             ) from exc
-        failed: BaseException | None = None
         try:
             if not autocommit:
                 conn.autocommit = False
             yield conn
-        except BaseException as exc:
-            failed = exc
-            raise
         finally:
+            # The pool rolls back whatever is left open and discards a broken connection; a connection
+            # lent without autocommit goes back in autocommit, as the pool handed it out.
             with contextlib.suppress(psycopg.Error):
                 if not conn.autocommit:
                     conn.rollback()
                     conn.autocommit = True
-            if failed is None:
-                ctx.__exit__(None, None, None)
-            else:
-                ctx.__exit__(type(failed), failed, failed.__traceback__)
+            self._pool.putconn(conn)
 
     # -- schema and families ----------------------------------------------------------------------
     def migrate(self) -> MigrationResult:

@@ -2,8 +2,9 @@
 
 A :class:`Filter` narrows a search to a ``package_path`` prefix (LIKE wildcards in the prefix are
 escaped, so ``docs/a_b`` matches only that literal prefix) and/or a ``metadata`` containment
-(``chunks.metadata @> <json>``). The same filter is rendered once as a SQL fragment with parameters,
-and every path (HNSW, exact over the filtered rows, numpy exact) uses that one fragment.
+(``metadata @> <json>`` on the family table's GIN-indexed copy of the chunks' metadata). The same filter
+is rendered once as a SQL fragment with parameters, and every path (HNSW, exact over the filtered rows,
+numpy exact) uses that one fragment, over the family table alone.
 
 What the filtered-plan choice (:func:`ragstore.search.vector.plan_for`) reads lives here too: the
 planner's estimate of the rows a filter keeps (:func:`estimate_rows`, one ``EXPLAIN``: statistics, no
@@ -73,13 +74,15 @@ class Filter:
 
     @property
     def needs_chunks(self) -> bool:
-        """True when the filter reads ``ragstore.chunks`` (metadata lives there, not in the family table)."""
-        return bool(self.metadata)
+        """False: both filters read the family table alone (it keeps a copy of each chunk's metadata,
+        GIN-indexed, so a metadata filter is planned and read like a package filter)."""
+        return False
 
     def where(
         self, alias: str = "e", chunks_alias: str = "c", *, extra: sql.Composable | None = None
     ) -> sql.Composable:
-        """``WHERE …`` (or nothing) over the family table ``alias`` joined to chunks ``chunks_alias``.
+        """``WHERE …`` (or nothing) over the family table ``alias`` (``chunks_alias`` is unused: the
+        family table holds the metadata too).
 
         ``extra`` is one more condition ANDed in (the HNSW statement's reference to its settings row).
         """
@@ -88,7 +91,7 @@ class Filter:
             parts.append(sql.SQL("{}.package_path LIKE %(package_like)s").format(sql.Identifier(alias)))
         shape = self.metadata_shape
         if shape is not None:
-            parts.append(metadata_condition(shape, chunks_alias))
+            parts.append(metadata_condition(shape, alias))
         if not parts:
             return sql.SQL("")
         return sql.SQL("WHERE ") + sql.SQL(" AND ").join(parts)
@@ -136,16 +139,13 @@ class ShapeFilter(Filter):
     def metadata_shape(self) -> metafilter.Shape | None:
         return self.shape
 
-    @property
-    def needs_chunks(self) -> bool:
-        return self.shape is not None
 
-
-def metadata_condition(shape: metafilter.Shape, chunks_alias: str = "c") -> sql.Composable:
-    """The SQL condition of a metadata filter of ``shape`` (see :attr:`Filter.metadata_shape`)."""
+def metadata_condition(shape: metafilter.Shape, alias: str = "e") -> sql.Composable:
+    """The SQL condition of a metadata filter of ``shape`` (see :attr:`Filter.metadata_shape`) over the
+    table ``alias`` that holds the ``metadata`` column."""
     if shape == CONTAINMENT:
-        return sql.SQL("{}.metadata @> %(metadata)s").format(sql.Identifier(chunks_alias))
-    return metafilter.render(shape, chunks_alias)
+        return sql.SQL("{}.metadata @> %(metadata)s").format(sql.Identifier(alias))
+    return metafilter.render(shape, alias)
 
 
 def make_filter(package: str | None, metadata: dict[str, Any] | None) -> Filter:

@@ -1,6 +1,6 @@
 """Metadata filters with operators: ``{"year": {"$gte": 2020}, "$or": [{"lang": "en"}, {"lang": "fr"}]}``.
 
-A ``metadata=`` filter with no ``$`` operator anywhere is a containment (``chunks.metadata @> <json>``),
+A ``metadata=`` filter with no ``$`` operator anywhere is a containment (``metadata @> <json>``),
 as it has always been. One that uses operators is compiled here into a SQL condition whose every key and
 value is a parameter (the SQL text depends only on the filter's shape, never on its values):
 
@@ -120,11 +120,12 @@ def shape(node: Node) -> Shape:
     return (node.op, tuple(shape(child) for child in node.children))
 
 
-def render(node_shape: Shape, chunks_alias: str = "c") -> sql.Composable:
-    """The SQL condition of a filter of shape ``node_shape`` over chunks ``chunks_alias``; its parameters
+def render(node_shape: Shape, alias: str = "e") -> sql.Composable:
+    """The SQL condition of a filter of shape ``node_shape`` over the table ``alias`` (its ``metadata``
+    column); its parameters
     are named ``mf<n>_k``/``mf<n>_v``/``mf<n>_t`` in the order :func:`params` fills them."""
     counter = [0]
-    return _render(node_shape, sql.Identifier(chunks_alias), counter)
+    return _render(node_shape, sql.Identifier(alias), counter)
 
 
 def _render(node_shape: Shape, alias: sql.Identifier, counter: list[int]) -> sql.Composable:

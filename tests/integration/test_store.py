@@ -181,3 +181,18 @@ def test_the_functional_search_keeps_working(dsn: str) -> None:
         register_vector(conn)
         hits = ragstore.search(conn, "docs", vector=np.ones(fam.dim, dtype=np.float32), k=4, package="pkg1")
     assert len(hits) == 4 and all(h.package_path == "pkg1" for h in hits)
+
+
+def test_index_files_check_recall_and_context_pack(store: Any, tmp_path: Any) -> None:
+    import json
+
+    fam = store.create_family("docs", "offline")
+    path = tmp_path / "chunks.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records(25)), encoding="utf-8")
+    report = store.index_files([path], "docs")
+    assert report.inserted == 25
+    recall = store.check_recall("docs", samples=5, k=5)
+    assert recall.recall == 1.0
+    pack = store.context_pack(brief="find copy", max_tokens=4000, root=tmp_path, family="docs", query="topic copy", k=3)
+    assert pack.pack_id and pack.layers.L3 is not None and 1 <= len(pack.layers.L3) <= 3
+    assert fam.name == "docs"
