@@ -3,12 +3,17 @@
     python benchmarks/query.py                               # 100k x 16 and 100k x 384
     python benchmarks/query.py --sizes 100k:16,100k:384,1m:16 --queries 200
     python benchmarks/query.py --sizes 20k:16 --queries 50   # a quick run
+    python benchmarks/query.py --sizes 100k:384 --metadata-only   # metadata= against package= at 1%
 
 Data: clustered vectors (100 Gaussian clusters), nested ``package_path`` values (:func:`package_of`) so
 that one prefix keeps 0.1%, 1%, 2%, 5% or 10% of the rows, spread evenly through the table. Rows are written by
 a direct binary COPY into ``ragstore.chunks`` and the family table (not ragstore's writer: this measures
 the read path), the table is clustered by package_path and the HNSW index built after the load (ragstore's
 ``families.HNSW_M`` / ``HNSW_EF_CONSTRUCTION``), then VACUUM ANALYZE.
+Each row also carries metadata ``{"tag": "t<j>"}`` (:func:`tag_of`): one tag keeps 1% of the rows, in
+blocks of 100 consecutive rows every 10,000, so after the clustering by package a tag's rows are spread
+over the whole table (metadata is not the clustering key). ``--metadata-only`` runs just the comparison of
+a 1% ``metadata=`` filter with a 1% ``package=`` filter, interleaved query by query.
 Queries are fresh points of the same clusters. Truth is numpy cosine over the whole matrix in memory.
 Without ``--dsn`` an embedded server runs in a temporary folder (ragstore's settings) and is stopped at the end.
 Every figure is from one run on one machine: compare the ratios, not the absolute milliseconds.
@@ -25,6 +30,7 @@ import numpy as np
 from _db import admin_dsn, scratch_database
 from pgvector import HalfVector, Vector
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from ragstore import families
 from ragstore.db.connection import connect
@@ -50,6 +56,11 @@ def package_of(i: int) -> str:
     if r < 10:
         return f"a/g{r}"
     return f"h{r}"
+
+
+def tag_of(i: int) -> str:
+    """Row ``i``'s metadata tag: ``t0`` ... ``t99``, each on 1% of the rows (blocks of 100, every 10,000)."""
+    return f"t{(i // 100) % 100}"
 
 
 class BenchBackend:
@@ -91,23 +102,25 @@ def load(dsn: str, data: np.ndarray) -> families.Family:
         zero = b"\0" * 32
         with conn.cursor() as cur:
             with cur.copy(
-                "COPY ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256) "
-                "FROM STDIN (FORMAT BINARY)"
+                "COPY ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256,"
+                " metadata) FROM STDIN (FORMAT BINARY)"
             ) as copy:
-                copy.set_types(["text", "text", "text", "text", "bytea", "bytea"])
+                copy.set_types(["text", "text", "text", "text", "bytea", "bytea", "jsonb"])
                 for i in range(n):
-                    copy.write_row((fam.name, f"c{i:07d}", package_of(i), f"chunk {i}", zero, zero))
+                    meta = Jsonb({"tag": tag_of(i)})
+                    copy.write_row((fam.name, f"c{i:07d}", package_of(i), f"chunk {i}", zero, zero, meta))
             table = sql.Identifier(fam.table)
             with cur.copy(
                 sql.SQL(
-                    "COPY ragstore.{} (chunk_id, package_path, embedding, model, content_sha256) "
+                    "COPY ragstore.{} (chunk_id, package_path, embedding, model, content_sha256, metadata) "
                     "FROM STDIN (FORMAT BINARY)"
                 ).format(table)
             ) as copy:
-                copy.set_types(["text", "text", fam.vector_type, "text", "bytea"])
+                copy.set_types(["text", "text", fam.vector_type, "text", "bytea", "jsonb"])
                 wrap = HalfVector if fam.vector_type == "halfvec" else Vector
                 for i in range(n):
-                    copy.write_row((f"c{i:07d}", package_of(i), wrap(data[i]), fam.model, zero))
+                    meta = Jsonb({"tag": tag_of(i)})  # the copy ragstore's writer keeps beside the vector
+                    copy.write_row((f"c{i:07d}", package_of(i), wrap(data[i]), fam.model, zero, meta))
         conn.commit()
         loaded = time.perf_counter() - started
         started = time.perf_counter()
@@ -160,12 +173,50 @@ def row(label: str, found: list[list[str]], expected: list[list[int]], times: np
     return float(p50)
 
 
+def metadata_against_package(dsn: str, data: np.ndarray, qs: np.ndarray) -> None:
+    """A 1% ``metadata=`` filter against a 1% ``package=`` filter through search(), interleaved."""
+    n = data.shape[0]
+    pkg_mask = np.array([package_of(i).startswith(FILTERS["1%"]) for i in range(n)])
+    tag_mask = np.array([tag_of(i) == "t0" for i in range(n)])
+    pkg_truth, tag_truth = truth(data, qs, pkg_mask), truth(data, qs, tag_mask)
+    with connect(dsn, autocommit=True) as conn:
+
+        def by_package(q: np.ndarray) -> list[str]:
+            return [h.chunk_id for h in search(conn, "bench", vector=q, k=K, package=FILTERS["1%"])]
+
+        def by_metadata(q: np.ndarray) -> list[str]:
+            return [h.chunk_id for h in search(conn, "bench", vector=q, k=K, metadata={"tag": "t0"})]
+
+        fam = families.get_family(conn, "bench")
+        pkg_plan = vec.plan_for(conn, fam, Filter(FILTERS["1%"]))
+        tag_plan = vec.plan_for(conn, fam, Filter(None, {"tag": "t0"}))
+        pkg_found, pkg_t, tag_found, tag_t = paired(by_package, by_metadata, qs)
+        print(f"  -- 1% filters through search(), {len(qs)} queries interleaved")
+        p50 = row(f"package='a/b/c/d/' ({int(pkg_mask.sum()):,} rows) -> {pkg_plan}", pkg_found, pkg_truth, pkg_t)
+        m50 = row(f"metadata={{'tag': 't0'}} ({int(tag_mask.sum()):,} rows) -> {tag_plan}", tag_found, tag_truth, tag_t)
+        hits = min(len(f) for f in tag_found)
+        print(
+            f"  metadata / package p50 ratio: {m50 / p50:.2f}; fewest hits returned under the metadata filter: {hits}"
+        )
+
+
 def bench(
-    dsn: str, n: int, dim: int, queries: int, efs: list[int], exact_queries: int, filter_queries: int, seed: int
+    dsn: str,
+    n: int,
+    dim: int,
+    queries: int,
+    efs: list[int],
+    exact_queries: int,
+    filter_queries: int,
+    seed: int,
+    metadata_only: bool = False,
 ) -> None:
     print(f"\n== {n:,} rows x {dim}-d, {queries} queries ==")
     data, qs = make_data(n, dim, queries, seed)
     fam = load(dsn, data)
+    metadata_against_package(dsn, data, qs[:filter_queries])
+    if metadata_only:
+        return
     full = truth(data, qs)
     with connect(dsn, autocommit=True) as conn:
         vtype = sql.SQL(f"{fam.vector_type}({dim})")
@@ -277,6 +328,7 @@ def main() -> None:
     parser.add_argument("--exact-queries", type=int, default=20, help="queries to time on the numpy exact path")
     parser.add_argument("--filter-queries", type=int, default=100, help="queries per filtered plan")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--metadata-only", action="store_true", help="only metadata= against package= at 1%%")
     args = parser.parse_args()
     efs = [int(x) for x in args.ef.split(",")]
     with admin_dsn(args.dsn) as admin:
@@ -284,7 +336,17 @@ def main() -> None:
             rows_text, dim_text = spec.lower().split(":")
             n = int(float(rows_text.replace("k", "e3").replace("m", "e6")))
             with scratch_database(admin) as dsn:
-                bench(dsn, n, int(dim_text), args.queries, efs, args.exact_queries, args.filter_queries, args.seed)
+                bench(
+                    dsn,
+                    n,
+                    int(dim_text),
+                    args.queries,
+                    efs,
+                    args.exact_queries,
+                    args.filter_queries,
+                    args.seed,
+                    args.metadata_only,
+                )
 
 
 if __name__ == "__main__":

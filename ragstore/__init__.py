@@ -1,6 +1,8 @@
 """ragstore: a retrieval store for RAG on PostgreSQL + pgvector.
 
-The public names below are imported on first use (``ragstore.connect`` loads psycopg then), so that
+Applications start from :class:`ragstore.Store` (a pool of connections; thread-safe) or
+:class:`ragstore.AsyncStore` (asyncio). The public names below are imported on first use
+(``ragstore.connect`` loads psycopg then), so that
 importing a submodule such as the command line does not pay for the whole library.
 """
 
@@ -27,7 +29,10 @@ if TYPE_CHECKING:
     from ragstore.ingest.records import ChunkRecord, IndexRow
     from ragstore.ingest.run import index_sources
     from ragstore.ingest.writer import IndexReport, write_records
+    from ragstore.search.api import search
     from ragstore.search.types import Hit
+    from ragstore.store import Store
+    from ragstore.store_async import AsyncStore
 
 _ERRORS = (
     "BackendError",
@@ -56,9 +61,13 @@ _LAZY: dict[str, str] = {
     "IndexReport": "ragstore.ingest.writer",
     "write_records": "ragstore.ingest.writer",
     "Hit": "ragstore.search.types",
+    "search": "ragstore.search.api",
+    "Store": "ragstore.store",
+    "AsyncStore": "ragstore.store_async",
 }
 
 __all__ = [
+    "AsyncStore",
     "BackendError",
     "ChunkRecord",
     "Conflict",
@@ -73,12 +82,14 @@ __all__ = [
     "PermissionDenied",
     "RagstoreError",
     "SchemaError",
+    "Store",
     "Timeout",
     "connect",
     "create_family",
     "get_family",
     "index_sources",
     "list_families",
+    "search",
     "write_records",
 ]
 

@@ -33,8 +33,9 @@ from ragstore.embed.base import Backend, Matrix
 Conn = psycopg.Connection[Any]
 EmbedFn = Callable[[list[str]], Matrix]
 
-#: Backends whose vectors cost less to recompute than to look up.
-UNCACHED_BACKENDS = frozenset({"offline"})
+#: Backends whose vectors are not cached: the offline fingerprint costs less to recompute than to look up;
+#: external vectors come from a model ragstore knows by name only, which it cannot vouch for.
+UNCACHED_BACKENDS = frozenset({"offline", "external"})
 
 
 def endpoint_identity(base_url: str) -> str:

@@ -9,6 +9,7 @@ from ragstore.errors import InvalidInput
 
 #: The backend names :func:`make_backend` knows, default first.
 BACKENDS: tuple[str, ...] = ("offline", "minilm", "openai")
+# Also known to make_backend, not offered by the CLI: "external" (vectors computed outside ragstore).
 
 
 def make_backend(name: str, model: str | None = None, dim: int | None = None, **options: Any) -> Backend:
@@ -42,6 +43,13 @@ def make_backend(name: str, model: str | None = None, dim: int | None = None, **
             return OpenAIBackend(model=model, dim=dim, **options)
         except TypeError as exc:  # an option OpenAIBackend does not take
             raise InvalidInput(f"bad option for the openai backend: {exc}") from exc
+    elif name == "external":
+        from ragstore.embed.external import ExternalBackend
+
+        _no_options(name, options)
+        if not model or dim is None:
+            raise InvalidInput("the external backend needs the model name and the dimension of its vectors")
+        return ExternalBackend(model, dim)
     else:
         raise InvalidInput(f"unknown embedding backend {name!r}; known backends: {', '.join(BACKENDS)}")
     if model is not None and model != backend.model:

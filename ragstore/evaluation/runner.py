@@ -195,6 +195,7 @@ def run_eval(
     ``backend`` overrides the family's recorded one (tests); ``now`` fixes the blend's "now" (default:
     the wall clock, read once); ``per_leg`` sets the hybrid N for weighted and blended runs.
     """
+    from ragstore.caches import caches_for
     from ragstore.families import get_family
     from ragstore.ingest.run import backend_for
     from ragstore.search import hybrid
@@ -208,7 +209,7 @@ def run_eval(
     needs_vectors = any(spec.mode != "fts" for spec in modes)
     cache: dict[str, Matrix] = {}
     started = clock()
-    real = backend if backend is not None else backend_for(fam)
+    real = backend if backend is not None else backend_for(fam, caches_for(conn))
     if needs_vectors:
         texts = list(dict.fromkeys(q.text for q in queries))
         for i in range(0, len(texts), EMBED_BATCH):

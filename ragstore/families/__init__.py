@@ -52,6 +52,10 @@ class Family:
         return f"{self.table}_package_path"
 
     @property
+    def metadata_index(self) -> str:
+        return f"{self.table}_metadata"
+
+    @property
     def opclass(self) -> str:
         return f"{self.vector_type}_cosine_ops"
 
@@ -62,6 +66,7 @@ class Family:
             "family": sql.Literal(check_name(self.name)),
             "hnsw_index": sql.Identifier(self.hnsw_index),
             "package_index": sql.Identifier(self.package_index),
+            "metadata_index": sql.Identifier(self.metadata_index),
             "vector_type": sql.SQL(f"{self.vector_type}({int(self.dim)})"),  # checked in vector_type_for
             "opclass": sql.SQL(self.opclass),
             "m": sql.Literal(HNSW_M),
@@ -102,7 +107,8 @@ def vector_type_for(dim: int) -> str:
     )
 
 
-def _row_to_family(row: tuple[Any, ...]) -> Family:
+def row_to_family(row: tuple[Any, ...]) -> Family:
+    """A row of the ``get_family``/``list_families`` blocks as a Family."""
     name, backend, model, dim, vector_type, table, state, options = row
     return Family(name, backend, model, int(dim), vector_type, table, state, dict(options or {}))
 
@@ -177,9 +183,10 @@ def check_fts_config(conn: Conn, config: object) -> str:
 
 
 def create_table(conn: Conn, family: Family) -> None:
-    """Create the family's table, its package btree and its HNSW index (inside the caller's transaction)."""
+    """Create the family's table, its package btree, its metadata GIN index and its HNSW index (inside the
+    caller's transaction)."""
     ids = family.identifiers()
-    for block in ("create_table", "create_package_index", "create_hnsw_index"):
+    for block in ("create_table", "create_package_index", "create_metadata_index", "create_hnsw_index"):
         conn.execute(sql.SQL(query("families", block)).format(**ids))
     give_table_to_owner(conn, family)
 
@@ -211,13 +218,13 @@ def get_family(conn: Conn, name: str) -> Family:
         row = conn.execute(query("families", "get_family"), {"name": name}).fetchone()
     if row is None:
         raise NotFound(f"no family named {name!r} (see `ragstore family list`)")
-    return _row_to_family(row)
+    return row_to_family(row)
 
 
 def list_families(conn: Conn) -> list[Family]:
     with db_errors():
         rows = conn.execute(query("families", "list_families")).fetchall()
-    return [_row_to_family(r) for r in rows]
+    return [row_to_family(r) for r in rows]
 
 
 @dataclass(frozen=True)

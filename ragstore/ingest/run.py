@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 
+from ragstore.caches import Caches, caches_for
 from ragstore.db.connection import db_errors
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
@@ -20,26 +21,24 @@ from ragstore.search.fts import fts_config_of
 Conn = psycopg.Connection[Any]
 
 
-_BACKENDS: dict[str, Backend] = {}
-
-
-def backend_for(family: Family) -> Backend:
+def backend_for(family: Family, caches: Caches | None = None) -> Backend:
     """The backend that built ``family``, configured from the options the family recorded.
 
-    Backends are kept per process and configuration: a search must not pay for a new model session or
-    HTTP client (tens of milliseconds) on every query.
+    Backends are kept in ``caches`` per configuration (a search must not pay for a new model session or
+    HTTP client, tens of milliseconds, on every query); without ``caches`` a new one is made.
     """
     from ragstore.embed.registry import make_backend
 
     # fts_config belongs to the chunks; target is a model migration in progress (ragstore.families.migrate).
     options = {k: v for k, v in family.options.items() if k not in {"fts_config", "target"}}
     key = json.dumps([family.backend, family.model, family.dim, options], sort_keys=True, default=str)
-    backend = _BACKENDS.get(key)
-    if backend is None:
+
+    def make() -> Backend:
         backend = make_backend(family.backend, model=family.model, dim=family.dim, **options)
         family.check_backend(backend)
-        _BACKENDS[key] = backend
-    return backend
+        return backend
+
+    return make() if caches is None else caches.backend(key, make)
 
 
 def _all_records(sources: Sequence[Source]) -> Iterator[tuple[str, ChunkRecord]]:
@@ -115,7 +114,7 @@ def index_sources(
     the sources left out, and why.
     """
     family = get_family(conn, family_name)
-    chosen = backend or backend_for(family)
+    chosen = backend or backend_for(family, caches_for(conn))
     family.check_backend(chosen)
     config = check_fts_config(conn, fts_config_of(family))
     conn.commit()

@@ -24,8 +24,7 @@ family with a semantic backend, ``fts`` for the offline fingerprint, ``hnsw`` fo
 from __future__ import annotations
 
 import importlib
-import weakref
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ import numpy.typing as npt
 import psycopg
 from psycopg import pq
 
+from ragstore.caches import Caches, caches_for
 from ragstore.common.strictjson import text_problem
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
@@ -68,14 +68,78 @@ def search(
     mmr_lambda: float = 0.5,
     fetch_k: int = 50,
     backend: Backend | None = None,
+    caches: Caches | None = None,
 ) -> list[Hit]:
     """The top ``k`` hits of ``family`` for ``query`` (text) or ``vector``; see the module docstring.
 
     With ``rerank="mmr"`` the top ``max(fetch_k, k)`` are fetched with their vectors and re-ranked by
     :func:`~ragstore.search.mmr.mmr` with ``mmr_lambda``; without it, HNSW hits leave ``Hit.vector`` None
     (the exact modes fill it). ``min_score`` drops hits scoring below it.
+    ``caches`` holds the families, filter estimates and backends remembered between calls (a
+    :class:`ragstore.Store` passes its own); by default the connection's (:func:`ragstore.caches.caches_for`).
     Raises InvalidInput, ModelMismatch, NotFound, DatabaseUnavailable.
     """
+    memo = caches if caches is not None else caches_for(conn)
+    request = check_request(
+        query=query,
+        k=k,
+        mode=mode,
+        min_score=min_score,
+        package=package,
+        metadata=metadata,
+        ef_search=ef_search,
+        rerank=rerank,
+        fetch_k=fetch_k,
+        mmr_lambda=mmr_lambda,
+    )
+    k, floor, flt, want = request.k, request.floor, request.flt, request.want
+
+    hits: list[Hit] | None = None
+    cached: tuple[Family, npt.NDArray[np.float32]] | None = None
+    if mode in ("auto", "hnsw") and query is None:
+        hits, cached = _cached_hnsw(conn, memo, family, vector, want, flt, ef_search, rerank == "mmr")
+    if hits is None:
+        try:
+            hits = _fresh(conn, memo, family, query, vector, backend, mode, want, flt, ef_search, rerank, cached)
+        except RagstoreError as exc:
+            # The family changed between reading it and running the statement (a model migration swapped
+            # its table): read it again and run once more; a second failure is real.
+            if not _vector.stale_family_error(exc) or conn.info.transaction_status == pq.TransactionStatus.INERROR:
+                raise
+            hits = _fresh(conn, memo, family, query, vector, backend, mode, want, flt, ef_search, rerank, None)
+    if floor is not None:
+        hits = [hit for hit in hits if hit.score >= floor]
+    if rerank == "mmr":
+        hits = mmr(hits, k, mmr_lambda)
+    return hits[:k]
+
+
+@dataclass(frozen=True)
+class Request:
+    """A search's checked arguments: ``k``, the ``min_score`` floor, the filter, and ``want`` (the hits
+    to fetch: ``max(fetch_k, k)`` for MMR, else ``k``)."""
+
+    k: int
+    floor: float | None
+    flt: Filter
+    want: int
+    ef_search: int | None
+
+
+def check_request(
+    *,
+    query: str | None,
+    k: int,
+    mode: str,
+    min_score: float | None,
+    package: str | None,
+    metadata: dict[str, Any] | None,
+    ef_search: int | None,
+    rerank: str | None,
+    fetch_k: int,
+    mmr_lambda: float,
+) -> Request:
+    """Every check :func:`search` makes before any I/O (InvalidInput naming the argument)."""
     k = _at_most(check_k(k), "k")
     floor = check_min_score(min_score)
     if mode not in MODES:
@@ -91,25 +155,7 @@ def search(
     if isinstance(query, str) and (problem := text_problem(query)) is not None:
         raise InvalidInput(f"the query holds {problem}")
     want = max(fetch_k, k) if rerank == "mmr" else k
-
-    hits: list[Hit] | None = None
-    cached: tuple[Family, npt.NDArray[np.float32]] | None = None
-    if mode in ("auto", "hnsw") and query is None:
-        hits, cached = _cached_hnsw(conn, family, vector, want, flt, ef_search, rerank == "mmr")
-    if hits is None:
-        try:
-            hits = _fresh(conn, family, query, vector, backend, mode, want, flt, ef_search, rerank, cached)
-        except RagstoreError as exc:
-            # The family changed between reading it and running the statement (a model migration swapped
-            # its table): read it again and run once more; a second failure is real.
-            if not _vector.stale_family_error(exc) or conn.info.transaction_status == pq.TransactionStatus.INERROR:
-                raise
-            hits = _fresh(conn, family, query, vector, backend, mode, want, flt, ef_search, rerank, None)
-    if floor is not None:
-        hits = [hit for hit in hits if hit.score >= floor]
-    if rerank == "mmr":
-        hits = mmr(hits, k, mmr_lambda)
-    return hits[:k]
+    return Request(k, floor, flt, want, ef_search)
 
 
 def _at_most(value: int, name: str) -> int:
@@ -133,6 +179,7 @@ def default_mode(family: Family, query: str | None) -> str:
 
 def _fresh(
     conn: Conn,
+    memo: Caches,
     family: str,
     query: str | None,
     vector: Any,
@@ -145,13 +192,13 @@ def _fresh(
     cached: tuple[Family, npt.NDArray[np.float32]] | None,
 ) -> list[Hit]:
     """The search on family ``family`` read now (one lookup round trip, then the search itself)."""
-    fam = fresh_family(conn, family)
+    fam = fresh_family(conn, family, memo)
     mode = default_mode(fam, query) if mode == "auto" else mode
     query_vector: npt.NDArray[np.float32] | None
     if cached is not None and cached[0] == fam:
         text, query_vector = query, cached[1]
     else:
-        text, query_vector = _query(fam, query, vector, backend, needs_vector=mode != "fts" or rerank == "mmr")
+        text, query_vector = _query(fam, query, vector, backend, memo, needs_vector=mode != "fts" or rerank == "mmr")
     if mode in ("fts", "hybrid"):
         hits = _text_modes(conn, fam, mode, text, query_vector, want, flt)
         if rerank == "mmr" and query_vector is not None:
@@ -167,6 +214,7 @@ def _fresh(
             exact=mode == "exact",
             ef_search=ef_search,
             vectors=rerank == "mmr",
+            caches=memo,
         )
     return hits
 
@@ -189,25 +237,26 @@ def _with_cosine_relevance(hits: list[Hit], query_vector: npt.NDArray[np.float32
     return out
 
 
-# Families this process has read, per connection. The HNSW search by vector, filtered or not (the hot
-# path), runs on the cached Family with no lookup round trip and no check of ragstore.families in its statement: what
+# The families remembered in a Caches: the HNSW search by vector, filtered or not (the hot path), runs on
+# the remembered Family with no lookup round trip and no check of ragstore.families in its statement: what
 # it relies on is the table name and the dimension, and the server checks both (a swapped-out table is
 # UndefinedTable, another dimension a DataError), after which the family is read again. A text query
 # always reads the family first, as it embeds with the family's model (a family dropped and re-created
 # under the same table name with another model must not be served from the cache); the lookup is small
-# next to embedding the text. Entries die with their connection.
-_FAMILIES: weakref.WeakKeyDictionary[Conn, dict[str, Family]] = weakref.WeakKeyDictionary()
+# next to embedding the text.
 
 
-def fresh_family(conn: Conn, name: str) -> Family:
-    """Read family ``name`` (NotFound when there is none) and remember it for ``conn``."""
+def fresh_family(conn: Conn, name: str, caches: Caches | None = None) -> Family:
+    """Read family ``name`` (NotFound when there is none) and remember it in ``caches`` (by default the
+    connection's)."""
     fam = get_family(conn, name)
-    _FAMILIES.setdefault(conn, {})[name] = fam
+    (caches if caches is not None else caches_for(conn)).remember_family(fam)
     return fam
 
 
 def _cached_hnsw(
     conn: Conn,
+    memo: Caches,
     name: str,
     vector: Any,
     k: int,
@@ -225,7 +274,7 @@ def _cached_hnsw(
     The second item is the cached family with the query vector, reused by the fresh path when the family
     has not changed.
     """
-    fam = _FAMILIES.get(conn, {}).get(name)
+    fam = memo.family(name)
     if fam is None:
         return None, None
     try:
@@ -236,9 +285,9 @@ def _cached_hnsw(
     if not np.any(query_vector):
         return None, (fam, query_vector)
     try:
-        hits = run_vector(conn, fam, query_vector, k=k, flt=flt, ef_search=ef_search, vectors=vectors)
+        hits = run_vector(conn, fam, query_vector, k=k, flt=flt, ef_search=ef_search, vectors=vectors, caches=memo)
     except RagstoreError:
-        _FAMILIES.get(conn, {}).pop(name, None)
+        memo.forget_family(name)
         return None, None
     if not hits and not flt.active:
         return None, (fam, query_vector)  # an empty family, or one re-created since: the fresh path says
@@ -256,6 +305,7 @@ def run_vector(
     ef_search: int | None = None,
     plan: str | None = None,
     vectors: bool = True,
+    caches: Caches | None = None,
 ) -> list[Hit]:
     """Run a vector search; its settings never outlive it (see :func:`ragstore.db.connection.run_isolated`).
 
@@ -277,7 +327,7 @@ def run_vector(
         return hits
     if not np.any(query_vector):
         return _vector.zero_query_hits(conn, family, k=k, flt=flt)
-    chosen = plan or _vector.plan_for(conn, family, flt)
+    chosen = plan or _vector.plan_for(conn, family, flt, caches=caches)
     if chosen == _vector.PLAN_EXACT_SUBSET:
         return _vector.exact_subset_hits(conn, family, query_vector, k=k, flt=flt, vectors=vectors)
     iterative = chosen == _vector.PLAN_ITERATIVE
@@ -299,7 +349,7 @@ def run_vector(
 
 
 def _query(
-    family: Family, text: str | None, vector: Any, backend: Backend | None, *, needs_vector: bool
+    family: Family, text: str | None, vector: Any, backend: Backend | None, memo: Caches, *, needs_vector: bool
 ) -> tuple[str | None, npt.NDArray[np.float32] | None]:
     if (text is None) == (vector is None):
         raise InvalidInput("give exactly one of a query text or a query vector")
@@ -314,7 +364,7 @@ def _query(
     if backend is None:
         from ragstore.ingest.run import backend_for
 
-        backend = backend_for(family)
+        backend = backend_for(family, memo)
     matrix = backend.embed([text])
     return text, check_query_vector(matrix[0], family)
 

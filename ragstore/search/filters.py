@@ -2,12 +2,13 @@
 
 A :class:`Filter` narrows a search to a ``package_path`` prefix (LIKE wildcards in the prefix are
 escaped, so ``docs/a_b`` matches only that literal prefix) and/or a ``metadata`` containment
-(``chunks.metadata @> <json>``). The same filter is rendered once as a SQL fragment with parameters,
-and every path (HNSW, exact over the filtered rows, numpy exact) uses that one fragment.
+(``metadata @> <json>`` on the family table's GIN-indexed copy of the chunks' metadata). The same filter
+is rendered once as a SQL fragment with parameters, and every path (HNSW, exact over the filtered rows,
+numpy exact) uses that one fragment, over the family table alone.
 
 What the filtered-plan choice (:func:`ragstore.search.vector.plan_for`) reads lives here too: the
 planner's estimate of the rows a filter keeps (:func:`estimate_rows`, one ``EXPLAIN``: statistics, no
-scan), remembered per connection for :data:`ESTIMATE_TTL_SECONDS` (:func:`cached_estimate`), and the
+scan), remembered for :data:`ragstore.caches.ESTIMATE_TTL_SECONDS` (:func:`cached_estimate`), and the
 budget of rows an exact search may read (:meth:`RowEstimate.budget`). An estimate costs no scan whatever
 the filter keeps; counting the filtered rows through the btree (the earlier plan) cost up to 0.2 ms at
 100k rows, a fifth of the iterative scan it chose.
@@ -17,8 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,11 +27,14 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ragstore.caches import Caches, caches_for
 from ragstore.common.like import like_prefix
 from ragstore.common.strictjson import check_json_value, loads_strict, text_problem
 from ragstore.db.connection import run_isolated
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
+from ragstore.search import metafilter
+from ragstore.search.metafilter import uses_operators
 
 Conn = psycopg.Connection[Any]
 
@@ -60,7 +62,8 @@ def exact_max_rows(dim: int) -> int:
 
 @dataclass(frozen=True)
 class Filter:
-    """A package_path prefix and/or a metadata containment; both empty means no filter."""
+    """A package_path prefix and/or a metadata filter (a containment, or operators as
+    :mod:`ragstore.search.metafilter` describes); both empty means no filter."""
 
     package: str | None = None
     metadata: dict[str, Any] | None = None
@@ -71,21 +74,24 @@ class Filter:
 
     @property
     def needs_chunks(self) -> bool:
-        """True when the filter reads ``ragstore.chunks`` (metadata lives there, not in the family table)."""
-        return bool(self.metadata)
+        """False: both filters read the family table alone (it keeps a copy of each chunk's metadata,
+        GIN-indexed, so a metadata filter is planned and read like a package filter)."""
+        return False
 
     def where(
         self, alias: str = "e", chunks_alias: str = "c", *, extra: sql.Composable | None = None
     ) -> sql.Composable:
-        """``WHERE …`` (or nothing) over the family table ``alias`` joined to chunks ``chunks_alias``.
+        """``WHERE …`` (or nothing) over the family table ``alias`` (``chunks_alias`` is unused: the
+        family table holds the metadata too).
 
         ``extra`` is one more condition ANDed in (the HNSW statement's reference to its settings row).
         """
         parts: list[sql.Composable] = [] if extra is None else [extra]
         if self.package:
             parts.append(sql.SQL("{}.package_path LIKE %(package_like)s").format(sql.Identifier(alias)))
-        if self.metadata:
-            parts.append(sql.SQL("{}.metadata @> %(metadata)s").format(sql.Identifier(chunks_alias)))
+        shape = self.metadata_shape
+        if shape is not None:
+            parts.append(metadata_condition(shape, alias))
         if not parts:
             return sql.SQL("")
         return sql.SQL("WHERE ") + sql.SQL(" AND ").join(parts)
@@ -95,8 +101,21 @@ class Filter:
         if self.package:
             values["package_like"] = like_prefix(self.package)
         if self.metadata:
-            values["metadata"] = Jsonb(self.metadata)
+            if uses_operators(self.metadata):
+                values.update(metafilter.params(metafilter.parse(self.metadata)))
+            else:
+                values["metadata"] = Jsonb(self.metadata)
         return values
+
+    @property
+    def metadata_shape(self) -> metafilter.Shape | None:
+        """What the metadata part of the SQL text depends on: None (no metadata filter), ``("@>",)`` (a
+        containment) or the shape of an operator filter (:mod:`ragstore.search.metafilter`)."""
+        if not self.metadata:
+            return None
+        if uses_operators(self.metadata):
+            return metafilter.shape(metafilter.parse(self.metadata))
+        return CONTAINMENT
 
     def join(self, alias: str = "e", chunks_alias: str = "c") -> sql.Composable:
         """The join to the family's own chunks the filter needs (nothing for a package-only filter)."""
@@ -105,6 +124,28 @@ class Filter:
         return sql.SQL("JOIN ragstore.chunks AS {c} ON {c}.family = {e}.family AND {c}.chunk_id = {e}.chunk_id").format(
             c=sql.Identifier(chunks_alias), e=sql.Identifier(alias)
         )
+
+
+CONTAINMENT: metafilter.Shape = ("@>",)
+
+
+@dataclass(frozen=True)
+class ShapeFilter(Filter):
+    """A filter given by its shape alone (no values): renders the SQL text a statement cache keeps."""
+
+    shape: metafilter.Shape | None = None
+
+    @property
+    def metadata_shape(self) -> metafilter.Shape | None:
+        return self.shape
+
+
+def metadata_condition(shape: metafilter.Shape, alias: str = "e") -> sql.Composable:
+    """The SQL condition of a metadata filter of ``shape`` (see :attr:`Filter.metadata_shape`) over the
+    table ``alias`` that holds the ``metadata`` column."""
+    if shape == CONTAINMENT:
+        return sql.SQL("{}.metadata @> %(metadata)s").format(sql.Identifier(alias))
+    return metafilter.render(shape, alias)
 
 
 def make_filter(package: str | None, metadata: dict[str, Any] | None) -> Filter:
@@ -121,6 +162,8 @@ def make_filter(package: str | None, metadata: dict[str, Any] | None) -> Filter:
         raise InvalidInput(f"metadata must be a JSON object (dict) to match with @>, got {metadata!r}")
     if metadata:
         check_json_value(metadata, "metadata", max_depth=MAX_WHERE_DEPTH)
+        if uses_operators(metadata):
+            metafilter.parse(metadata)  # InvalidInput now for what the operators cannot express
     return Filter(package or None, dict(metadata) if metadata else None)
 
 
@@ -199,15 +242,19 @@ class RowEstimate:
         return max(floor, min(SELECTIVE_MAX_ROWS, math.floor(SELECTIVE_FRACTION * max(self.total, 0.0))))
 
 
-def estimate_rows(conn: Conn, family: Family, flt: Filter) -> RowEstimate:
-    """The planner's estimate of the rows passing ``flt`` (``EXPLAIN``: statistics, no scan) and of the
-    family's rows (``pg_class.reltuples``, 0 before the first ANALYZE), in one round trip."""
+def estimate_statements(family: Family, flt: Filter) -> list[tuple[sql.Composed | str, dict[str, Any]]]:
+    """The two read-only statements of an estimate: ``EXPLAIN`` of the filtered scan, and the family's
+    ``pg_class.reltuples``."""
     explain = sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM ragstore.{table} AS e {join} {where}").format(
         table=sql.Identifier(family.table), join=flt.join(), where=flt.where()
     )
-    relation = sql.Identifier("ragstore", family.table).as_string(conn)
+    relation = f'ragstore."{family.table}"'  # family.table is a checked name: [a-z][a-z0-9_]*
     total_sql = "SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = %(relation)s::regclass"
-    plan_rows, total_rows = run_isolated(conn, [(explain, flt.params()), (total_sql, {"relation": relation})])
+    return [(explain, flt.params()), (total_sql, {"relation": relation})]
+
+
+def read_estimate(plan_rows: list[tuple[Any, ...]], total_rows: list[tuple[Any, ...]]) -> RowEstimate:
+    """The RowEstimate the rows of :func:`estimate_statements` say."""
     plan_row = plan_rows[0] if plan_rows else None
     total_row = total_rows[0] if total_rows else None
     plan = plan_row[0] if plan_row else None
@@ -220,30 +267,32 @@ def estimate_rows(conn: Conn, family: Family, flt: Filter) -> RowEstimate:
     return RowEstimate(rows, float(total_row[0]) if total_row else 0.0)
 
 
-# Estimates this process has made, per connection: (family table, package, metadata as JSON) -> (estimate,
-# when it expires). A filter repeated within ESTIMATE_TTL_SECONDS plans with no round trip; statistics
-# themselves change only when the family is analyzed (autovacuum, or ragstore's bulk load).
-ESTIMATE_TTL_SECONDS = 60.0
-_ESTIMATES_PER_CONNECTION = 256
-_ESTIMATES: weakref.WeakKeyDictionary[Conn, dict[tuple[str, str | None, str | None], tuple[RowEstimate, float]]] = (
-    weakref.WeakKeyDictionary()
-)
+def estimate_rows(conn: Conn, family: Family, flt: Filter) -> RowEstimate:
+    """The planner's estimate of the rows passing ``flt`` (``EXPLAIN``: statistics, no scan) and of the
+    family's rows (``pg_class.reltuples``, 0 before the first ANALYZE), in one round trip."""
+    plan_rows, total_rows = run_isolated(conn, estimate_statements(family, flt))
+    return read_estimate(plan_rows, total_rows)
 
 
-def cached_estimate(conn: Conn, family: Family, flt: Filter) -> RowEstimate:
-    """:func:`estimate_rows`, remembered for ``conn`` during :data:`ESTIMATE_TTL_SECONDS`."""
+def estimate_key(family: Family, flt: Filter) -> tuple[str, str | None, str | None] | None:
+    """What an estimate is remembered under; None when the metadata cannot be keyed (keys of mixed types)."""
     try:
         metadata = None if flt.metadata is None else json.dumps(flt.metadata, sort_keys=True)
-    except TypeError:  # keys of mixed types cannot be sorted: estimate, but do not remember
+    except TypeError:
+        return None
+    return (family.table, flt.package, metadata)
+
+
+def cached_estimate(conn: Conn, family: Family, flt: Filter, caches: Caches | None = None) -> RowEstimate:
+    """:func:`estimate_rows`, remembered in ``caches`` (by default the connection's, see
+    :func:`ragstore.caches.caches_for`) during :data:`ragstore.caches.ESTIMATE_TTL_SECONDS`."""
+    key = estimate_key(family, flt)
+    if key is None:  # keys of mixed types cannot be sorted: estimate, but do not remember
         return estimate_rows(conn, family, flt)
-    key = (family.table, flt.package, metadata)
-    entries = _ESTIMATES.setdefault(conn, {})
-    now = time.monotonic()
-    hit = entries.get(key)
-    if hit is not None and hit[1] > now:
-        return hit[0]
+    store = caches if caches is not None else caches_for(conn)
+    hit = store.estimate(key)
+    if hit is not None:
+        return hit
     estimate = estimate_rows(conn, family, flt)
-    if len(entries) >= _ESTIMATES_PER_CONNECTION:
-        entries.clear()
-    entries[key] = (estimate, now + ESTIMATE_TTL_SECONDS)
+    store.remember_estimate(key, estimate)
     return estimate

@@ -109,9 +109,10 @@ def check_recall(
     flt = make_filter(package, metadata)
     fam = get_family(conn, family)
     if queries:
+        from ragstore.caches import caches_for
         from ragstore.ingest.run import backend_for
 
-        matrix = backend_for(fam).embed(list(queries))
+        matrix = backend_for(fam, caches_for(conn)).embed(list(queries))
     else:
         matrix = _sample_queries(conn, fam, flt, samples, noise, seed)
     with conn.transaction():

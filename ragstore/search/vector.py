@@ -28,10 +28,12 @@ import psycopg
 from pgvector import HalfVector, Vector
 from psycopg import sql
 
+from ragstore.caches import Caches
 from ragstore.db.connection import db_errors, run_isolated
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.search.filters import Filter, cached_estimate, to_float32
+from ragstore.search import metafilter
+from ragstore.search.filters import Filter, ShapeFilter, cached_estimate, to_float32
 from ragstore.search.types import Hit
 
 Conn = psycopg.Connection[Any]
@@ -71,14 +73,16 @@ def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
         )
 
 
-def plan_for(conn: Conn, family: Family, flt: Filter, threshold: int | None = None) -> str:
+def plan_for(
+    conn: Conn, family: Family, flt: Filter, threshold: int | None = None, caches: Caches | None = None
+) -> str:
     """Which plan a query with ``flt`` takes: plain HNSW (no filter), exact over the filtered rows when the
     planner estimates at most ``threshold`` of them (by default :meth:`RowEstimate.budget
     <ragstore.search.filters.RowEstimate.budget>`), else iterative HNSW. The estimate is remembered per
     connection (:func:`~ragstore.search.filters.cached_estimate`), so a repeated filter plans with no round trip."""
     if not flt.active:
         return PLAN_HNSW
-    estimate = cached_estimate(conn, family, flt)
+    estimate = cached_estimate(conn, family, flt, caches)
     limit = estimate.budget(family.dim) if threshold is None else threshold
     return PLAN_EXACT_SUBSET if estimate.rows <= limit else PLAN_ITERATIVE
 
@@ -122,18 +126,25 @@ def exact_subset_statement(family: Family, flt: Filter, k: int, *, vectors: bool
     return _statement_text("exact_subset", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors)
 
 
-def _shape(flt: Filter) -> tuple[bool, bool]:
-    return bool(flt.package), bool(flt.metadata)
+def _shape(flt: Filter) -> tuple[bool, metafilter.Shape | None]:
+    return bool(flt.package), flt.metadata_shape
 
 
 @functools.lru_cache(maxsize=512)
 def _statement_text(
-    block: str, table: str, vector_type: str, dim: int, k: int, package: bool, metadata: bool, vectors: bool
+    block: str,
+    table: str,
+    vector_type: str,
+    dim: int,
+    k: int,
+    package: bool,
+    metadata: metafilter.Shape | None,
+    vectors: bool,
 ) -> str:
     """Block ``block`` of search.sql rendered for one shape of query: ``k`` is a literal (so a prepared
     statement keeps its plan), the filter's parameters are named. Rendered once per shape: the hot path
     composes nothing."""
-    shape = Filter("x" if package else None, {"x": 1} if metadata else None)
+    shape = ShapeFilter("x" if package else None, None, metadata)
     return (
         sql.SQL(query("search", block))
         .format(
@@ -184,9 +195,14 @@ def exact_subset_hits(
     return [row_to_hit(row) for row in rows]
 
 
+def zero_query_statement(family: Family, flt: Filter, k: int) -> str:
+    """The ``zero_query`` block for ``family``, ``flt`` and ``k``; its parameters are the filter's."""
+    return _statement_text("zero_query", family.table, family.vector_type, family.dim, k, *_shape(flt), True)
+
+
 def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[Hit]:
     """A zero-magnitude query: every row scores 0, so the first ``k`` rows by chunk_id."""
-    statement = _statement_text("zero_query", family.table, family.vector_type, family.dim, k, *_shape(flt), True)
+    statement = zero_query_statement(family, flt, k)
     rows = run_isolated(conn, [(statement, flt.params())], binary=True)[0]
     return [row_to_hit(row) for row in rows]
 

@@ -12,11 +12,17 @@ CREATE TABLE ragstore.{table} (
     embedding       {vector_type} NOT NULL,
     model           text NOT NULL,
     content_sha256  bytea NOT NULL,
+    metadata        jsonb NOT NULL DEFAULT '{{}}'::jsonb,
     FOREIGN KEY (family, chunk_id) REFERENCES ragstore.chunks (family, chunk_id) ON DELETE CASCADE
 )
 
 -- name: create_package_index
 CREATE INDEX IF NOT EXISTS {package_index} ON ragstore.{table} (package_path text_pattern_ops)
+
+-- name: create_metadata_index
+-- The chunks' metadata is copied beside the vectors (the writer keeps it equal to ragstore.chunks.metadata)
+-- so that a metadata filter reads the family table alone, through this index, as a package filter does.
+CREATE INDEX IF NOT EXISTS {metadata_index} ON ragstore.{table} USING gin (metadata jsonb_path_ops)
 
 -- name: create_hnsw_index
 CREATE INDEX IF NOT EXISTS {hnsw_index} ON ragstore.{table} USING hnsw (embedding {opclass})

@@ -18,9 +18,10 @@ SELECT pg_try_advisory_lock(hashtextextended('ragstore.family_migrate:' || %(nam
 SELECT pg_advisory_unlock(hashtextextended('ragstore.family_migrate:' || %(name)s, 0))
 
 -- name: pending_filter
--- Chunks the old table holds that the new one lacks, or holds for another text or package.
+-- Chunks the old table holds that the new one lacks, or holds for another text, package or metadata.
 LEFT JOIN ragstore.{new} AS n ON n.chunk_id = o.chunk_id
-WHERE (n.chunk_id IS NULL OR n.content_sha256 <> c.content_sha256 OR n.package_path <> c.package_path)
+WHERE (n.chunk_id IS NULL OR n.content_sha256 <> c.content_sha256 OR n.package_path <> c.package_path
+       OR n.metadata <> c.metadata)
 
 -- name: pending
 -- The next batch of pending chunks (the pending_filter block) after chunk id "after".

@@ -58,25 +58,32 @@ WHERE (c.record_sha256, c.content_sha256) IS DISTINCT FROM (EXCLUDED.record_sha2
 RETURNING c.chunk_id
 
 -- name: merge_embeddings
-INSERT INTO ragstore.{table} AS e (chunk_id, package_path, embedding, model, content_sha256)
-SELECT chunk_id, package_path, embedding, model, content_sha256
-FROM ragstore_stage_embeddings
-ORDER BY chunk_id
+-- The family table keeps a copy of its chunk's metadata (read by metadata filters, see families.sql),
+-- taken from the chunk row merged before it in the same transaction.
+INSERT INTO ragstore.{table} AS e (chunk_id, package_path, embedding, model, content_sha256, metadata)
+SELECT s.chunk_id, s.package_path, s.embedding, s.model, s.content_sha256, coalesce(c.metadata, '{{}}'::jsonb)
+FROM ragstore_stage_embeddings AS s
+LEFT JOIN ragstore.chunks AS c ON c.family = {family} AND c.chunk_id = s.chunk_id
+ORDER BY s.chunk_id
 ON CONFLICT (chunk_id) DO UPDATE SET
     package_path   = EXCLUDED.package_path,
     embedding      = EXCLUDED.embedding,
     model          = EXCLUDED.model,
-    content_sha256 = EXCLUDED.content_sha256
-WHERE (e.content_sha256, e.model, e.package_path, e.embedding)
-      IS DISTINCT FROM (EXCLUDED.content_sha256, EXCLUDED.model, EXCLUDED.package_path, EXCLUDED.embedding)
+    content_sha256 = EXCLUDED.content_sha256,
+    metadata       = EXCLUDED.metadata
+WHERE (e.content_sha256, e.model, e.package_path, e.embedding, e.metadata)
+      IS DISTINCT FROM (EXCLUDED.content_sha256, EXCLUDED.model, EXCLUDED.package_path, EXCLUDED.embedding,
+                        EXCLUDED.metadata)
 RETURNING e.chunk_id, (e.xmax = 0) AS inserted
 
 -- name: sync_package_path
--- A chunk that moved to another package keeps its vector; the family table's copy of package_path follows.
+-- A chunk that moved to another package, or whose metadata changed, keeps its vector; the family table's
+-- copies of package_path and metadata follow.
 UPDATE ragstore.{table} AS e
-SET package_path = s.package_path
+SET package_path = s.package_path, metadata = s.metadata::jsonb
 FROM ragstore_stage_chunks AS s
-WHERE e.chunk_id = s.chunk_id AND e.package_path IS DISTINCT FROM s.package_path
+WHERE e.chunk_id = s.chunk_id
+  AND (e.package_path, e.metadata) IS DISTINCT FROM (s.package_path, s.metadata::jsonb)
 
 -- name: copy_seen
 COPY ragstore_seen (chunk_id) FROM STDIN (FORMAT BINARY)

@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from ragstore import families
+from ragstore import caches, families
+from ragstore.caches import caches_for
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
@@ -62,8 +63,8 @@ def test_an_estimate_is_remembered_per_connection_for_a_while(conn, docs, monkey
         vector.plan_for(conn, docs, small)
         vector.plan_for(conn, docs, make_filter(None, {"a": 2, "b": 1}))  # the same filter, keys reordered
     assert calls == [small, meta]
-    monkeypatch.setattr(filters, "ESTIMATE_TTL_SECONDS", 0.0)
-    filters._ESTIMATES.clear()
+    monkeypatch.setattr(caches, "ESTIMATE_TTL_SECONDS", 0.0)
+    caches_for(conn).clear()
     vector.plan_for(conn, docs, small)
     vector.plan_for(conn, docs, small)
     assert calls == [small, meta, small, small]  # expired at once: asked again

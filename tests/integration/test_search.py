@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from ragstore import families
+from ragstore.caches import caches_for
 from ragstore.embed.offline import OfflineBackend, fingerprint
 from ragstore.errors import InvalidInput, ModelMismatch, NotFound, RagstoreError
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
-from ragstore.search import api, exact, filters, search
+from ragstore.search import api, exact, search
 from ragstore.search import vector as vec
 from ragstore.search.filters import Filter
 from ragstore.search.mmr import mmr
@@ -172,7 +173,7 @@ def test_a_search_after_a_model_migration_swapped_the_table_re_reads_the_family(
     old_table = conn.execute("SELECT to_regclass(%s)", (f"ragstore.{family.table}",)).fetchone()
     assert old_table == (None,)
     after = search(conn, "docs", vector=q, k=5)  # the same connection: re-reads, runs on the new table
-    assert len(after) == 5 and api._FAMILIES[conn]["docs"].model == "hash-b"
+    assert len(after) == 5 and caches_for(conn).family("docs").model == "hash-b"
     filtered = search(conn, "docs", vector=q, k=5, package="pkg/")
     assert [h.chunk_id for h in filtered] == [h.chunk_id for h in after]
 
@@ -196,12 +197,13 @@ def test_a_swap_between_the_family_lookup_and_the_statement_is_retried_once(conn
     monkeypatch.setattr(api, "get_family", first_stale)
     for kwargs in ({"package": "pkg/"}, {"mode": "exact"}, {}):
         reads.clear()
-        api._FAMILIES.clear()
+        caches_for(conn).clear()
         got = [h.chunk_id for h in search(conn, "docs", vector=q, k=5, **kwargs)]
         assert got == expected and len(reads) == 2, kwargs
     reads.clear()
     monkeypatch.setattr(api, "get_family", lambda connection, name: reads.append(name) or real(connection, name))
-    api._FAMILIES[conn] = {"docs": stale}  # a stale cache entry: the hot path falls back, reads once
+    caches_for(conn).clear()
+    caches_for(conn).remember_family(stale)  # a stale cache entry: the hot path falls back, reads once
     assert [h.chunk_id for h in search(conn, "docs", vector=q, k=5)] == expected and reads == ["docs"]
 
 
@@ -209,17 +211,17 @@ def test_a_filtered_search_on_a_stale_cached_family_inside_a_transaction_recover
     load(conn, family, clustered(40))
     q = clustered(1, seed=1)[0]
     expected = [h.chunk_id for h in search(conn, "docs", vector=q, k=5, package="pkg/")]  # cached now
-    stale = api._FAMILIES[conn]["docs"]
+    stale = caches_for(conn).family("docs")
     conn.execute(f"ALTER TABLE ragstore.{family.table} RENAME TO emb_docs_v2")
     conn.execute("UPDATE ragstore.families SET table_name = 'emb_docs_v2' WHERE name = 'docs'")
-    assert api._FAMILIES[conn]["docs"] is stale and conn.info.transaction_status.name == "INTRANS"
+    assert caches_for(conn).family("docs") is stale and conn.info.transaction_status.name == "INTRANS"
     # The estimate and the statement on the cached family fail inside savepoints; the search re-reads the
     # family and answers, and the caller's transaction (holding the rename) is intact.
     assert [h.chunk_id for h in search(conn, "docs", vector=q, k=5, package="pkg/")] == expected
     assert conn.info.transaction_status.name == "INTRANS"
     # Again with no estimate remembered: the EXPLAIN on the stale table fails first, isolated as well.
-    api._FAMILIES[conn]["docs"] = stale
-    filters._ESTIMATES.clear()
+    caches_for(conn).remember_family(stale)
+    caches_for(conn).clear()
     assert [h.chunk_id for h in search(conn, "docs", vector=q, k=5, package="pkg/")] == expected
     assert conn.info.transaction_status.name == "INTRANS"
     assert conn.execute("SELECT count(*) FROM ragstore.emb_docs_v2").fetchone() == (40,)

@@ -32,6 +32,7 @@ import psycopg
 import pytest
 
 from ragstore import families
+from ragstore.caches import caches_for
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.embed.openai import OpenAIBackend
@@ -112,7 +113,7 @@ def _reader(dsn: str, out: str, stop: str, ready: str, seed: int, autocommit: bo
             if not autocommit:
                 conn.rollback()
             # The family the answer came from (the search layer remembers it per connection), "?" if unknown.
-            served = getattr(api, "_FAMILIES", {}).get(conn, {}).get("docs")
+            served = caches_for(conn).family("docs")
             model = served.model if served is not None and error is None else "?"
             got = [f"{h.chunk_id}:{h.text.split(':', 1)[0].rsplit('v', 1)[-1]}" for h in hits]
             records.append([started, seconds, mode, model, error, _problems(hits) if error is None else [], got])

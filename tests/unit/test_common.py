@@ -149,7 +149,7 @@ def test_one_where_builder() -> None:
     flt = filters.Filter(package="docs/", metadata={"lang": "en"})
     rendered = flt.where(extra=filters.sql.SQL("c.tsv @@ m.wide")).as_string(None)
     assert (
-        rendered == 'WHERE c.tsv @@ m.wide AND "e".package_path LIKE %(package_like)s AND "c".metadata @> %(metadata)s'
+        rendered == 'WHERE c.tsv @@ m.wide AND "e".package_path LIKE %(package_like)s AND "e".metadata @> %(metadata)s'
     )
 
 

@@ -1,0 +1,177 @@
+"""What both framework adapters share: one family of ``external`` vectors and the calls on it.
+
+:class:`FamilyClient` works through a :class:`ragstore.Store` (its own, opened on ``dsn``, or one the
+application passes in and shares), so it is thread-safe and never holds more connections than the pool
+allows; it creates the family on first use with the dimension and model name of the application's
+embedding model, and refuses a model of another name or dimension (ModelMismatch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import psycopg
+from pydantic import ValidationError
+
+from ragstore.db.connection import db_errors
+from ragstore.db.sqlfiles import query
+from ragstore.embed.base import Matrix
+from ragstore.embed.external import NAME as EXTERNAL
+from ragstore.errors import Conflict, InvalidInput, NotFound
+from ragstore.families import Family, check_name
+from ragstore.ingest.readers import describe_validation_error
+from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.writer import IndexReport
+from ragstore.search.types import Hit
+from ragstore.store import Store
+
+Conn = psycopg.Connection[Any]
+T = TypeVar("T")
+
+
+class CallableBackend:
+    """A ragstore backend over the application's model: ``name='external'``, its model name and dimension,
+    and ``embed`` calling ``fn`` (a framework's ``embed_documents`` or ``embed_query``)."""
+
+    name = EXTERNAL
+
+    def __init__(self, model: str, dim: int, fn: Callable[[list[str]], Sequence[Sequence[float]]]) -> None:
+        self.model = model
+        self.dim = dim
+        self._fn = fn
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        return as_matrix(self._fn(list(texts)), len(texts), self.dim, self.model)
+
+
+def as_matrix(vectors: Any, rows: int, dim: int, model: str) -> Matrix:
+    """The model's answer as a float32 matrix; InvalidInput when it has the wrong shape or a non-finite value."""
+    try:
+        matrix = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"the embedding model {model!r} returned something that is not a list of vectors") from exc
+    if matrix.ndim != 2 or matrix.shape[0] != rows or matrix.shape[1] != dim:
+        raise InvalidInput(f"the embedding model {model!r} returned shape {matrix.shape}, expected ({rows}, {dim})")
+    if not np.isfinite(matrix).all():
+        raise InvalidInput(f"the embedding model {model!r} returned a vector holding NaN or infinity")
+    return matrix
+
+
+def model_name(embedding: object) -> str:
+    """The name a family records for a framework's embedding model: its ``model`` or ``model_name``
+    attribute when that is text, else its class name."""
+    for attribute in ("model", "model_name"):
+        value = getattr(embedding, attribute, None)
+        if isinstance(value, str) and value.strip():
+            return value
+    return type(embedding).__name__
+
+
+@dataclass(frozen=True)
+class Item:
+    """One chunk as an adapter writes it."""
+
+    chunk_id: str
+    package_path: str
+    text: str
+    metadata: dict[str, Any]
+    vector: list[float]
+
+
+class FamilyClient:
+    """One family of externally computed vectors, on a :class:`~ragstore.Store` (see the module docstring)."""
+
+    def __init__(self, family: str, dsn: str | None, model: str, dim: int, store: Store | None = None) -> None:
+        self.name = check_name(family)
+        self.model = model
+        self.dim = dim
+        self._owned = store is None
+        self.store = store if store is not None else Store(dsn)
+        self.backend = CallableBackend(model, dim, self._refuse)
+        try:
+            self.family = self._ensure_family()
+        except BaseException:
+            self.close()
+            raise
+
+    def _refuse(self, texts: list[str]) -> Any:
+        raise InvalidInput("this family's text is embedded by the application's model, not by ragstore")
+
+    def _ensure_family(self) -> Family:
+        try:
+            family = self.store.family(self.name)
+        except NotFound:
+            try:
+                family = self.store.create_family(self.name, self.backend)
+            except Conflict:  # created meanwhile by another process
+                family = self.store.family(self.name)
+        family.check_backend(self.backend)
+        return family
+
+    def run(self, fn: Callable[[Conn], T]) -> T:
+        with self.store.connection() as conn:
+            return fn(conn)
+
+    def write(self, items: Sequence[Item]) -> IndexReport:
+        """Insert or update ``items`` (by ``chunk_id``): an unchanged item is a no-op, a changed one replaces
+        its text, metadata and vector. InvalidInput names the first bad item; nothing of a bad call is written."""
+        records: list[ChunkRecord] = []
+        for i, item in enumerate(items):
+            where = f"item #{i} (id {item.chunk_id!r})"
+            if not isinstance(item.text, str) or not item.text.strip():
+                raise InvalidInput(f"{where}: the text is empty; ragstore indexes no blank text")
+            try:
+                record = ChunkRecord(
+                    chunk_id=item.chunk_id,
+                    package_path=item.package_path,
+                    text=item.text,
+                    metadata=item.metadata,
+                    vector=item.vector,
+                )
+            except ValidationError as exc:
+                raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
+            records.append(record)
+        last = {record.chunk_id: i for i, record in enumerate(records)}
+        # The last of several items with one id wins, as a dict update would.
+        records = [record for i, record in enumerate(records) if last[record.chunk_id] == i]
+        return self.store.index(records, self.name, backend=self.backend)
+
+    def get(self, ids: Sequence[str]) -> list[tuple[str, str, str, dict[str, Any]]]:
+        """``(chunk_id, package_path, text, metadata)`` of the ids that exist, in id order."""
+        with self.store.connection() as conn, db_errors():
+            rows = conn.execute(query("integrations", "get_by_ids"), {"family": self.name, "ids": list(ids)})
+            return [(r[0], r[1], r[2], dict(r[3] or {})) for r in rows.fetchall()]
+
+    def delete_ids(self, ids: Sequence[str]) -> int:
+        return self._delete("delete_ids", {"ids": list(ids)})
+
+    def delete_packages(self, packages: Sequence[str]) -> int:
+        return self._delete("delete_packages", {"packages": list(packages)})
+
+    def delete_all(self) -> int:
+        return self._delete("delete_all", {})
+
+    def _delete(self, block: str, params: dict[str, Any]) -> int:
+        with self.store.connection() as conn, db_errors():
+            return conn.execute(query("integrations", block), {"family": self.name, **params}).rowcount
+
+    def count(self) -> int:
+        with self.store.connection() as conn, db_errors():
+            row = conn.execute(query("integrations", "count"), {"family": self.name}).fetchone()
+            return int(row[0]) if row else 0
+
+    def search(self, query_text: str | None = None, **kwargs: Any) -> list[Hit]:
+        """:meth:`ragstore.Store.search` on this family (``query_text`` for the full-text modes)."""
+        return self.store.search(self.name, query_text, **kwargs)
+
+    def drop(self) -> None:
+        """Remove the family: its table, its chunks and its registration."""
+        self.store.drop_family(self.name)
+
+    def close(self) -> None:
+        """Close the Store when this client opened it (a Store passed in stays open)."""
+        if self._owned:
+            self.store.close()

@@ -1,0 +1,558 @@
+"""``Store``: ragstore for applications, on a pool of connections.
+
+A :class:`Store` owns a ``psycopg_pool.ConnectionPool`` (pgvector's types registered and the
+``RAGSTORE_STATEMENT_TIMEOUT`` applied to every connection it opens) and the :class:`~ragstore.caches.Caches`
+its searches share (families, filter estimates, embedding backends). It is thread-safe: every call takes
+a connection from the pool for its own duration, so any number of threads share one Store and no more
+than ``pool_size`` connections are ever open. Its methods mirror the command line (``migrate``,
+``create_family``, ``index``, ``search``, ``check_recall``, ``eval``, ``memory``, ``context_pack``) and
+raise the same :class:`~ragstore.errors.RagstoreError` subclasses.
+
+Where the database comes from is explicit: ``Store(dsn)``, else ``$RAGSTORE_DSN``; with neither,
+``Store()`` refuses and names :meth:`Store.embedded`, which starts (or reuses) the embedded PostgreSQL
+under ``$RAGSTORE_HOME``. Only the command line starts the embedded server on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import psycopg
+from pydantic import ValidationError
+
+from ragstore import config
+from ragstore.caches import Caches
+from ragstore.db.connection import db_errors, mask_dsn, register_vector, statement_timeout
+from ragstore.errors import DatabaseUnavailable, InvalidInput
+from ragstore.ingest.records import ChunkRecord
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+    from ragstore.context.models import ContextPack
+    from ragstore.embed.base import Backend
+    from ragstore.evaluation.datasets import Qrels, Query
+    from ragstore.evaluation.runner import EvalResult, ModeSpec
+    from ragstore.families import Family, FamilyStats
+    from ragstore.ingest.writer import IndexReport
+    from ragstore.memory.models import AgentProfile, MemoryRecord
+    from ragstore.memory.recall import RecallResult
+    from ragstore.memory.store import AddResult, ForgetResult
+    from ragstore.migrate import MigrationResult
+    from ragstore.search.recall import RecallReport
+    from ragstore.search.types import Hit
+
+Conn = psycopg.Connection[Any]
+
+DEFAULT_POOL_SIZE = 10
+DEFAULT_APPLICATION_NAME = "ragstore"
+NO_DATABASE = (
+    "no database given: pass Store(dsn=...), set RAGSTORE_DSN, or use Store.embedded() to start (or reuse) "
+    "ragstore's embedded PostgreSQL under $RAGSTORE_HOME"
+)
+
+
+def _dsn_or_refuse(dsn: str | None) -> str:
+    chosen = dsn or config.dsn_from_env()
+    if not chosen:
+        raise DatabaseUnavailable(NO_DATABASE)
+    return chosen
+
+
+def check_pool_sizes(pool_size: int, min_size: int) -> None:
+    """InvalidInput unless ``1 <= min_size <= pool_size`` (integers, not bools)."""
+    for name, value in (("pool_size", pool_size), ("min_size", min_size)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInput(f"{name} must be an integer, got {value!r}")
+    if pool_size < 1:
+        raise InvalidInput(f"pool_size must be at least 1, got {pool_size}")
+    if not 0 <= min_size <= pool_size:
+        raise InvalidInput(f"min_size must be between 0 and pool_size ({pool_size}), got {min_size}")
+
+
+def configure_connection(conn: Conn, timeout: str | None) -> None:
+    """What every pooled connection gets when opened: pgvector's types (when the extension exists) and
+    the statement timeout, as :func:`ragstore.db.connection.connect` applies them."""
+    register_vector(conn)
+    if timeout is not None:
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
+
+
+class Store:
+    """ragstore on a pool of at most ``pool_size`` connections; see the module docstring.
+
+    ``Store(dsn=None, *, pool_size=10, min_size=1, timeout=30.0, application_name="ragstore")``:
+    ``timeout`` is how long a call waits for a free connection (DatabaseUnavailable after it) and for the
+    first connection when the Store opens. Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        min_size: int = 1,
+        timeout: float = 30.0,
+        application_name: str = DEFAULT_APPLICATION_NAME,
+    ) -> None:
+        from psycopg_pool import ConnectionPool, PoolTimeout
+
+        check_pool_sizes(pool_size, min_size)
+        self.dsn = _dsn_or_refuse(dsn)
+        self.pool_size = pool_size
+        self.caches = Caches()
+        self._timeout = float(timeout)
+        statement_timeout_ms = statement_timeout()  # a malformed setting fails here, before any connection
+
+        def configure(conn: Conn) -> None:
+            configure_connection(conn, statement_timeout_ms)
+
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            self.dsn,
+            min_size=min_size,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "application_name": application_name, "connect_timeout": 10},
+            configure=configure,
+            timeout=self._timeout,
+            open=False,
+            name=application_name,
+        )
+        try:
+            self._pool.open(wait=True, timeout=self._timeout)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise DatabaseUnavailable(f"cannot connect to {mask_dsn(self.dsn)}: {exc}") from exc
+
+    # -- life cycle -------------------------------------------------------------------------------
+    @classmethod
+    def embedded(cls, home: str | Path | None = None, **options: Any) -> Store:
+        """A Store on ragstore's embedded PostgreSQL under ``home`` (default ``$RAGSTORE_HOME``, else the
+        per-user data folder), started if it is not running; ``options`` as for :class:`Store`."""
+        from ragstore.embedded import start
+
+        return cls(start(home), **options)
+
+    def close(self) -> None:
+        """Close every connection of the pool (idempotent)."""
+        self._pool.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def connection(self, *, autocommit: bool = True) -> Iterator[Conn]:
+        """A connection of the pool for the block (pgvector types registered, the statement timeout set);
+        with ``autocommit=False`` the block runs as the command line does, in explicit transactions, and
+        whatever it leaves open is rolled back before the connection goes back."""
+        from psycopg_pool import PoolTimeout
+
+        try:
+            conn = self._pool.getconn(timeout=self._timeout)
+        except PoolTimeout as exc:
+            raise DatabaseUnavailable(
+                f"no connection of the pool ({self.pool_size}) was free within {self._timeout:g}s: {exc}"
+            ) from exc
+        try:
+            if not autocommit:
+                conn.autocommit = False
+            yield conn
+        finally:
+            # The pool rolls back whatever is left open and discards a broken connection; a connection
+            # lent without autocommit goes back in autocommit, as the pool handed it out.
+            with contextlib.suppress(psycopg.Error):
+                if not conn.autocommit:
+                    conn.rollback()
+                    conn.autocommit = True
+            self._pool.putconn(conn)
+
+    # -- schema and families ----------------------------------------------------------------------
+    def migrate(self) -> MigrationResult:
+        """Bring the schema to the newest revision (under an advisory lock); returns what was applied.
+
+        Connections opened before the ``vector`` extension existed are replaced, so every connection
+        handed out afterwards knows pgvector's types.
+        """
+        from ragstore.migrate import upgrade
+
+        result = upgrade(self.dsn)
+        if result.changed:
+            self._pool.drain()
+        return result
+
+    def create_family(
+        self,
+        name: str,
+        backend: str | Backend = "offline",
+        *,
+        model: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        fts_config: str = "english",
+    ) -> Family:
+        """Create family ``name`` for ``backend`` (a name such as ``"offline"``/``"minilm"``/``"openai"``,
+        or a :class:`~ragstore.embed.base.Backend` instance) with its table and HNSW index. ``options`` are
+        the backend's recorded settings (``base_url``, ``dimensions``, ``api_key_env`` for openai).
+        Raises InvalidInput, Conflict (it exists)."""
+        from ragstore.embed.base import Backend as BackendType
+        from ragstore.embed.registry import make_backend
+        from ragstore.families import check_name, create_family
+
+        check_name(name)
+        recorded = dict(options or {})
+        made = backend if isinstance(backend, BackendType) else make_backend(backend, model=model, **recorded)
+        if fts_config != "english":
+            recorded["fts_config"] = fts_config
+        with self.connection(autocommit=False) as conn:
+            family = create_family(conn, name, made, options=recorded)
+        self.caches.remember_family(family)
+        return family
+
+    def family(self, name: str) -> Family:
+        """Family ``name`` as stored now (NotFound when there is none)."""
+        from ragstore.search.api import fresh_family
+
+        with self.connection() as conn:
+            return fresh_family(conn, name, self.caches)
+
+    def families(self) -> list[Family]:
+        """Every family, by name."""
+        from ragstore.families import list_families
+
+        with self.connection() as conn:
+            return list_families(conn)
+
+    def family_stats(self, name: str) -> FamilyStats:
+        """Counts of family ``name`` (chunks, vectors, packages; see ``ragstore family stats``)."""
+        from ragstore.families import family_stats
+
+        with self.connection() as conn:
+            return family_stats(conn, name)
+
+    def drop_family(self, name: str) -> None:
+        """Drop family ``name``: its table, its chunks, its registry row (NotFound when there is none)."""
+        from ragstore.families import drop_family
+
+        with self.connection(autocommit=False) as conn:
+            drop_family(conn, name)
+            conn.commit()
+        self.caches.forget_family(name)
+
+    # -- writing ----------------------------------------------------------------------------------
+    def index(
+        self,
+        records: Iterable[ChunkRecord | Mapping[str, Any]],
+        family: str,
+        *,
+        prune: bool = False,
+        batch_size: int | None = None,
+        backend: Backend | None = None,
+    ) -> IndexReport:
+        """Index ``records`` (``ChunkRecord``s, or dicts with ``chunk_id``, ``package_path``, ``text`` and
+        optionally ``metadata``, ``vector``, ``model``) into ``family``; returns the IndexReport.
+
+        The same guarantees as ``ragstore index``: every record is validated first (InvalidInput names
+        ``record N: field: problem``, ModelMismatch a vector that does not fit the family), so a bad record
+        anywhere writes nothing; then records are written in batches, each committed whole, unchanged ones
+        never re-embedded. The iterable is read once and spooled to a temporary file, so memory holds one
+        batch, not the input. ``prune`` deletes the family's chunks of the packages read that the input
+        no longer holds.
+        """
+        from ragstore.ingest.writer import DEFAULT_BATCH
+
+        with _spooled(records) as spool, self.connection(autocommit=False) as conn:
+            return _index_spool(
+                conn, self.caches, family, spool, prune=prune, batch_size=batch_size or DEFAULT_BATCH, backend=backend
+            )
+
+    def index_files(
+        self,
+        paths: Sequence[str | Path],
+        family: str,
+        *,
+        prune: bool = False,
+        batch_size: int | None = None,
+        backend: Backend | None = None,
+        skip_bad_files: bool = False,
+    ) -> IndexReport:
+        """Index files and folders as ``ragstore index FAMILY PATH...`` does (JSONL chunk files, folders of
+        ``.txt``/``.md`` documents, single documents), with the same validation-before-write guarantee."""
+        from ragstore.ingest.readers import close_sources, open_sources
+        from ragstore.ingest.run import index_sources
+        from ragstore.ingest.writer import DEFAULT_BATCH
+
+        sources = open_sources([str(p) for p in paths], skip_bad_files=skip_bad_files)
+        try:
+            with self.connection(autocommit=False) as conn:
+                return index_sources(
+                    conn, family, sources, prune=prune, batch_size=batch_size or DEFAULT_BATCH, backend=backend
+                )
+        finally:
+            close_sources(sources)
+
+    # -- reading ----------------------------------------------------------------------------------
+    def search(
+        self,
+        family: str,
+        query: str | None = None,
+        *,
+        vector: Any = None,
+        k: int = 10,
+        mode: str = "auto",
+        min_score: float | None = None,
+        package: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        ef_search: int | None = None,
+        rerank: str | None = None,
+        mmr_lambda: float = 0.5,
+        fetch_k: int = 50,
+        backend: Backend | None = None,
+    ) -> list[Hit]:
+        """:func:`ragstore.search.api.search` on a pooled connection with the Store's caches: the same
+        arguments, modes, errors and guarantees (the top ``min(k, rows that match)`` hits)."""
+        from ragstore.search.api import search
+
+        with self.connection() as conn:
+            return search(
+                conn,
+                family,
+                query,
+                vector=vector,
+                k=k,
+                mode=mode,
+                min_score=min_score,
+                package=package,
+                metadata=metadata,
+                ef_search=ef_search,
+                rerank=rerank,
+                mmr_lambda=mmr_lambda,
+                fetch_k=fetch_k,
+                backend=backend,
+                caches=self.caches,
+            )
+
+    def check_recall(self, family: str, **options: Any) -> RecallReport:
+        """HNSW recall@k against the exact top k on sampled queries (``ragstore check-recall``); options as
+        :func:`ragstore.search.recall.check_recall` (``k``, ``samples``, ``ef_search``, ``package``,
+        ``metadata``, ``queries``, ``min_recall``, ...)."""
+        from ragstore.search.recall import check_recall
+
+        with self.connection(autocommit=False) as conn:
+            return check_recall(conn, family, **options)
+
+    def eval(
+        self,
+        family: str,
+        queries: Sequence[Query],
+        qrels: Qrels,
+        modes: Sequence[ModeSpec] | None = None,
+        *,
+        k: int = 10,
+        per_leg: int | None = None,
+    ) -> EvalResult:
+        """Score search modes on a test set (``ragstore eval``): ``queries`` and ``qrels`` as
+        :mod:`ragstore.evaluation.datasets` reads them; ``modes`` default to every plain mode."""
+        from ragstore.evaluation.runner import ModeSpec, run_eval
+        from ragstore.search.api import MODES
+
+        specs = list(modes) if modes is not None else [ModeSpec(m) for m in MODES if m != "auto"]
+        with self.connection(autocommit=False) as conn:
+            return run_eval(conn, family, queries, qrels, specs, k=k, per_leg=per_leg)
+
+    @property
+    def memory(self) -> Memory:
+        """Agent memory on this Store's pool (see :class:`Memory`)."""
+        return Memory(self)
+
+    def context_pack(
+        self,
+        *,
+        brief: str,
+        max_tokens: int,
+        root: str | Path = ".",
+        family: str | None = None,
+        query: str | None = None,
+        k: int = 8,
+        mode: str = "auto",
+        files: Sequence[str | Path] = (),
+        summaries: Sequence[str] = (),
+        constraints: Sequence[str] = (),
+        map_repo: bool = False,
+    ) -> ContextPack:
+        """A context pack (``ragstore context pack``): ``brief``, the files, summaries and constraints,
+        and, with ``family`` and ``query``, the top ``k`` hits of that search as L3 snippets."""
+        from ragstore.context.retrieval import hits_to_snippets
+        from ragstore.context.sources import build_from_disk
+
+        snippets = None
+        if family is not None or query is not None:
+            if family is None or query is None:
+                raise InvalidInput("a context pack's retrieval needs both family and query")
+            hits = self.search(family, query, k=k, mode=mode)
+            snippets = hits_to_snippets(hits, query, mode)
+        return build_from_disk(
+            brief=brief,
+            root=root,
+            max_tokens=max_tokens,
+            map_repo=map_repo,
+            files=tuple(str(p) for p in files),
+            summaries=tuple(summaries),
+            constraints=tuple(constraints),
+            snippets=snippets,
+        )
+
+
+class Memory:
+    """Agent memory through a :class:`Store`: add records, compose, recall by meaning, forget."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def add(self, records: Iterable[MemoryRecord | Mapping[str, Any]]) -> AddResult:
+        """Append records (``MemoryRecord``s or their dicts); an identical record is not added twice."""
+        from ragstore.memory.models import MemoryRecord as RecordType
+        from ragstore.memory.store import add_records, make_record
+
+        made = [
+            r if isinstance(r, RecordType) else make_record(dict(r), f"record {i}") for i, r in enumerate(records, 1)
+        ]
+        with self._store.connection(autocommit=False) as conn:
+            return add_records(conn, made)
+
+    def compose(
+        self, profile: AgentProfile | str | Path, *, task_hint: str | None = None, now: datetime | None = None
+    ) -> Any:
+        """The composed memory bundle of ``profile`` (an AgentProfile or the path of one)."""
+        from ragstore.memory.store import compose_from_db
+
+        with self._store.connection(autocommit=False) as conn:
+            return compose_from_db(conn, _profile(profile), now=now or datetime.now(UTC), task_hint=task_hint)
+
+    def recall(
+        self, profile: AgentProfile | str | Path, query: str, k: int = 8, *, now: datetime | None = None
+    ) -> RecallResult:
+        """The ``k`` records of ``profile`` nearest ``query`` by meaning, text and recency."""
+        from ragstore.memory.recall import recall
+
+        with self._store.connection(autocommit=False) as conn:
+            return recall(conn, _profile(profile), query, k, now=now or datetime.now(UTC))
+
+    def forget(self, agent: str, record_id: str, reason: str) -> ForgetResult:
+        """Erase one record (owner side only), with an audit entry naming ``reason``."""
+        from ragstore.memory.store import forget
+
+        with self._store.connection(autocommit=False) as conn:
+            return forget(conn, agent, record_id, reason)
+
+
+def _profile(profile: AgentProfile | str | Path) -> AgentProfile:
+    from ragstore.memory.models import load_profile
+
+    if isinstance(profile, str | Path):
+        return load_profile(profile)
+    return profile
+
+
+# -- index(records): validate everything into a spool, then write it ----------------------------------------
+
+
+def record_from(item: ChunkRecord | Mapping[str, Any], where: str) -> ChunkRecord:
+    """``item`` as a validated ChunkRecord; InvalidInput naming ``where`` and the field otherwise."""
+    from ragstore.ingest.readers import describe_validation_error
+
+    if isinstance(item, ChunkRecord):
+        return item
+    if not isinstance(item, Mapping):
+        raise InvalidInput(f"{where}: a record must be a dict or a ChunkRecord, got {type(item).__name__}")
+    try:
+        return ChunkRecord.model_validate(dict(item))
+    except ValidationError as exc:
+        raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
+
+
+@contextlib.contextmanager
+def _spooled(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterator[IO[str]]:
+    """Every record validated (pydantic) and written to a temporary JSON-lines file, which is yielded
+    rewound; a bad record raises before the file is handed over, so nothing is written anywhere."""
+    if isinstance(records, Mapping | ChunkRecord | str | bytes):
+        raise InvalidInput("records must be an iterable of records (dicts or ChunkRecords), not a single record")
+    spool = tempfile.TemporaryFile("w+", encoding="utf-8")
+    try:
+        for i, item in enumerate(records, 1):
+            record = record_from(item, f"record {i}")
+            spool.write(record.model_dump_json(exclude_defaults=False))
+            spool.write("\n")
+        spool.seek(0)
+        yield spool
+    finally:
+        spool.close()
+
+
+def _spool_records(spool: IO[str]) -> Iterator[tuple[str, ChunkRecord]]:
+    spool.seek(0)
+    for i, line in enumerate(spool, 1):
+        yield f"record {i}", ChunkRecord.model_construct(**json.loads(line))
+
+
+def _index_spool(
+    conn: Conn,
+    caches: Caches,
+    family_name: str,
+    spool: IO[str],
+    *,
+    prune: bool,
+    batch_size: int,
+    backend: Backend | None,
+) -> IndexReport:
+    """Validate the spooled records against the family (vectors, full-text size), then write them."""
+    from ragstore.families import check_fts_config, get_family
+    from ragstore.ingest.run import backend_for, fts_size_check
+    from ragstore.ingest.writer import write_records
+    from ragstore.search.fts import fts_config_of
+
+    family = get_family(conn, family_name)
+    chosen = backend or backend_for(family, caches)
+    family.check_backend(chosen)
+    with db_errors():
+        fts = check_fts_config(conn, fts_config_of(family))
+        conn.commit()
+    from ragstore.ingest.records import FTS_SAFE_BYTES
+    from ragstore.ingest.writer import check_supplied_vector
+
+    check_text = fts_size_check(conn, fts)
+    total = 0
+    for where, record in _spool_records(spool):
+        check_supplied_vector(where, record, family)
+        if len(record.text) * 4 > FTS_SAFE_BYTES and len(record.text.encode("utf-8")) > FTS_SAFE_BYTES:
+            check_text(where, record.text)
+        total += 1
+    return write_records(
+        conn,
+        family,
+        chosen,
+        _spool_records(spool),
+        batch_size=batch_size,
+        expected=total,
+        prune=prune,
+    )
+
+
+def pool_size_from_env(default: int = DEFAULT_POOL_SIZE) -> int:
+    """``$RAGSTORE_POOL_SIZE`` when set (a positive integer), else ``default``."""
+    raw = os.environ.get("RAGSTORE_POOL_SIZE", "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"RAGSTORE_POOL_SIZE={raw!r} is not a positive integer") from exc
+    check_pool_sizes(value, 0)
+    return value

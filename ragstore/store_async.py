@@ -1,0 +1,415 @@
+"""``AsyncStore``: ragstore for asyncio applications, on ``psycopg_pool.AsyncConnectionPool``.
+
+The same methods as :class:`ragstore.Store`, as coroutines, with the same arguments, results, errors and
+guarantees. How each runs:
+
+- ``search`` in ``hnsw`` mode (and ``auto`` with a vector) runs on the event loop over the async pool:
+  the family lookup, the filter estimate, the one search statement, and the exact redo of a short
+  iterative scan are awaited, never blocking the loop; a text query is embedded in a worker thread
+  (``asyncio.to_thread``);
+- the other modes (``exact``'s numpy scoring, ``fts``, ``hybrid``, ``rerank="mmr"``) and every other
+  method (``index``, ``migrate``, ``eval``, ...) run the synchronous implementation in a worker thread on a
+  connection of a small synchronous pool of ``worker_pool_size`` connections.
+
+At most ``pool_size + worker_pool_size`` connections are open at any time. The two pools share one
+:class:`~ragstore.caches.Caches`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from ragstore.errors import DatabaseUnavailable, RagstoreError
+from ragstore.store import DEFAULT_APPLICATION_NAME, DEFAULT_POOL_SIZE, Store, check_pool_sizes
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+    from ragstore.caches import Caches
+    from ragstore.context.models import ContextPack
+    from ragstore.embed.base import Backend
+    from ragstore.evaluation.datasets import Qrels, Query
+    from ragstore.evaluation.runner import EvalResult, ModeSpec
+    from ragstore.families import Family, FamilyStats
+    from ragstore.ingest.records import ChunkRecord
+    from ragstore.ingest.writer import IndexReport
+    from ragstore.migrate import MigrationResult
+    from ragstore.search.filters import Filter, RowEstimate
+    from ragstore.search.recall import RecallReport
+    from ragstore.search.types import Hit
+
+AConn = psycopg.AsyncConnection[Any]
+
+
+class AsyncStore:
+    """ragstore on an asyncio connection pool; see the module docstring. Use ``async with`` (or
+    ``await store.open()`` then ``await store.close()``)."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        min_size: int = 1,
+        worker_pool_size: int = 2,
+        timeout: float = 30.0,
+        application_name: str = DEFAULT_APPLICATION_NAME,
+    ) -> None:
+        check_pool_sizes(pool_size, min_size)
+        check_pool_sizes(worker_pool_size, 0)
+        self._min_size = min_size
+        self._worker_pool_size = worker_pool_size
+        self._timeout = float(timeout)
+        self._application_name = application_name
+        self._dsn = dsn
+        self._sync: Store | None = None
+        self._pool: AsyncConnectionPool[AConn] | None = None
+        self.pool_size = pool_size
+
+    @classmethod
+    async def embedded(cls, home: str | Path | None = None, **options: Any) -> AsyncStore:
+        """An opened AsyncStore on the embedded PostgreSQL (started if needed, in a worker thread)."""
+        from ragstore.embedded import start
+
+        dsn = await asyncio.to_thread(start, home)
+        store = cls(dsn, **options)
+        await store.open()
+        return store
+
+    async def open(self) -> AsyncStore:
+        """Open both pools (DatabaseUnavailable when the database does not answer within ``timeout``)."""
+        from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+        from ragstore.db.connection import mask_dsn, statement_timeout
+
+        if self._pool is not None:
+            return self
+        sync = await asyncio.to_thread(
+            Store,
+            self._dsn,
+            pool_size=self._worker_pool_size,
+            min_size=0,
+            timeout=self._timeout,
+            application_name=self._application_name,
+        )
+        timeout_ms = statement_timeout()
+
+        async def configure(conn: AConn) -> None:
+            await conn.set_autocommit(True)
+            await _register_vector_async(conn)
+            if timeout_ms is not None:
+                await conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout_ms,))
+
+        pool: AsyncConnectionPool[AConn] = AsyncConnectionPool(
+            sync.dsn,
+            min_size=self._min_size,
+            max_size=self.pool_size,
+            kwargs={"autocommit": True, "application_name": self._application_name, "connect_timeout": 10},
+            configure=configure,
+            timeout=self._timeout,
+            open=False,
+            name=f"{self._application_name}-async",
+        )
+        try:
+            await pool.open(wait=True, timeout=self._timeout)
+        except PoolTimeout as exc:
+            await pool.close()
+            sync.close()
+            raise DatabaseUnavailable(f"cannot connect to {mask_dsn(sync.dsn)}: {exc}") from exc
+        self._sync, self._pool = sync, pool
+        return self
+
+    async def close(self) -> None:
+        """Close both pools (idempotent)."""
+        pool, sync = self._pool, self._sync
+        self._pool, self._sync = None, None
+        if pool is not None:
+            await pool.close()
+        if sync is not None:
+            await asyncio.to_thread(sync.close)
+
+    async def __aenter__(self) -> AsyncStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def store(self) -> Store:
+        """The synchronous Store behind the worker-thread methods (its pool is ``worker_pool_size``)."""
+        if self._sync is None:
+            raise DatabaseUnavailable("the AsyncStore is not open: use `async with AsyncStore(...)` or await open()")
+        return self._sync
+
+    @property
+    def caches(self) -> Caches:
+        return self.store.caches
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[AConn]:
+        """An async connection of the pool (autocommit, pgvector types registered) for the block."""
+        from psycopg_pool import PoolTimeout
+
+        if self._pool is None:
+            raise DatabaseUnavailable("the AsyncStore is not open: use `async with AsyncStore(...)` or await open()")
+        try:
+            async with self._pool.connection(timeout=self._timeout) as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise DatabaseUnavailable(f"no connection of the async pool ({self.pool_size}) was free: {exc}") from exc
+
+    # -- the methods run in a worker thread ------------------------------------------------------
+    async def migrate(self) -> MigrationResult:
+        result = await asyncio.to_thread(self.store.migrate)
+        if result.changed and self._pool is not None:
+            await self._pool.drain()
+        return result
+
+    async def create_family(self, name: str, backend: str | Backend = "offline", **options: Any) -> Family:
+        return await asyncio.to_thread(self.store.create_family, name, backend, **options)
+
+    async def family(self, name: str) -> Family:
+        async with self.connection() as conn:
+            return await _fresh_family(conn, self.store.caches, name)
+
+    async def families(self) -> list[Family]:
+        return await asyncio.to_thread(self.store.families)
+
+    async def family_stats(self, name: str) -> FamilyStats:
+        return await asyncio.to_thread(self.store.family_stats, name)
+
+    async def drop_family(self, name: str) -> None:
+        await asyncio.to_thread(self.store.drop_family, name)
+
+    async def index(
+        self, records: Iterable[ChunkRecord | Mapping[str, Any]], family: str, **options: Any
+    ) -> IndexReport:
+        """:meth:`Store.index` in a worker thread (the iterable is read there: pass a list or a plain
+        iterator, not an async one)."""
+        return await asyncio.to_thread(self.store.index, records, family, **options)
+
+    async def index_files(self, paths: Sequence[str | Path], family: str, **options: Any) -> IndexReport:
+        return await asyncio.to_thread(self.store.index_files, paths, family, **options)
+
+    async def check_recall(self, family: str, **options: Any) -> RecallReport:
+        return await asyncio.to_thread(self.store.check_recall, family, **options)
+
+    async def eval(
+        self,
+        family: str,
+        queries: Sequence[Query],
+        qrels: Qrels,
+        modes: Sequence[ModeSpec] | None = None,
+        **options: Any,
+    ) -> EvalResult:
+        return await asyncio.to_thread(self.store.eval, family, queries, qrels, modes, **options)
+
+    async def context_pack(self, **options: Any) -> ContextPack:
+        return await asyncio.to_thread(self.store.context_pack, **options)
+
+    @property
+    def memory(self) -> AsyncMemory:
+        return AsyncMemory(self)
+
+    # -- search ----------------------------------------------------------------------------------
+    async def search(
+        self,
+        family: str,
+        query: str | None = None,
+        *,
+        vector: Any = None,
+        k: int = 10,
+        mode: str = "auto",
+        min_score: float | None = None,
+        package: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        ef_search: int | None = None,
+        rerank: str | None = None,
+        mmr_lambda: float = 0.5,
+        fetch_k: int = 50,
+        backend: Backend | None = None,
+    ) -> list[Hit]:
+        """:meth:`Store.search` as a coroutine (the same arguments, hits and errors)."""
+        from ragstore.search import api
+
+        options: dict[str, Any] = {
+            "vector": vector,
+            "k": k,
+            "mode": mode,
+            "min_score": min_score,
+            "package": package,
+            "metadata": metadata,
+            "ef_search": ef_search,
+            "rerank": rerank,
+            "mmr_lambda": mmr_lambda,
+            "fetch_k": fetch_k,
+            "backend": backend,
+        }
+        native = rerank is None and (mode == "hnsw" or (mode == "auto" and query is None))
+        if not native:
+            return await asyncio.to_thread(self.store.search, family, query, **options)
+        request = api.check_request(
+            query=query,
+            k=k,
+            mode=mode,
+            min_score=min_score,
+            package=package,
+            metadata=metadata,
+            ef_search=ef_search,
+            rerank=rerank,
+            fetch_k=fetch_k,
+            mmr_lambda=mmr_lambda,
+        )
+        caches = self.store.caches
+        async with self.connection() as conn:
+            try:
+                hits = await self._hnsw(conn, family, query, vector, backend, request, fresh=False)
+            except RagstoreError as exc:
+                from ragstore.search import vector as _vector
+
+                if not _vector.stale_family_error(exc):
+                    raise
+                caches.forget_family(family)
+                hits = await self._hnsw(conn, family, query, vector, backend, request, fresh=True)
+        if request.floor is not None:
+            hits = [hit for hit in hits if hit.score >= request.floor]
+        return hits[: request.k]
+
+    async def _hnsw(
+        self,
+        conn: AConn,
+        name: str,
+        query: str | None,
+        vector: Any,
+        backend: Backend | None,
+        request: Any,
+        *,
+        fresh: bool,
+    ) -> list[Hit]:
+        import numpy as np
+
+        from ragstore.errors import InvalidInput
+        from ragstore.search import vector as _vector
+        from ragstore.search.filters import check_query_vector
+
+        caches = self.store.caches
+        fam = None if (fresh or query is not None) else caches.family(name)
+        if fam is None:
+            fam = await _fresh_family(conn, caches, name)
+        if (query is None) == (vector is None):
+            raise InvalidInput("give exactly one of a query text or a query vector")
+        if query is not None:
+            if not query.strip():
+                raise InvalidInput("the query text is empty")
+            from ragstore.ingest.run import backend_for
+
+            chosen = backend if backend is not None else backend_for(fam, caches)
+            fam.check_backend(chosen)
+            matrix = await asyncio.to_thread(chosen.embed, [query])
+            vector = matrix[0]
+        q = check_query_vector(vector, fam)
+        flt: Filter = request.flt
+        k: int = request.want
+        if not np.any(q):
+            statement = _vector.zero_query_statement(fam, flt, k)
+            rows = await _rows(conn, statement, flt.params())
+            return [_vector.row_to_hit(row) for row in rows]
+        plan = _vector.PLAN_HNSW
+        if flt.active:
+            estimate = await _estimate(conn, caches, fam, flt)
+            plan = _vector.PLAN_EXACT_SUBSET if estimate.rows <= estimate.budget(fam.dim) else _vector.PLAN_ITERATIVE
+        params = {**flt.params(), "q": _vector.query_param(fam, q)}
+        if plan == _vector.PLAN_EXACT_SUBSET:
+            rows = await _rows(conn, _vector.exact_subset_statement(fam, flt, k, vectors=False), params)
+            return [_vector.row_to_hit(row) for row in rows]
+        iterative = plan == _vector.PLAN_ITERATIVE
+        values = {
+            **params,
+            "ragstore_ef": str(_vector.ef_search_for(k, request.ef_search)),
+            "ragstore_iterative": "relaxed_order" if iterative else "off",
+        }
+        rows = await _rows(conn, _vector.hnsw_statement(fam, flt, k, vectors=False), values)
+        hits = [_vector.row_to_hit(row) for row in rows]
+        if iterative and len(hits) < k:
+            rows = await _rows(conn, _vector.exact_subset_statement(fam, flt, k, vectors=False), params)
+            hits = [_vector.row_to_hit(row) for row in rows]
+        if not hits and not flt.active and not fresh:
+            # an empty family, or one re-created since it was remembered: read it again to be sure
+            return await self._hnsw(conn, name, None, q, None, request, fresh=True)
+        return hits
+
+
+class AsyncMemory:
+    """:class:`ragstore.store.Memory` as coroutines (each call in a worker thread)."""
+
+    def __init__(self, store: AsyncStore) -> None:
+        self._store = store
+
+    async def add(self, records: Iterable[Any]) -> Any:
+        return await asyncio.to_thread(self._store.store.memory.add, list(records))
+
+    async def compose(self, profile: Any, **options: Any) -> Any:
+        return await asyncio.to_thread(self._store.store.memory.compose, profile, **options)
+
+    async def recall(self, profile: Any, query: str, k: int = 8, **options: Any) -> Any:
+        return await asyncio.to_thread(self._store.store.memory.recall, profile, query, k, **options)
+
+    async def forget(self, agent: str, record_id: str, reason: str) -> Any:
+        return await asyncio.to_thread(self._store.store.memory.forget, agent, record_id, reason)
+
+
+async def _register_vector_async(conn: AConn) -> None:
+    from pgvector.psycopg import register_vector_async
+
+    with contextlib.suppress(psycopg.ProgrammingError):  # before `migrate` there is no vector type yet
+        await register_vector_async(conn)
+
+
+async def _rows(conn: AConn, statement: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """One statement in autocommit (its own transaction: a transaction-local setting ends with it)."""
+    from ragstore.db.connection import db_errors
+
+    with db_errors():
+        cur = await conn.execute(statement, params, binary=True)
+        return await cur.fetchall()
+
+
+async def _fresh_family(conn: AConn, caches: Caches, name: str) -> Family:
+    from ragstore.db.connection import db_errors
+    from ragstore.db.sqlfiles import query as sql_query
+    from ragstore.errors import NotFound
+    from ragstore.families import check_name, row_to_family
+
+    check_name(name)
+    with db_errors():
+        cur = await conn.execute(sql_query("families", "get_family"), {"name": name})
+        row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"no family named {name!r} (see `ragstore family list`)")
+    fam = row_to_family(row)
+    caches.remember_family(fam)
+    return fam
+
+
+async def _estimate(conn: AConn, caches: Caches, fam: Family, flt: Filter) -> RowEstimate:
+    """:func:`ragstore.search.filters.cached_estimate`, awaited."""
+    from ragstore.search import filters
+
+    key = filters.estimate_key(fam, flt)
+    if key is not None:
+        hit = caches.estimate(key)
+        if hit is not None:
+            return hit
+    (explain, explain_params), (total_sql, total_params) = filters.estimate_statements(fam, flt)
+    plan_rows = await _rows(conn, explain, explain_params)
+    total_rows = await _rows(conn, total_sql, total_params)
+    estimate = filters.read_estimate(plan_rows, total_rows)
+    if key is not None:
+        caches.remember_estimate(key, estimate)
+    return estimate

@@ -1,0 +1,105 @@
+"""The family table's copy of its chunks' metadata: written by the writer, migrated for old families, and
+what a metadata filter reads (the family table alone, through its GIN index)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from ragstore import families, migrate
+from ragstore.db.connection import connect
+from ragstore.embed.offline import OfflineBackend
+from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.writer import write_records
+from ragstore.search import search
+from ragstore.search.filters import estimate_statements, make_filter
+
+
+def rows(n: int, lang: dict[int, str] | None = None) -> list[tuple[str, ChunkRecord]]:
+    chosen = lang or {}
+    return [
+        (
+            f"r{i}",
+            ChunkRecord(
+                chunk_id=f"c{i:02d}",
+                package_path=f"p{i % 2}",
+                text=f"text {i}",
+                metadata={"lang": chosen.get(i, "en"), "i": i},
+            ),
+        )
+        for i in range(n)
+    ]
+
+
+def copies(conn: psycopg.Connection, fam: families.Family) -> dict[str, tuple[dict, dict]]:
+    query = sql.SQL(
+        "SELECT e.chunk_id, e.metadata, c.metadata FROM ragstore.{} AS e "
+        "JOIN ragstore.chunks AS c ON c.family = e.family AND c.chunk_id = e.chunk_id"
+    ).format(sql.Identifier(fam.table))
+    return {r[0]: (r[1], r[2]) for r in conn.execute(query).fetchall()}
+
+
+def test_the_writer_keeps_the_family_tables_metadata_equal_to_the_chunks(conn):
+    fam = families.create_family(conn, "docs", OfflineBackend())
+    write_records(conn, fam, OfflineBackend(), rows(6))
+    got = copies(conn, fam)
+    assert len(got) == 6 and all(e == c and e["lang"] == "en" for e, c in got.values())
+    # A metadata-only change (same text: no re-embedding) reaches the family table too.
+    report = write_records(conn, fam, OfflineBackend(), rows(6, {2: "fr", 5: "de"}))
+    assert report.embedded == 0 and report.updated == 2
+    got = copies(conn, fam)
+    assert all(e == c for e, c in got.values())
+    assert got["c02"][0]["lang"] == "fr" and got["c05"][0]["lang"] == "de"
+    hits = search(conn, "docs", vector=np.ones(fam.dim, dtype=np.float32), k=10, metadata={"lang": "fr"})
+    assert [h.chunk_id for h in hits] == ["c02"]
+
+
+def test_a_metadata_filter_is_planned_on_the_family_table_alone(conn):
+    fam = families.create_family(conn, "docs", OfflineBackend())
+    (explain, params), _ = estimate_statements(fam, make_filter(None, {"lang": "fr"}))
+    plan = json.dumps(conn.execute(explain, params).fetchone()[0])
+    assert '"Relation Name": "chunks"' not in plan
+    assert fam.table in plan
+    index = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", (fam.metadata_index,)).fetchone()
+    assert index is not None and "gin" in index[0] and "jsonb_path_ops" in index[0]
+
+
+def test_migration_0009_copies_the_metadata_of_existing_families(empty_dsn):
+    migrate.upgrade(empty_dsn, "0008")
+    with connect(empty_dsn) as conn:
+        fam = families.create_family(conn, "docs", OfflineBackend())
+        # The table as revision 0008 made it: no metadata column, no index.
+        conn.execute(sql.SQL("ALTER TABLE ragstore.{} DROP COLUMN metadata").format(sql.Identifier(fam.table)))
+        conn.commit()
+        backend = OfflineBackend()
+        for i, lang in enumerate(["en", "fr", "fr"]):
+            vector = backend.embed([f"t{i}"])[0]
+            conn.execute(
+                "INSERT INTO ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256,"
+                " metadata) VALUES ('docs', %s, 'p', %s, %s, %s, %s::jsonb)",
+                (f"c{i}", f"t{i}", bytes(32), bytes(32), json.dumps({"lang": lang} if i else {})),
+            )
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO ragstore.{} (chunk_id, package_path, embedding, model, content_sha256)"
+                    " VALUES (%s, 'p', %s, %s, %s)"
+                ).format(sql.Identifier(fam.table)),
+                (f"c{i}", vector, fam.model, bytes(32)),
+            )
+        conn.commit()
+    migrate.upgrade(empty_dsn)
+    with connect(empty_dsn) as conn:
+        got = copies(conn, fam)
+        assert {k: v[0] for k, v in got.items()} == {"c0": {}, "c1": {"lang": "fr"}, "c2": {"lang": "fr"}}
+        index = conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", (fam.metadata_index,)).fetchone()
+        assert index is not None
+    migrate.downgrade(empty_dsn, "0008")
+    with connect(empty_dsn) as conn:
+        columns = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'ragstore' AND table_name = %s",
+            (fam.table,),
+        ).fetchall()
+        assert ("metadata",) not in columns

@@ -1,0 +1,198 @@
+"""``Store`` and ``AsyncStore``: the same tests against both (the async one driven from a loop thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+import ragstore
+from ragstore import AsyncStore, Store
+from ragstore.errors import DatabaseUnavailable, InvalidInput, ModelMismatch, NotFound
+
+
+class LoopThread:
+    """An event loop in a thread: ``run(coro)`` waits for its result (so sync tests drive async code)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=120)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+class AsyncAsSync:
+    """An AsyncStore with every coroutine method awaited on the loop thread: the Store's interface."""
+
+    def __init__(self, store: AsyncStore, loop: LoopThread) -> None:
+        self._store = store
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = attr(*args, **kwargs)
+            return self._loop.run(result) if asyncio.iscoroutine(result) else result
+
+        return call
+
+
+@pytest.fixture(params=["sync", "async"])
+def store(request: pytest.FixtureRequest, dsn: str) -> Iterator[Any]:
+    if request.param == "sync":
+        with Store(dsn, pool_size=4, application_name="ragstore_test_store") as opened:
+            yield opened
+        return
+    loop = LoopThread()
+    astore = AsyncStore(dsn, pool_size=4, application_name="ragstore_test_store")
+    loop.run(astore.open())
+    try:
+        yield AsyncAsSync(astore, loop)
+    finally:
+        loop.run(astore.close())
+        loop.stop()
+
+
+def records(n: int = 30, dim: int | None = None) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        rec: dict[str, Any] = {
+            "chunk_id": f"c{i:03d}",
+            "package_path": f"pkg{i % 3}",
+            "text": f"chunk {i} about topic {i % 5} with words copy move delete",
+            "metadata": {"lang": "en" if i % 2 else "fr", "n": i},
+        }
+        out.append(rec)
+    return out
+
+
+def test_create_index_search_drop(store: Any) -> None:
+    fam = store.create_family("docs", "offline")
+    assert store.family("docs") == fam
+    assert [f.name for f in store.families()] == ["docs"]
+    report = store.index(records(), "docs")
+    assert (report.inserted, report.unchanged) == (30, 0)
+    again = store.index(iter(records()), "docs")  # any iterable, read once
+    assert (again.inserted, again.unchanged) == (0, 30)
+    vector = np.ones(fam.dim, dtype=np.float32)
+    hits = store.search("docs", vector=vector, k=5)
+    assert len(hits) == 5
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    text_hits = store.search("docs", "topic copy", k=3)
+    assert 1 <= len(text_hits) <= 3
+    store.drop_family("docs")
+    with pytest.raises(NotFound):
+        store.family("docs")
+
+
+def test_metadata_filter_returns_k_hits_that_match(store: Any) -> None:
+    fam = store.create_family("docs", "offline")
+    store.index(records(40), "docs")
+    vector = np.linspace(-1, 1, fam.dim).astype(np.float32)
+    hits = store.search("docs", vector=vector, k=7, metadata={"lang": "fr"}, mode="hnsw")
+    assert len(hits) == 7
+    assert all(h.metadata["lang"] == "fr" for h in hits)
+    exact = store.search("docs", vector=vector, k=7, metadata={"lang": "fr"}, mode="exact")
+    assert [h.chunk_id for h in hits] == [h.chunk_id for h in exact]
+
+
+def test_a_bad_record_anywhere_writes_nothing(store: Any) -> None:
+    store.create_family("docs", "offline")
+    bad = [*records(10), {"chunk_id": "x", "package_path": "p", "txt": "typo"}]
+    with pytest.raises(InvalidInput, match=r"record 11: .*t"):
+        store.index(bad, "docs")
+    assert store.family_stats("docs").rows == 0
+
+
+def test_a_vector_of_another_dimension_is_refused_before_writing(store: Any) -> None:
+    fam = store.create_family("docs", "offline")
+    rows = records(5)
+    rows[4] = {**rows[4], "vector": [0.1] * (fam.dim + 1)}
+    with pytest.raises(ModelMismatch, match="record 5"):
+        store.index(rows, "docs")
+    assert store.family_stats("docs").rows == 0
+
+
+def test_records_must_be_an_iterable_of_records(store: Any) -> None:
+    store.create_family("docs", "offline")
+    with pytest.raises(InvalidInput, match="not a single record"):
+        store.index({"chunk_id": "a", "package_path": "p", "text": "t"}, "docs")
+    with pytest.raises(InvalidInput, match="record 1: a record must be a dict"):
+        store.index([42], "docs")
+
+
+def test_unknown_family_and_bad_arguments(store: Any) -> None:
+    with pytest.raises(NotFound):
+        store.search("nope", vector=[0.0, 1.0])
+    store.create_family("docs", "offline")
+    with pytest.raises(InvalidInput, match="k must be"):
+        store.search("docs", vector=[1.0], k=0)
+
+
+def test_store_without_a_database_names_store_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAGSTORE_DSN", raising=False)
+    with pytest.raises(DatabaseUnavailable, match=r"Store\.embedded\(\)"):
+        Store()
+
+
+def test_bad_pool_sizes_are_refused(dsn: str) -> None:
+    with pytest.raises(InvalidInput, match="pool_size"):
+        Store(dsn, pool_size=0)
+    with pytest.raises(InvalidInput, match="min_size"):
+        Store(dsn, pool_size=2, min_size=3)
+
+
+def test_pooled_connections_carry_the_statement_timeout(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSTORE_STATEMENT_TIMEOUT", "7s")
+    with Store(dsn, pool_size=1) as store, store.connection() as conn:
+        row = conn.execute("SHOW statement_timeout").fetchone()
+        assert row is not None and row[0] == "7s"
+
+
+def test_the_package_exposes_the_library(dsn: str) -> None:
+    assert ragstore.Store is Store and ragstore.AsyncStore is AsyncStore
+    assert callable(ragstore.search)
+    for name in ("ChunkRecord", "Hit", "IndexReport", "NotFound", "InvalidInput", "RagstoreError"):
+        assert getattr(ragstore, name) is not None
+
+
+def test_the_functional_search_keeps_working(dsn: str) -> None:
+    with Store(dsn, pool_size=1) as store:
+        fam = store.create_family("docs", "offline")
+        store.index(records(), "docs")
+    with psycopg.connect(dsn) as conn:
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        hits = ragstore.search(conn, "docs", vector=np.ones(fam.dim, dtype=np.float32), k=4, package="pkg1")
+    assert len(hits) == 4 and all(h.package_path == "pkg1" for h in hits)
+
+
+def test_index_files_check_recall_and_context_pack(store: Any, tmp_path: Any) -> None:
+    import json
+
+    fam = store.create_family("docs", "offline")
+    path = tmp_path / "chunks.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records(25)), encoding="utf-8")
+    report = store.index_files([path], "docs")
+    assert report.inserted == 25
+    recall = store.check_recall("docs", samples=5, k=5)
+    assert recall.recall == 1.0
+    pack = store.context_pack(brief="find copy", max_tokens=4000, root=tmp_path, family="docs", query="topic copy", k=3)
+    assert pack.pack_id and pack.layers.L3 is not None and 1 <= len(pack.layers.L3) <= 3
+    assert fam.name == "docs"
