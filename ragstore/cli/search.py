@@ -51,9 +51,37 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
     return "\n".join(lines)
 
 
+def read_vector_file(path: str) -> Any:
+    """The query vector in ``path``: a ``.npy`` array, or a JSON array of numbers (InvalidInput naming it)."""
+    import numpy as np
+
+    from ragstore.common.strictjson import loads_strict
+    from ragstore.errors import InvalidInput
+
+    try:
+        if path.lower().endswith(".npy"):
+            try:
+                return np.load(path, allow_pickle=False)
+            except ValueError as exc:
+                raise InvalidInput(f"{path}: not a NumPy .npy array of numbers: {exc}") from exc
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    value = loads_strict(data, path)
+    if not isinstance(value, list):
+        raise InvalidInput(f"{path}: expected a JSON array of numbers, got {type(value).__name__}")
+    return value
+
+
 @click.command("search")
 @click.argument("family")
-@click.argument("query")
+@click.argument("query", required=False)
+@click.option(
+    "--vector-file",
+    default=None,
+    help="Search by this vector instead of a text: a JSON array of numbers or a .npy file "
+    "(the way to query a family of the external backend).",
+)
 @click.option("-k", "k", type=int, default=10, show_default=True, help=f"How many hits (at most {MAX_K}).")
 @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True)
 @click.option("--exact", is_flag=True, help="Exact numpy scan of the whole family (same as --mode exact).")
@@ -69,7 +97,8 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
 def search_command(
     ctx: click.Context,
     family: str,
-    query: str,
+    query: str | None,
+    vector_file: str | None,
     k: int,
     mode: str,
     exact: bool,
@@ -82,15 +111,20 @@ def search_command(
     fetch_k: int,
     as_json: bool,
 ) -> None:
-    """Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id]."""
+    """Search FAMILY for QUERY (embedded with the family's own backend) or for the vector in --vector-file;
+    hits cite [package_path#chunk_id]."""
     if exact and mode not in ("auto", "exact"):
         raise CliError(f"--exact contradicts --mode {mode}")
+    if (query is None) == (vector_file is None):
+        raise CliError("give either QUERY (a text) or --vector-file FILE, not both or neither")
     metadata = _metadata(where)
+    vector = None if vector_file is None else read_vector_file(vector_file)
     with app(ctx).connect() as conn:
         hits = search(
             conn,
             family,
             query,
+            vector=vector,
             k=k,
             mode="exact" if exact else mode,
             min_score=min_score,

@@ -314,8 +314,11 @@ def _rollback(conn: Conn) -> None:
 
 def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> None:
     """A precomputed vector in a record must fit ``family``: its dimension, its model, finite float32
-    values (the :class:`IndexRow` contract). Raises ModelMismatch or InvalidInput naming ``where``."""
+    values (the :class:`IndexRow` contract); a family of the ``external`` backend needs one on every record.
+    Raises ModelMismatch or InvalidInput naming ``where``."""
     if record.vector is None:
+        if family.backend == "external":
+            raise InvalidInput(f"{where}: vector: {missing_vector(family)}")
         return
     if len(record.vector) != family.dim:
         raise ModelMismatch(
@@ -335,6 +338,14 @@ def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> No
         )
     except ValidationError as exc:
         raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
+
+
+def missing_vector(family: Family) -> str:
+    """Why a record without a vector cannot go into ``family`` of the ``external`` backend."""
+    return (
+        f"missing; family {family.name!r} uses the external backend ({family.model}, {family.dim}-d), "
+        "which embeds nothing: every record needs its vector"
+    )
 
 
 def write_records(

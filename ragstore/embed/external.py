@@ -1,0 +1,45 @@
+"""The ``external`` backend: a family whose vectors are computed elsewhere and brought with the records.
+
+It has a model name and a dimension (what the family records, so that a vector of another space is
+refused) and embeds nothing: indexing it needs a ``vector`` on every record, and searching it a query
+vector (``search(..., vector=...)``, or ``ragstore search FAMILY --vector-file FILE``). Full-text search
+(``--mode fts``) needs no vector and works with a text query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ragstore.embed.base import Matrix
+from ragstore.errors import InvalidInput
+
+NAME = "external"
+
+
+class ExternalBackend:
+    """``name='external'``: vectors of ``model`` with ``dim`` dimensions, made outside ragstore."""
+
+    name = NAME
+
+    def __init__(self, model: str, dim: int) -> None:
+        if not model or not model.strip():
+            raise InvalidInput("the external backend needs --model: the name of the model that made the vectors")
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise InvalidInput("the external backend needs --dimensions: the vectors' dimension (a positive integer)")
+        self._model = model
+        self._dim = dim
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        raise InvalidInput(
+            f"the external backend ({self._model}, {self._dim}-d) embeds no text: its vectors are made "
+            "elsewhere; give a query vector (search(..., vector=...) or `ragstore search FAMILY --vector-file "
+            "FILE`), use --mode fts for a text query, and give a vector with every record to index"
+        )
