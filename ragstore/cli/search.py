@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.embed.external import read_vector_file
 from ragstore.search.api import MAX_K, MODES, search
 from ragstore.search.filters import parse_where
 from ragstore.search.recall import RecallReport, check_recall, sweep_recall
@@ -49,28 +50,6 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
         lines.append(terminal_safe(f"{rank:>3}  {hit.score:8.4f}  {hit.citation}"))
         lines.append(f"     {terminal_safe(_one_line(hit.text, width - 6))}")
     return "\n".join(lines)
-
-
-def read_vector_file(path: str) -> Any:
-    """The query vector in ``path``: a ``.npy`` array, or a JSON array of numbers (InvalidInput naming it)."""
-    import numpy as np
-
-    from ragstore.common.strictjson import loads_strict
-    from ragstore.errors import InvalidInput
-
-    try:
-        if path.lower().endswith(".npy"):
-            try:
-                return np.load(path, allow_pickle=False)
-            except ValueError as exc:
-                raise InvalidInput(f"{path}: not a NumPy .npy array of numbers: {exc}") from exc
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    value = loads_strict(data, path)
-    if not isinstance(value, list):
-        raise InvalidInput(f"{path}: expected a JSON array of numbers, got {type(value).__name__}")
-    return value
 
 
 @click.command("search")

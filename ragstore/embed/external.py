@@ -9,6 +9,10 @@ vector (``search(..., vector=...)``, or ``ragstore search FAMILY --vector-file F
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from ragstore.embed.base import Matrix
 from ragstore.errors import InvalidInput
@@ -43,3 +47,23 @@ class ExternalBackend:
             "elsewhere; give a query vector (search(..., vector=...) or `ragstore search FAMILY --vector-file "
             "FILE`), use --mode fts for a text query, and give a vector with every record to index"
         )
+
+
+def read_vector_file(path: str) -> Any:
+    """The query vector in ``path``: a ``.npy`` array, or a JSON array of numbers (InvalidInput naming it).
+    The dimension and finiteness are checked by the search against the family."""
+    from ragstore.common.strictjson import loads_strict
+
+    try:
+        if path.lower().endswith(".npy"):
+            try:
+                return np.load(path, allow_pickle=False)
+            except ValueError as exc:
+                raise InvalidInput(f"{path}: not a NumPy .npy array of numbers: {exc}") from exc
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    value = loads_strict(data, path)
+    if not isinstance(value, list):
+        raise InvalidInput(f"{path}: expected a JSON array of numbers, got {type(value).__name__}")
+    return value
