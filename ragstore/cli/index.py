@@ -45,8 +45,7 @@ def index_command(
     as_json: bool,
     progress: bool | None,
 ) -> None:
-    """Index .jsonl/.ndjson files, .parquet files, .npy matrices (with a .jsonl sidecar), .txt/.md documents,
-    folders of them, or - (JSONL on stdin) into FAMILY.
+    """Index .jsonl/.parquet/.npy files, folders of .txt/.md documents, or - (JSONL on stdin) into FAMILY.
 
     Idempotent: a rerun over the same input writes nothing; unchanged chunks are never re-embedded.
     """

@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "index": (
         "ragstore.cli.index",
         "index_command",
-        "Index chunks.jsonl files, folders of .txt/.md documents, or - (JSONL on stdin) into FAMILY.",
+        "Index .jsonl/.parquet/.npy files, folders of .txt/.md documents, or - (JSONL on stdin) into FAMILY.",
     ),
     "memory": (
         "ragstore.cli.memory",

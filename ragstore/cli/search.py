@@ -90,8 +90,9 @@ def search_command(
     fetch_k: int,
     as_json: bool,
 ) -> None:
-    """Search FAMILY for QUERY (embedded with the family's own backend) or for the vector in --vector-file;
-    hits cite [package_path#chunk_id]."""
+    """Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id].
+
+    With --vector-file FILE instead of QUERY, search by that vector (the way to query an external family)."""
     if exact and mode not in ("auto", "exact"):
         raise CliError(f"--exact contradicts --mode {mode}")
     if (query is None) == (vector_file is None):
