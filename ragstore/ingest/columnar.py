@@ -2,7 +2,8 @@
 
 **Parquet** (``*.parquet``, needs pyarrow: ``pip install 'ragstore[parquet]'``) is read in record batches.
 Its columns are, by default, named like the record's fields: ``chunk_id``, ``package_path``, ``text``,
-``vector`` (a fixed-size list or a list of float32/float64), ``metadata`` (a JSON object as a string,
+``vector`` (a fixed-size list or a list of float32/float64; without it the family's backend embeds the
+texts), ``metadata`` (a JSON object as a string,
 optional) and ``model`` (optional). ``--column FIELD=NAME`` maps a field to another column;
 ``--column metadata=a,b`` builds each record's metadata from columns ``a`` and ``b``.
 
@@ -78,18 +79,22 @@ def _source_hash(key: bytes, record: ChunkRecord, metadata: str, vector: bytes) 
 def _emit(
     one: OnePass,
     rows: list[tuple[str, ChunkRecord, str, str | None]],
-    matrix: np.ndarray,
+    matrix: np.ndarray | None,
 ) -> None:
     """Hash the batch's rows, look the hashes up, hand the new ones (with their vector rows) to the pass."""
     from ragstore.ingest.fast import _Parsed
 
-    f32 = np.ascontiguousarray(matrix, dtype=np.float32)
-    hashes = [_source_hash(one.key, record, meta, f32[i].tobytes()) for i, (_, record, meta, _) in enumerate(rows)]
+    f32 = None if matrix is None else np.ascontiguousarray(matrix, dtype=np.float32)
+    hashes = [
+        _source_hash(one.key, record, meta, b"" if f32 is None else f32[i].tobytes())
+        for i, (_, record, meta, _) in enumerate(rows)
+    ]
     known = one.lookup(hashes)
     parsed: list[_Parsed | tuple[str, str]] = []
     for i, (where, record, _meta, model) in enumerate(rows):
         hit = known.get(hashes[i])
-        parsed.append(hit if hit is not None else _Parsed(where, record, f32[i], model, hashes[i]))
+        vector = None if f32 is None else f32[i]
+        parsed.append(hit if hit is not None else _Parsed(where, record, vector, model, hashes[i]))
     one.columnar(parsed)
 
 
@@ -170,13 +175,19 @@ def _vector_matrix(column: Any, label: str, first_row: int, dim: int, family: st
 def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass) -> None:
     names = {f: mapping.get(f, f) for f in FIELDS}
     meta_columns = names["metadata"].split(",") if "," in names["metadata"] else None
-    wanted = [names["chunk_id"], names["package_path"], names["text"], names["vector"]]
-    import pyarrow.parquet as pq
-
+    wanted = [names["chunk_id"], names["package_path"], names["text"]]
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise InvalidInput(f"{label}: reading Parquet needs pyarrow: pip install 'ragstore[parquet]'") from exc
     try:
         present = set(pq.ParquetFile(path).schema_arrow.names)
     except Exception as exc:
         raise InvalidInput(f"{label}: not a readable Parquet file: {exc}") from exc
+    # Without a vector column the family's backend embeds the texts (an external family refuses them).
+    with_vectors = names["vector"] in present or "vector" in mapping
+    if with_vectors:
+        wanted.append(names["vector"])
     if meta_columns is not None:
         wanted += meta_columns
     elif names["metadata"] in present or "metadata" in mapping:
@@ -187,7 +198,7 @@ def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass)
     family = one.family
     for batch in _parquet_batches(path, label, wanted, one.batch):
         data = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
-        matrix = _vector_matrix(data[names["vector"]], label, row, family.dim, family.name)
+        matrix = _vector_matrix(data[names["vector"]], label, row, family.dim, family.name) if with_vectors else None
         ids = data[names["chunk_id"]].to_pylist()
         packages = data[names["package_path"]].to_pylist()
         texts = data[names["text"]].to_pylist()

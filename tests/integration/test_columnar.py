@@ -129,3 +129,32 @@ def test_npy_with_jsonl_sidecar(conn, family, tmp_path):
     )
     with pytest.raises(InvalidInput, match="6 records for the 7 rows"):
         run(conn, tmp_path / "v.npy")
+
+
+def test_parquet_without_vectors_is_embedded_by_the_family_backend(conn, tmp_path):
+    from ragstore.embed.offline import OfflineBackend
+
+    families.create_family(conn, "docs", OfflineBackend())
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"chunk_id": ["a", "b"], "package_path": ["p", "p"], "text": ["one", "two"]}), path)
+    report = index_sources(conn, "docs", open_sources([str(path)]))
+    assert (report.inserted, report.embedded) == (2, 2)
+    assert index_sources(conn, "docs", open_sources([str(path)])).unchanged == 2
+
+
+def test_parquet_errors_reach_the_cli_as_one_line(dsn, tmp_path):
+    from click.testing import CliRunner
+
+    from ragstore.cli.main import cli
+
+    runner = CliRunner()
+    runner.invoke(
+        cli, ["--dsn", dsn, "family", "create", "ext", "--backend", "external", "--dimensions", "8", "--model", "mine"]
+    )
+    path = tmp_path / "bad.parquet"
+    path.write_bytes(b"PAR1 garbage")
+    result = runner.invoke(cli, ["--dsn", dsn, "index", "ext", str(path)])
+    assert result.exit_code == 1
+    assert "bad.parquet: not a readable Parquet file" in result.output and "Traceback" not in result.output
+    wrong = runner.invoke(cli, ["--dsn", dsn, "index", "ext", str(path), "--column", "nope=x"])
+    assert wrong.exit_code != 0 and "--column 'nope=x'" in wrong.output
