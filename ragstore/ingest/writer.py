@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 DEFAULT_BATCH = 5000
 # Above this many records going into an empty family, the HNSW index is dropped and built once at the
 # end: building after a bulk load is several times faster than maintaining the graph row by row.
-BULK_THRESHOLD = 20_000
+BULK_THRESHOLD = 5_000
 MAX_RETRIES = 6
 # A deadlock or serialisation failure between concurrent writers: the batch is retried as a whole.
 _TRANSIENT = (pgerrors.DeadlockDetected, pgerrors.SerializationFailure)
