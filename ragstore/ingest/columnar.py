@@ -194,6 +194,8 @@ def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass)
         wanted.append(names["metadata"])
     if names["model"] in present or "model" in mapping:
         wanted.append(names["model"])
+    from ragstore.ingest.fast import _Parsed
+
     row = 0
     family = one.family
     for batch in _parquet_batches(path, label, wanted, one.batch):
@@ -210,8 +212,19 @@ def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass)
             metas = data[names["metadata"]].to_pylist()
         else:
             metas = [None] * len(ids)
-        rows: list[tuple[str, ChunkRecord, str, str | None]] = []
+        f32 = None if matrix is None else np.ascontiguousarray(matrix, dtype=np.float32)
+        # Hash the raw column values first: a row whose hash is stored is unchanged and is not validated.
+        hashes = [
+            _raw_hash(one.key, (ids[i], packages[i], texts[i], metas[i]), b"" if f32 is None else f32[i].tobytes())
+            for i in range(len(ids))
+        ]
+        known = one.lookup(hashes)
+        parsed: list[_Parsed | tuple[str, str]] = []
         for i in range(len(ids)):
+            hit = known.get(hashes[i])
+            if hit is not None:
+                parsed.append(hit)
+                continue
             where = f"{label}: row {row + i + 1}"
             meta = metas[i]
             if isinstance(meta, str | bytes):
@@ -221,10 +234,27 @@ def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass)
                     raise InvalidInput(f"{where}: metadata: not JSON ({exc})") from exc
             fields = {"chunk_id": ids[i], "package_path": packages[i], "text": texts[i], "metadata": meta}
             record = _record(where, fields)
-            canonical = json.dumps(record.metadata, ensure_ascii=False, sort_keys=True)
-            rows.append((where, record, canonical, models[i] if models is not None else None))
+            model = models[i] if models is not None else None
+            parsed.append(_Parsed(where, record, None if f32 is None else f32[i], model, hashes[i]))
         row += len(ids)
-        _emit(one, rows, matrix)
+        one.columnar(parsed)
+
+
+def _raw_hash(key: bytes, values: tuple[Any, ...], vector: bytes) -> bytes:
+    """The source hash of one columnar row, from its raw values (text as UTF-8, anything else as JSON)."""
+    digest = hashlib.sha256(key)
+    for value in values:
+        if isinstance(value, str):
+            encoded = b"s" + value.encode("utf-8", "surrogatepass")
+        else:
+            try:
+                encoded = b"j" + orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+            except TypeError:
+                encoded = b"r" + repr(value).encode("utf-8", "backslashreplace")
+        digest.update(len(encoded).to_bytes(8, "little"))
+        digest.update(encoded)
+    digest.update(vector)
+    return digest.digest()
 
 
 # -- NumPy + JSONL sidecar ---------------------------------------------------------------------------------

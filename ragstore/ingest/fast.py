@@ -188,8 +188,13 @@ def fast_record(line: bytes) -> tuple[ChunkRecord, list[Any] | None, str | None]
     elif type(metadata) is not dict:
         return None
     vector, model = obj.get("vector"), obj.get("model")
-    if vector is not None and (type(vector) is not list or not vector or not set(map(type, vector)) <= _NUMBERS):
-        return None
+    if vector is not None:
+        if type(vector) is not list or not vector:
+            return None
+        # The matrix check refuses what is not a number (None, text, lists); a boolean would pass as 1.0 there,
+        # so the elements' types are looked at when the line holds a JSON boolean anywhere.
+        if (b"true" in line or b"false" in line) and not set(map(type, vector)) <= _NUMBERS:
+            return None
     if model is not None and (type(model) is not str or vector is None):
         return None
     record = ChunkRecord.model_construct(chunk_id=chunk_id, package_path=package, text=text, metadata=metadata)
@@ -414,6 +419,8 @@ class OnePass:
             wide = np.array([p.vector for p in parsed], dtype=np.float64)
         except (OverflowError, ValueError, TypeError):
             wide = np.stack([_row(p) for p in parsed])
+        if wide.ndim != 2:
+            wide = np.stack([_row(p) for p in parsed])
         good = np.isfinite(wide) & (np.abs(wide) <= _F32_MAX)
         if not good.all():
             bad_row, bad_col = (int(x) for x in np.argwhere(~good)[0])
@@ -428,7 +435,10 @@ class OnePass:
 
 def _row(p: _Parsed) -> npt.NDArray[np.float64]:
     try:
-        return np.asarray(p.vector, dtype=np.float64)
+        row = np.asarray(p.vector, dtype=np.float64)
+        if row.ndim != 1:
+            raise ValueError(f"a vector nested {row.ndim} deep")
+        return row
     except (OverflowError, ValueError, TypeError) as exc:
         if p.line is not None:
             slow_record(p.where, p.line.decode("utf-8", "replace"))

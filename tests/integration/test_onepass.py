@@ -112,3 +112,19 @@ def test_the_spool_is_removed_after_the_run(conn, family, tmp_path):
 
     run(conn, write(tmp_path / "a.jsonl", lines(5)))
     assert not list(spool_dir().glob("parsed-*"))
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [("null", "vector.2"), ('"x"', "vector.2"), ("[1]", "vector.2"), ("{}", "vector.2"), ("false", "vector.2")],
+)
+def test_a_vector_element_that_is_not_a_number_is_named(conn, family, tmp_path, value, field):
+    records = [json.dumps(r) for r in lines(6)]
+    bad = lines(6)[3]
+    bad["vector"][2] = "@"
+    records[3] = json.dumps(bad).replace('"@"', value)
+    src = tmp_path / "a.jsonl"
+    src.write_text("\n".join(records) + "\n")
+    with pytest.raises(InvalidInput, match=rf"a\.jsonl:4: {field}"):
+        run(conn, src)
+    assert conn.execute("SELECT count(*) FROM ragstore.chunks").fetchone()[0] == 0
