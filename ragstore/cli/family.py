@@ -20,13 +20,14 @@ def family_group() -> None:
 @family_group.command("create")
 @click.argument("name")
 @click.option("--backend", "backend_name", type=click.Choice(BACKENDS), default="offline", show_default=True)
-@click.option("--model", default=None, help="Model name (required for --backend openai).")
+@click.option("--model", default=None, help="Model name (required for --backend openai and --backend external).")
 @click.option("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
 @click.option(
     "--dimensions",
     type=click.IntRange(min=1),
     default=None,
-    help="Ask the provider for shorter vectors (Matryoshka); a positive integer.",
+    help="The vectors' dimension for --backend external (required); for openai, ask the provider for "
+    "shorter vectors (Matryoshka). A positive integer.",
 )
 @click.option("--api-key-env", default=None, help="Environment variable holding the API key.")
 @click.option(

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ragstore.cli.app import app, emit_json, interactive, terminal_safe
+from ragstore.ingest.columnar import parse_columns
 from ragstore.ingest.readers import close_sources, open_sources
 from ragstore.ingest.run import index_sources, skipped_files
 from ragstore.ingest.writer import DEFAULT_BATCH
@@ -23,6 +24,13 @@ from ragstore.ingest.writer import DEFAULT_BATCH
     is_flag=True,
     help="Index the rest when a document cannot be read (not UTF-8, binary, unreadable); list what was skipped.",
 )
+@click.option(
+    "--column",
+    "columns",
+    multiple=True,
+    help="Parquet: FIELD=COLUMN maps a record field (chunk_id, package_path, text, vector, metadata, model) "
+    "to a column; metadata=a,b builds the metadata from columns a and b.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 @click.pass_context
@@ -33,14 +41,15 @@ def index_command(
     prune: bool,
     batch_size: int,
     skip_bad_files: bool,
+    columns: tuple[str, ...],
     as_json: bool,
     progress: bool | None,
 ) -> None:
-    """Index .jsonl/.ndjson files, .txt/.md documents, folders of them, or - (JSONL on stdin) into FAMILY.
+    """Index .jsonl/.ndjson/.parquet/.npy files, .txt/.md documents, folders of them, or - (JSONL on stdin) into FAMILY.
 
     Idempotent: a rerun over the same input writes nothing; unchanged chunks are never re-embedded.
     """
-    resolved = open_sources(sources, skip_bad_files=skip_bad_files)
+    resolved = open_sources(sources, skip_bad_files=skip_bad_files, columns=parse_columns(columns))
     show_bar = interactive() if progress is None else progress
     bar: Any = None
 

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.embed.external import read_vector_file
 from ragstore.search.api import MAX_K, MODES, search
 from ragstore.search.filters import parse_where
 from ragstore.search.recall import RecallReport, check_recall, sweep_recall
@@ -53,7 +54,13 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
 
 @click.command("search")
 @click.argument("family")
-@click.argument("query")
+@click.argument("query", required=False)
+@click.option(
+    "--vector-file",
+    default=None,
+    help="Search by this vector instead of a text: a JSON array of numbers or a .npy file "
+    "(the way to query a family of the external backend).",
+)
 @click.option("-k", "k", type=int, default=10, show_default=True, help=f"How many hits (at most {MAX_K}).")
 @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True)
 @click.option("--exact", is_flag=True, help="Exact numpy scan of the whole family (same as --mode exact).")
@@ -69,7 +76,8 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
 def search_command(
     ctx: click.Context,
     family: str,
-    query: str,
+    query: str | None,
+    vector_file: str | None,
     k: int,
     mode: str,
     exact: bool,
@@ -82,15 +90,21 @@ def search_command(
     fetch_k: int,
     as_json: bool,
 ) -> None:
-    """Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id]."""
+    """Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id].
+
+    With --vector-file FILE instead of QUERY, search by that vector (the way to query an external family)."""
     if exact and mode not in ("auto", "exact"):
         raise CliError(f"--exact contradicts --mode {mode}")
+    if (query is None) == (vector_file is None):
+        raise CliError("give either QUERY (a text) or --vector-file FILE, not both or neither")
     metadata = _metadata(where)
+    vector = None if vector_file is None else read_vector_file(vector_file)
     with app(ctx).connect() as conn:
         hits = search(
             conn,
             family,
             query,
+            vector=vector,
             k=k,
             mode="exact" if exact else mode,
             min_score=min_score,

@@ -1,37 +1,69 @@
-"""The ``external`` backend: a family whose vectors are computed outside ragstore.
+"""The ``external`` backend: a family whose vectors are computed elsewhere and brought with the records.
 
-It records the model's name and dimension (so that vectors or a caller-side model of another embedding
-space are refused), and embeds nothing itself: such a family is written with records that carry their
-``vector``, or through a caller-supplied backend of the same name, model and dimension (the framework
-adapters in :mod:`ragstore.integrations` wrap the application's embedding model that way).
+It has a model name and a dimension (what the family records, so that a vector of another space is
+refused) and embeds nothing: indexing it needs a ``vector`` on every record, and searching it a query
+vector (``search(..., vector=...)``, or ``ragstore search FAMILY --vector-file FILE``). Full-text search
+(``--mode fts``) needs no vector and works with a text query.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from ragstore.embed.base import Matrix
-from ragstore.errors import BackendError, InvalidInput
+from ragstore.errors import InvalidInput
 
 NAME = "external"
 
 
 class ExternalBackend:
-    """``name='external'``, the ``model`` and ``dim`` the vectors come from; :meth:`embed` refuses."""
+    """``name='external'``: vectors of ``model`` with ``dim`` dimensions, made outside ragstore."""
 
     name = NAME
 
     def __init__(self, model: str, dim: int) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise InvalidInput("the external backend needs the name of the model that computes the vectors")
+        if not model or not model.strip():
+            raise InvalidInput("the external backend needs --model: the name of the model that made the vectors")
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise InvalidInput(f"the external backend needs the vectors' dimension (a positive integer), got {dim!r}")
-        self.model = model
-        self.dim = dim
+            raise InvalidInput("the external backend needs --dimensions: the vectors' dimension (a positive integer)")
+        self._model = model
+        self._dim = dim
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return self._dim
 
     def embed(self, texts: Sequence[str]) -> Matrix:
-        raise BackendError(
-            f"the external backend ({self.model}, {self.dim}-d) computes no vectors: give each record its "
-            "`vector`, or search and index through the application's model (e.g. the LangChain or "
-            "LlamaIndex adapter)"
+        raise InvalidInput(
+            f"the external backend ({self._model}, {self._dim}-d) embeds no text: its vectors are made "
+            "elsewhere; give a query vector (search(..., vector=...) or `ragstore search FAMILY --vector-file "
+            "FILE`), use --mode fts for a text query, and give a vector with every record to index"
         )
+
+
+def read_vector_file(path: str) -> Any:
+    """The query vector in ``path``: a ``.npy`` array, or a JSON array of numbers (InvalidInput naming it).
+    The dimension and finiteness are checked by the search against the family."""
+    from ragstore.common.strictjson import loads_strict
+
+    try:
+        if path.lower().endswith(".npy"):
+            try:
+                return np.load(path, allow_pickle=False)
+            except ValueError as exc:
+                raise InvalidInput(f"{path}: not a NumPy .npy array of numbers: {exc}") from exc
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    value = loads_strict(data, path)
+    if not isinstance(value, list):
+        raise InvalidInput(f"{path}: expected a JSON array of numbers, got {type(value).__name__}")
+    return value

@@ -8,15 +8,16 @@ from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput
 
 #: The backend names :func:`make_backend` knows, default first.
-BACKENDS: tuple[str, ...] = ("offline", "minilm", "openai")
-# Also known to make_backend, not offered by the CLI: "external" (vectors computed outside ragstore).
+BACKENDS: tuple[str, ...] = ("offline", "minilm", "openai", "external")
 
 
 def make_backend(name: str, model: str | None = None, dim: int | None = None, **options: Any) -> Backend:
     """Build the backend called ``name``.
 
     ``model`` and ``dim``, when given, must match what a fixed-model backend (offline, minilm) is;
-    for ``openai`` they are the provider's model name (required) and the expected dimension, and
+    for ``external`` (vectors made elsewhere) they are required: the model's name and the vectors' dimension
+    (``dim``, or the ``dimensions`` option the CLI records); for ``openai`` they are the provider's model name
+    (required) and the expected dimension, and
     ``options`` go to :class:`ragstore.embed.openai.OpenAIBackend` (``base_url`` is required).
     Imports are lazy so that a missing optional extra only fails the backend that needs it.
     Raises InvalidInput for an unknown name, a missing or contradictory setting, or an unknown option.
@@ -46,10 +47,15 @@ def make_backend(name: str, model: str | None = None, dim: int | None = None, **
     elif name == "external":
         from ragstore.embed.external import ExternalBackend
 
+        # The family records its dimension as the "dimensions" option (the CLI's --dimensions).
+        size = options.pop("dimensions", None)
         _no_options(name, options)
-        if not model or dim is None:
-            raise InvalidInput("the external backend needs the model name and the dimension of its vectors")
-        return ExternalBackend(model, dim)
+        if dim is not None and size is not None and dim != size:
+            raise InvalidInput(f"the external backend was given {size} dimensions and {dim}")
+        chosen = size if size is not None else dim
+        if chosen is None:
+            raise InvalidInput("the external backend needs --dimensions: the vectors' dimension")
+        return ExternalBackend(model=model or "", dim=chosen)
     else:
         raise InvalidInput(f"unknown embedding backend {name!r}; known backends: {', '.join(BACKENDS)}")
     if model is not None and model != backend.model:

@@ -30,6 +30,7 @@ from ragstore.ingest.records import ChunkRecord
 
 DOCUMENT_SUFFIXES = (".txt", ".md", ".markdown")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
+PARQUET_SUFFIXES = (".parquet", ".pq")
 EMPTY = "empty or whitespace-only document"
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache"}
 
@@ -72,6 +73,8 @@ class Source:
     prefixes: tuple[str, ...] = field(default_factory=tuple)
     skip_bad_files: bool = False
     skipped: list[Skipped] = field(default_factory=list)
+    #: For a Parquet source (``kind="parquet"``): record field -> column name (see ragstore.ingest.columnar).
+    columns: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_folder(self) -> bool:
@@ -84,16 +87,24 @@ class Source:
             return read_folder(self.path, skipped=self.skipped, skip_bad_files=self.skip_bad_files)
         if self.kind == "document":
             return read_document(self.path, skipped=self.skipped, skip_bad_files=self.skip_bad_files)
+        if self.kind in ("parquet", "npy"):
+            raise InvalidInput(f"{self.label}: a {self.kind} source is read by index_sources (ragstore index)")
         return read_jsonl(self.path, label=self.label)
 
 
 def open_sources(
-    arguments: Sequence[str], stdin: IO[bytes] | None = None, *, skip_bad_files: bool = False
+    arguments: Sequence[str],
+    stdin: IO[bytes] | None = None,
+    *,
+    skip_bad_files: bool = False,
+    columns: dict[str, str] | None = None,
 ) -> list[Source]:
     """Resolve CLI arguments to sources, dispatching on what each one is.
 
     A folder is walked for documents; a ``.jsonl``/``.ndjson`` file is JSONL; a ``.txt``/``.md``/``.markdown``
-    file is one document, chunked as in a folder (package_path ``<its folder's name>/<file name>``); ``-``
+    file is one document, chunked as in a folder (package_path ``<its folder's name>/<file name>``); a
+    ``.parquet`` file is read by columns (``columns`` maps record fields to column names), a ``.npy``
+    matrix with the JSONL sidecar of the same name (see :mod:`ragstore.ingest.columnar`); ``-``
     is JSONL on standard input, spooled first (see :func:`ragstore.ingest.spool.spool_stdin`) so that the
     input can be validated whole before anything is written, then read again to write it. Anything else
     (another extension, a FIFO, a device) is InvalidInput naming the argument; a missing path NotFound.
@@ -105,7 +116,10 @@ def open_sources(
     sources: list[Source] = []
     try:
         for argument in arguments:
-            sources.append(_open_source(argument, stdin, skip_bad_files))
+            source = _open_source(argument, stdin, skip_bad_files)
+            if source.kind == "parquet" and columns:
+                source.columns = dict(columns)
+            sources.append(source)
     except BaseException:
         close_sources(sources)
         raise
@@ -137,9 +151,17 @@ def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool) -
         return Source(label=argument, path=path, kind="jsonl")
     if suffix in DOCUMENT_SUFFIXES:
         return Source(label=argument, path=path, kind="document", skip_bad_files=skip_bad_files)
+    if suffix in PARQUET_SUFFIXES:
+        return Source(label=argument, path=path, kind="parquet")
+    if suffix == ".npy":
+        sidecar = path.with_suffix(".jsonl")
+        if not sidecar.is_file():
+            raise NotFound(f"{argument}: its records go in {sidecar} (one JSONL line per row), which is missing")
+        return Source(label=argument, path=path, kind="npy")
     raise InvalidInput(
         f"{argument}: unknown kind of source {suffix or '(no extension)'}: give a .jsonl/.ndjson file (JSONL), "
-        "a .txt/.md document, a folder of documents, or - for JSONL on standard input"
+        "a .parquet file, a .npy matrix with its .jsonl sidecar, a .txt/.md document, a folder of documents, "
+        "or - for JSONL on standard input"
     )
 
 

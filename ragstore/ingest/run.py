@@ -1,4 +1,4 @@
-"""``ragstore index`` as one library call: validate every input whole, then write it batch by batch."""
+"""``ragstore index`` as one library call: one pass validates every input whole, then the write pass writes it."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from ragstore.db.connection import db_errors
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, check_fts_config, get_family
+from ragstore.ingest.columnar import COLUMNAR_KINDS, read_columnar
 from ragstore.ingest.readers import EMPTY, Skipped, Source
 from ragstore.ingest.records import FTS_SAFE_BYTES, ChunkRecord
-from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector, write_records
+from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector, write_records  # noqa: F401  (re-exported)
 from ragstore.search.fts import fts_config_of
 
 Conn = psycopg.Connection[Any]
@@ -104,35 +105,51 @@ def index_sources(
     """Index ``sources`` into family ``family_name``. Raises NotFound, InvalidInput, ModelMismatch,
     DatabaseUnavailable.
 
-    Every record is validated before the first write, against the limits the database would enforce
-    (identifier bytes, the full-text vector's size, the family's text-search configuration), so bad input
-    writes nothing. Records are then written in batches, each committed whole: should the database fail
-    later (connection lost, disk full, a deadlock past its retries), the batches committed before stay
+    One pass reads every record once (:mod:`ragstore.ingest.fast`): a record whose input bytes are those
+    a stored chunk was written from is unchanged and goes no further; every other record is parsed and
+    validated against the limits the database would enforce (identifier bytes, the full-text vector's
+    size, the family's text-search configuration, the vectors' dimension and float32 values) and kept in
+    a private spool. Nothing is written before the whole input is valid, so bad input writes nothing.
+    The kept records are then written in batches, each committed whole: should the database fail later
+    (connection lost, disk full, a deadlock past its retries), the batches committed before stay
     committed and whole, the others are absent, and a rerun of the same input converges.
 
     The report's ``skipped`` counts blank texts and empty documents; :func:`skipped_files` lists the files
-    the sources left out, and why.
+    the sources left out, and why. ``batch_size`` is the write batch (the pass batches by
+    :data:`~ragstore.ingest.fast.PASS_BATCH`).
     """
+    from ragstore.ingest.fast import OnePass, Spool, raw_lines
+    from ragstore.ingest.writer import write_prepared
+
     family = get_family(conn, family_name)
     chosen = backend or backend_for(family, caches_for(conn))
     family.check_backend(chosen)
     config = check_fts_config(conn, fts_config_of(family))
     conn.commit()
-    total = validate_sources(sources, family, check_text=fts_size_check(conn, config))
-    if on_validated is not None:
-        on_validated(total)
-    prefixes = [prefix for source in sources for prefix in source.prefixes]
-    report = write_records(
-        conn,
-        family,
-        chosen,
-        _all_records(sources),
-        batch_size=batch_size,
-        expected=total,
-        prune=prune,
-        prune_prefixes=prefixes,
-        progress=progress,
-    )
+    with Spool() as spool:
+        one = OnePass(conn, family, config, spool, check_text=fts_size_check(conn, config), batch=batch_size)
+        for source in sources:
+            if source.kind in ("jsonl", "stdin") and source.path is not None:
+                one.jsonl(raw_lines(source.path, source.label))
+            elif source.kind in COLUMNAR_KINDS:
+                read_columnar(source, one)
+            else:
+                one.records(source.records())
+        found = one.result
+        if on_validated is not None:
+            on_validated(found.total)
+        prefixes = [prefix for source in sources for prefix in source.prefixes]
+        report = write_prepared(
+            conn,
+            family,
+            chosen,
+            spool.read(),
+            found,
+            prune=prune,
+            prune_prefixes=prefixes,
+            progress=progress,
+            fts_config=config,
+        )
     # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
     report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)
     return report

@@ -1,4 +1,6 @@
-"""Standard input spooled to disk, so that ``ragstore index -`` can validate the input whole, then write it.
+"""Standard input spooled to disk, so that ``ragstore index -`` can validate the input whole, then write it;
+and the spool of parsed batches that the one pass of :mod:`ragstore.ingest.fast` keeps for the write pass
+(``parsed-<pid>-<random>.bin``), cleaned up the same way.
 
 Spools live in ``<ragstore home>/spool`` (a folder of mode 0700; each file 0600), named
 ``stdin-<pid>-<random>.jsonl``. The indexer removes its own spool when it ends; a spool whose process died
@@ -20,7 +22,7 @@ from ragstore import config
 from ragstore.errors import InvalidInput
 
 SPOOL_FOLDER = "spool"
-_NAME = re.compile(r"^stdin-(\d+)-.*\.jsonl$")
+_NAME = re.compile(r"^(?:stdin-(\d+)-.*\.jsonl|parsed-(\d+)-.*\.bin)$")
 
 
 def spool_dir() -> Path:
@@ -55,7 +57,7 @@ def remove_stale_spools() -> list[Path]:
         return removed
     for name in names:
         match = _NAME.match(name)
-        if match is None or _alive(int(match.group(1))):
+        if match is None or _alive(int(match.group(1) or match.group(2))):
             continue
         path = folder / name
         with contextlib.suppress(FileNotFoundError):

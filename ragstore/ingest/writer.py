@@ -37,6 +37,7 @@ from ragstore.embed.base import Backend
 from ragstore.embed.cache import embed_cached
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family, cluster_by_package, drop_hnsw_index, ensure_hnsw_index, has_hnsw_index
+from ragstore.ingest.fast import PassResult, Prepared
 from ragstore.ingest.readers import describe_validation_error
 from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix
 
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 DEFAULT_BATCH = 5000
 # Above this many records going into an empty family, the HNSW index is dropped and built once at the
 # end: building after a bulk load is several times faster than maintaining the graph row by row.
-BULK_THRESHOLD = 20_000
+BULK_THRESHOLD = 5_000
 MAX_RETRIES = 6
 # A deadlock or serialisation failure between concurrent writers: the batch is retried as a whole.
 _TRANSIENT = (pgerrors.DeadlockDetected, pgerrors.SerializationFailure)
@@ -96,6 +97,10 @@ class _Batch:
     records: list[tuple[str, ChunkRecord]]
     content: list[bytes]
     record: list[bytes]
+    # Precomputed vectors: row i is records[i]'s when supplied[i] (else the backend embeds its text).
+    vectors: np.ndarray
+    supplied: np.ndarray
+    source: list[bytes | None]
 
 
 def _batches(items: Iterable[tuple[str, ChunkRecord]], size: int) -> Iterator[list[tuple[str, ChunkRecord]]]:
@@ -136,18 +141,38 @@ class Writer:
             check_supplied_vector(where, record, self.family)
             kept.append((where, record))
             self.report.packages.add(record.package_path)
-        content = [r.content_sha256() for _, r in kept]
-        digests = [self._record_sha(r) for _, r in kept]
-        return _Batch(kept, content, digests)
+        vectors = np.zeros((len(kept), self.family.dim), dtype=np.float32)
+        supplied = np.zeros(len(kept), dtype=bool)
+        for i, (_, r) in enumerate(kept):
+            if r.vector is not None:
+                vectors[i] = np.asarray(r.vector, dtype=np.float32)
+                supplied[i] = True
+        return self._hashed(kept, vectors, supplied, [None] * len(kept))
 
-    def _record_sha(self, record: ChunkRecord) -> bytes:
-        digest = record.record_sha256(self.fts_config)
-        if record.vector is not None:
-            digest = hashlib.sha256(digest + np.asarray(record.vector, dtype=np.float32).tobytes()).digest()
-        return digest
+    def _hashed(
+        self, kept: list[tuple[str, ChunkRecord]], vectors: np.ndarray, supplied: np.ndarray, source: list[bytes | None]
+    ) -> _Batch:
+        content = [r.content_sha256() for _, r in kept]
+        digests = []
+        for i, (_, r) in enumerate(kept):
+            digest = r.record_sha256(self.fts_config)
+            if supplied[i]:
+                digest = hashlib.sha256(digest + vectors[i].tobytes()).digest()
+            digests.append(digest)
+        return _Batch(kept, content, digests, vectors, supplied, source)
 
     def write_batch(self, raw: list[tuple[str, ChunkRecord]]) -> None:
-        batch = self._prepare(raw)
+        """Write one batch of parsed records (duplicates of ids seen before in this run are dropped)."""
+        self._write(self._prepare(raw))
+
+    def write_prepared(self, prepared: Prepared) -> None:
+        """Write one batch of the one pass (:mod:`ragstore.ingest.fast`): checked, deduplicated, with its
+        vectors as a matrix and the records' source hashes."""
+        kept = [(item.where, item.record) for item in prepared.items]
+        source = [item.source for item in prepared.items]
+        self._write(self._hashed(kept, prepared.vectors, prepared.has_vector, source))
+
+    def _write(self, batch: _Batch) -> None:
         if not batch.records:
             return
         ids = [r.chunk_id for _, r in batch.records]
@@ -155,11 +180,19 @@ class Writer:
             rows = self.conn.execute(self._lookup, {"ids": ids, "family": self.family.name}).fetchall()
             self.conn.commit()
         stored = {
-            row[0]: (bytes(row[1]), None if row[3] is None else bytes(row[3]), row[4], bytes(row[2])) for row in rows
+            row[0]: (
+                bytes(row[1]),
+                None if row[3] is None else bytes(row[3]),
+                row[4],
+                bytes(row[2]),
+                None if row[5] is None else bytes(row[5]),
+            )
+            for row in rows
         }
 
         chunk_rows: list[int] = []
         embed_rows: list[int] = []
+        rewritten: set[str] = set()
         for i, (_, record) in enumerate(batch.records):
             held = stored.get(record.chunk_id)
             # A chunk whose stored text is not the input's (its hash says so even when the record hash
@@ -169,10 +202,13 @@ class Writer:
                 held is None
                 or held[1] != batch.content[i]
                 or held[2] != self.family.model
-                or (record_changed and record.vector is not None)
+                or (record_changed and bool(batch.supplied[i]))
             )
             if record_changed:
+                rewritten.add(record.chunk_id)
                 chunk_rows.append(i)
+            elif held is not None and batch.source[i] is not None and held[4] != batch.source[i]:
+                chunk_rows.append(i)  # the same record in other bytes: only its source hash is written
             if embedding_stale:
                 embed_rows.append(i)
         if not chunk_rows and not embed_rows:
@@ -192,7 +228,7 @@ class Writer:
         except psycopg.Error as exc:
             _rollback(self.conn)
             map_db_error(exc)
-        chunk_only = len(changed - emb_inserted - emb_updated)
+        chunk_only = len((changed & rewritten) - emb_inserted - emb_updated)
         self.report.inserted += len(emb_inserted)
         self.report.updated += len(emb_updated) + chunk_only
         self.report.unchanged += len(batch.records) - len(emb_inserted) - len(emb_updated) - chunk_only
@@ -200,12 +236,9 @@ class Writer:
 
     def _vectors(self, batch: _Batch, rows: list[int]) -> np.ndarray:
         """Vectors for ``rows``: supplied ones as given, the others embedded in one backend call."""
-        out = np.empty((len(rows), self.family.dim), dtype=np.float32)
-        to_embed = [k for k, i in enumerate(rows) if batch.records[i][1].vector is None]
-        for k, i in enumerate(rows):
-            supplied = batch.records[i][1].vector
-            if supplied is not None:
-                out[k] = np.asarray(supplied, dtype=np.float32)
+        index = np.asarray(rows, dtype=np.int64)
+        out = batch.vectors[index] if rows else np.empty((0, self.family.dim), dtype=np.float32)
+        to_embed = [k for k, i in enumerate(rows) if not batch.supplied[i]]
         if to_embed:
             texts = [batch.records[rows[k]][1].text for k in to_embed]
             where = f"{batch.records[rows[to_embed[0]]][0]}..."
@@ -232,7 +265,7 @@ class Writer:
             with conn.cursor() as cur:
                 if chunk_rows:
                     with cur.copy(query("ingest", "copy_chunks")) as copy:
-                        copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text"])
+                        copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])
                         for i in chunk_rows:
                             r = batch.records[i][1]
                             copy.write_row(
@@ -244,6 +277,7 @@ class Writer:
                                     batch.record[i],
                                     json.dumps(r.metadata, ensure_ascii=False, sort_keys=True),
                                     self.fts_config,
+                                    batch.source[i],
                                 )
                             )
                     merged = cur.execute(query("ingest", "merge_chunks"), {"family": self.family.name})
@@ -314,8 +348,11 @@ def _rollback(conn: Conn) -> None:
 
 def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> None:
     """A precomputed vector in a record must fit ``family``: its dimension, its model, finite float32
-    values (the :class:`IndexRow` contract). Raises ModelMismatch or InvalidInput naming ``where``."""
+    values (the :class:`IndexRow` contract); a family of the ``external`` backend needs one on every record.
+    Raises ModelMismatch or InvalidInput naming ``where``."""
     if record.vector is None:
+        if family.backend == "external":
+            raise InvalidInput(f"{where}: vector: {missing_vector(family)}")
         return
     if len(record.vector) != family.dim:
         raise ModelMismatch(
@@ -337,6 +374,14 @@ def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> No
         raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
 
 
+def missing_vector(family: Family) -> str:
+    """Why a record without a vector cannot go into ``family`` of the ``external`` backend."""
+    return (
+        f"missing; family {family.name!r} uses the external backend ({family.model}, {family.dim}-d), "
+        "which embeds nothing: every record needs its vector"
+    )
+
+
 def write_records(
     conn: Conn,
     family: Family,
@@ -356,6 +401,57 @@ def write_records(
     HNSW index once at the end; a family whose index is missing (a bulk load killed before its end) gets
     it built at the end of this run. Raises InvalidInput/ModelMismatch for bad rows, DatabaseUnavailable.
     """
+
+    def work(writer: Writer) -> None:
+        for batch in _batches(records, batch_size):
+            writer.write_batch(batch)
+            if progress is not None:
+                progress(len(batch))
+
+    return _write_run(conn, family, backend, work, expected, prune, prune_prefixes, fts_config)
+
+
+def write_prepared(
+    conn: Conn,
+    family: Family,
+    backend: Backend,
+    batches: Iterable[Prepared],
+    found: PassResult,
+    *,
+    prune: bool = False,
+    prune_prefixes: Iterable[str] = (),
+    progress: Progress | None = None,
+    fts_config: str | None = None,
+) -> IndexReport:
+    """Write what the one pass (:mod:`ragstore.ingest.fast`) kept: its batches, plus the counts and ids of
+    the records it found unchanged, duplicated or blank (which ``--prune`` must know)."""
+
+    def work(writer: Writer) -> None:
+        writer.seen = found.seen
+        writer.report.packages = found.packages
+        writer.report.unchanged += found.unchanged
+        writer.report.duplicates += found.duplicates
+        writer.report.skipped += found.skipped
+        if progress is not None:
+            progress(found.unchanged + found.duplicates + found.skipped)
+        for batch in batches:
+            writer.write_prepared(batch)
+            if progress is not None:
+                progress(len(batch.items))
+
+    return _write_run(conn, family, backend, work, found.to_write, prune, prune_prefixes, fts_config)
+
+
+def _write_run(
+    conn: Conn,
+    family: Family,
+    backend: Backend,
+    work: Callable[[Writer], None],
+    expected: int | None,
+    prune: bool,
+    prune_prefixes: Iterable[str],
+    fts_config: str | None,
+) -> IndexReport:
     started = time.perf_counter()
     writer = Writer(conn, family, backend, fts_config=fts_config or family.options.get("fts_config", "english"))
     # An earlier bulk load killed before its end leaves the index missing: this run builds it at its end.
@@ -369,10 +465,7 @@ def write_records(
         if row and row[0]:
             bulk = drop_hnsw_index(conn, family)
     try:
-        for batch in _batches(records, batch_size):
-            writer.write_batch(batch)
-            if progress is not None:
-                progress(len(batch))
+        work(writer)
         if prune:
             writer.prune(prune_prefixes)
     except BaseException:

@@ -11,7 +11,8 @@ CREATE TEMP TABLE IF NOT EXISTS ragstore_stage_chunks (
     content_sha256  bytea,
     record_sha256   bytea,
     metadata        text,
-    fts_config      text
+    fts_config      text,
+    source_sha256   bytea
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS ragstore_stage_embeddings (
     chunk_id        text,
@@ -23,7 +24,8 @@ CREATE TEMP TABLE IF NOT EXISTS ragstore_stage_embeddings (
 CREATE TEMP TABLE IF NOT EXISTS ragstore_seen (chunk_id text PRIMARY KEY)
 
 -- name: copy_chunks
-COPY ragstore_stage_chunks (chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config)
+COPY ragstore_stage_chunks (chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config,
+                            source_sha256)
 FROM STDIN (FORMAT BINARY)
 
 -- name: copy_embeddings
@@ -32,8 +34,8 @@ FROM STDIN (FORMAT BINARY)
 
 -- name: lookup
 -- What the family holds for a batch of ids: its chunk's record and content hashes, and its embedding's
--- content hash and model.
-SELECT c.chunk_id, c.record_sha256, c.content_sha256, e.content_sha256, e.model
+-- content hash and model, and the chunk's source hash.
+SELECT c.chunk_id, c.record_sha256, c.content_sha256, e.content_sha256, e.model, c.source_sha256
 FROM unnest(%(ids)s::text[]) AS i (chunk_id)
 JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.chunk_id = i.chunk_id
 LEFT JOIN ragstore.{table} AS e ON e.chunk_id = i.chunk_id
@@ -41,9 +43,9 @@ LEFT JOIN ragstore.{table} AS e ON e.chunk_id = i.chunk_id
 -- name: merge_chunks
 -- The family's own chunk rows: a chunk_id another family holds is another row, never touched here.
 INSERT INTO ragstore.chunks AS c
-    (family, chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config)
+    (family, chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config, source_sha256)
 SELECT %(family)s, chunk_id, package_path, text, content_sha256, record_sha256, metadata::jsonb,
-       fts_config::regconfig
+       fts_config::regconfig, source_sha256
 FROM ragstore_stage_chunks
 ORDER BY chunk_id
 ON CONFLICT (family, chunk_id) DO UPDATE SET
@@ -53,8 +55,12 @@ ON CONFLICT (family, chunk_id) DO UPDATE SET
     record_sha256  = EXCLUDED.record_sha256,
     metadata       = EXCLUDED.metadata,
     fts_config     = EXCLUDED.fts_config,
-    updated_at     = now()
-WHERE (c.record_sha256, c.content_sha256) IS DISTINCT FROM (EXCLUDED.record_sha256, EXCLUDED.content_sha256)
+    source_sha256  = EXCLUDED.source_sha256,
+    updated_at     = CASE WHEN (c.record_sha256, c.content_sha256)
+                               IS DISTINCT FROM (EXCLUDED.record_sha256, EXCLUDED.content_sha256)
+                          THEN now() ELSE c.updated_at END
+WHERE (c.record_sha256, c.content_sha256, c.source_sha256)
+      IS DISTINCT FROM (EXCLUDED.record_sha256, EXCLUDED.content_sha256, EXCLUDED.source_sha256)
 RETURNING c.chunk_id
 
 -- name: merge_embeddings
@@ -99,6 +105,16 @@ WITH gone AS (
     RETURNING 1
 )
 SELECT count(*) FROM gone
+
+-- name: lookup_sources
+-- Byte-level change detection: the chunks of this family written from exactly these input bytes (source
+-- hashes), whose vector is of the family's model and of the chunk's current text. Those records are unchanged.
+SELECT c.source_sha256, c.chunk_id, c.package_path
+FROM ragstore.chunks AS c
+JOIN ragstore.{table} AS e
+  ON e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256 AND e.model = %(model)s
+WHERE c.source_sha256 = ANY (%(hashes)s::bytea[])
+  AND c.family = %(family)s
 
 -- name: family_is_empty
 SELECT NOT EXISTS (SELECT 1 FROM ragstore.{table})

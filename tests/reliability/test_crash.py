@@ -59,10 +59,29 @@ def _committed(target: str, version: int) -> int:
     return int(row[0]) if row else 0
 
 
+def _write_parquet(path: Path, version: int) -> Path:
+    import json
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [chunk(i, version) for i in range(ROWS)]
+    columns = {key: [r[key] for r in rows] for key in ("chunk_id", "package_path", "text")}
+    columns["metadata"] = [json.dumps(r.get("metadata", {})) for r in rows]
+    pq.write_table(pa.table(columns), path, row_group_size=BATCH * 3)
+    return path
+
+
 @pytest.mark.slow
-def test_kill9_of_the_indexer_at_random_points_then_rerun_converges(dsn: str, clean_dsn: str, tmp_path: Path) -> None:
-    old = write_jsonl(tmp_path / "v0.jsonl", (chunk(i, 0) for i in range(ROWS)))
-    new = write_jsonl(tmp_path / "v1.jsonl", (chunk(i, 1) for i in range(ROWS)))
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_kill9_of_the_indexer_at_random_points_then_rerun_converges(
+    dsn: str, clean_dsn: str, tmp_path: Path, kind: str
+) -> None:
+    if kind == "parquet":
+        old = _write_parquet(tmp_path / "v0.parquet", 0)
+        new = _write_parquet(tmp_path / "v1.parquet", 1)
+    else:
+        old = write_jsonl(tmp_path / "v0.jsonl", (chunk(i, 0) for i in range(ROWS)))
+        new = write_jsonl(tmp_path / "v1.jsonl", (chunk(i, 1) for i in range(ROWS)))
     for target in (dsn, clean_dsn):
         with connect(target) as conn:
             families.create_family(conn, "docs", OfflineBackend())

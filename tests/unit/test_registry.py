@@ -14,7 +14,20 @@ from ragstore.errors import InvalidInput
 
 
 def test_backends_lists_every_name_default_first() -> None:
-    assert BACKENDS == ("offline", "minilm", "openai")
+    assert BACKENDS == ("offline", "minilm", "openai", "external")
+
+
+def test_external_backend_takes_its_dimension_from_dim_or_the_dimensions_option() -> None:
+    from ragstore.embed.external import ExternalBackend
+
+    backend = make_backend("external", model="mine", dimensions=12)
+    assert isinstance(backend, ExternalBackend) and isinstance(backend, Backend)
+    assert (backend.name, backend.model, backend.dim) == ("external", "mine", 12)
+    assert make_backend("external", model="mine", dim=12, dimensions=12).dim == 12
+    with pytest.raises(InvalidInput, match="12 dimensions and 8"):
+        make_backend("external", model="mine", dim=8, dimensions=12)
+    with pytest.raises(InvalidInput, match="embeds no text"):
+        backend.embed(["hello"])
 
 
 def test_offline_is_the_fingerprint_backend() -> None:

@@ -1,0 +1,250 @@
+"""Precomputed-vector ingest (JSONL and Parquet) against the physical limit, measured in one run.
+
+For each SIZE:DIM (default 100000:384):
+
+* data: SIZE records with random 32-hex ids, short texts, 100 packages and a random float32 vector each,
+  written once as a JSONL file (``"vector"`` on every line) and as a Parquet file (fixed-size-list vector
+  column), outside the clock;
+* physical limit: binary COPY of the same rows (hashes and vectors precomputed off the clock) into tables
+  built ``LIKE`` ragstore's chunk table and the family table (same columns, keys, indexes, foreign key),
+  then the HNSW build with ragstore's m and ef_construction;
+* for each input (JSONL, Parquet), into its own ``external`` family: ``index_sources`` first load (read,
+  parse, validate, hash, lookup, COPY, merge, commits, HNSW build: all on the clock), an unchanged re-run,
+  a re-run with 1% of the records changed (text and vector), and HNSW recall@10 (ef_search 100, 200
+  queries against the numpy truth) before and after the changed re-run.
+
+Prints seconds, rows/s and the ratios: first load / physical limit (bar >= 0.7), first / unchanged re-run
+(bar >= 10), first / 1%-changed re-run (bar >= 8), recall before and after (bar: within 0.005). Also the
+peak RSS of a ``ragstore index`` process loading the Parquet file (``--rss``). Uses $RAGSTORE_DSN if set,
+else a throwaway embedded server.
+
+    python benchmarks/ingest_precomputed.py --cases 100000:384
+    python benchmarks/ingest_precomputed.py --cases 100000:384,1000000:16 --rss
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+from _db import admin_dsn, scratch_database
+
+from ragstore.db.connection import connect
+from ragstore.embed.external import ExternalBackend
+from ragstore.families import HNSW_EF_CONSTRUCTION, HNSW_M, create_family
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.run import index_sources
+
+WORDS = "vector index query table chunk model store search recall token embed cosine graph layer".split()
+
+
+class Data:
+    def __init__(self, n: int, dim: int, seed: int = 1) -> None:
+        rng = np.random.default_rng(seed)
+        self.n, self.dim = n, dim
+        self.ids = [rng.bytes(16).hex() for _ in range(n)]
+        self.packages = [f"pkg/{i % 100:02d}" for i in range(n)]
+        words = np.asarray(WORDS)
+        picks = rng.integers(0, len(WORDS), size=(n, 6))
+        self.texts = [" ".join(words[row]) + f" {i}" for i, row in enumerate(picks)]
+        self.vectors = rng.standard_normal((n, dim)).astype(np.float32)
+
+    def change(self, fraction: float, seed: int = 2) -> np.ndarray:
+        rng = np.random.default_rng(seed)
+        rows = rng.choice(self.n, size=max(1, int(self.n * fraction)), replace=False)
+        for i in rows:
+            self.texts[i] = self.texts[i] + " changed"
+        self.vectors[rows] = rng.standard_normal((len(rows), self.dim)).astype(np.float32)
+        return rows
+
+    def write_jsonl(self, path: Path) -> None:
+        with path.open("wb") as out:
+            for i in range(self.n):
+                record = {"chunk_id": self.ids[i], "package_path": self.packages[i], "text": self.texts[i]}
+                line = (
+                    orjson.dumps(record)[:-1]
+                    + b',"vector":'
+                    + orjson.dumps(self.vectors[i], option=orjson.OPT_SERIALIZE_NUMPY)
+                )
+                out.write(line + b"}\n")
+
+    def write_parquet(self, path: Path) -> None:
+        flat = pa.array(self.vectors.reshape(-1), type=pa.float32())
+        table = pa.table(
+            {
+                "chunk_id": pa.array(self.ids),
+                "package_path": pa.array(self.packages),
+                "text": pa.array(self.texts),
+                "vector": pa.FixedSizeListArray.from_arrays(flat, self.dim),
+            }
+        )
+        pq.write_table(table, path, row_group_size=50_000)
+
+
+def physical_limit(conn, data: Data) -> float:
+    """Seconds for raw binary COPY of the rows into same-shaped tables plus the HNSW build."""
+    content = [hashlib.sha256(t.encode()).digest() for t in data.texts]
+    record = [hashlib.sha256(c).digest() for c in content]  # any 32 bytes: the columns' shape matters
+    conn.execute("DROP SCHEMA IF EXISTS bench CASCADE")
+    conn.execute("CREATE SCHEMA bench")
+    conn.execute("CREATE TABLE bench.chunks (LIKE ragstore.chunks INCLUDING ALL)")
+    # Not INCLUDING ALL: the family's HNSW index is built after the COPY, as ragstore's bulk load does.
+    conn.execute(
+        "CREATE TABLE bench.emb (LIKE ragstore.emb_limit INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED)"
+    )
+    conn.execute("ALTER TABLE bench.emb ADD PRIMARY KEY (chunk_id)")
+    conn.execute("CREATE INDEX ON bench.emb (package_path text_pattern_ops)")
+    conn.execute(
+        "ALTER TABLE bench.emb ADD FOREIGN KEY (family, chunk_id) REFERENCES bench.chunks (family, chunk_id)"
+        " ON DELETE CASCADE"
+    )
+    conn.commit()
+    started = time.perf_counter()
+    with conn.cursor() as cur:
+        with cur.copy(
+            "COPY bench.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256, source_sha256)"
+            " FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["text", "text", "text", "text", "bytea", "bytea", "bytea"])
+            for i in range(data.n):
+                copy.write_row(
+                    ("limit", data.ids[i], data.packages[i], data.texts[i], content[i], record[i], record[i])
+                )
+        with cur.copy(
+            "COPY bench.emb (chunk_id, package_path, embedding, model, content_sha256) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["text", "text", "vector", "text", "bytea"])
+            for i in range(data.n):
+                copy.write_row((data.ids[i], data.packages[i], data.vectors[i], "bench", content[i]))
+    conn.commit()
+    conn.execute("SET maintenance_work_mem = '1GB'")
+    conn.execute(
+        f"CREATE INDEX ON bench.emb USING hnsw (embedding vector_cosine_ops)"
+        f" WITH (m = {int(HNSW_M)}, ef_construction = {int(HNSW_EF_CONSTRUCTION)})"
+    )
+    conn.commit()
+    elapsed = time.perf_counter() - started
+    conn.execute("DROP SCHEMA bench CASCADE")
+    conn.commit()
+    return elapsed
+
+
+def recall(conn, family: str, data: Data, queries: int = 200, seed: int = 5) -> float:
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(data.n, size=queries, replace=False)
+    q = data.vectors[picks] + 0.3 * rng.standard_normal((queries, data.dim)).astype(np.float32)
+    unit = data.vectors / np.linalg.norm(data.vectors, axis=1, keepdims=True)
+    truth = np.argsort(-(q / np.linalg.norm(q, axis=1, keepdims=True)) @ unit.T, axis=1)[:, :10]
+    ids = np.asarray(data.ids)
+    conn.execute("SET hnsw.ef_search = 100")
+    hits = 0
+    for row, vector in enumerate(q):
+        found = conn.execute(
+            f"SELECT chunk_id FROM ragstore.emb_{family} ORDER BY embedding <=> %s LIMIT 10", (vector,)
+        ).fetchall()
+        hits += len({r[0] for r in found} & set(ids[truth[row]]))
+    conn.commit()
+    return hits / (10 * queries)
+
+
+def timed_index(conn, family: str, path: Path) -> tuple[float, object]:
+    started = time.perf_counter()
+    report = index_sources(conn, family, open_sources([str(path)]))
+    return time.perf_counter() - started, report
+
+
+def run_case(admin: str, n: int, dim: int, folder: Path, rss: bool) -> dict[str, object]:
+    data = Data(n, dim)
+    jsonl, parquet = folder / "v.jsonl", folder / "v.parquet"
+    data.write_jsonl(jsonl)
+    data.write_parquet(parquet)
+    out: dict[str, object] = {"rows": n, "dim": dim, "jsonl_mb": jsonl.stat().st_size / 1e6}
+    with scratch_database(admin) as dsn, connect(dsn) as conn:
+        create_family(conn, "limit", ExternalBackend("bench", dim), options={"dimensions": dim})
+        out["physical_s"] = physical_limit(conn, data)
+        print(f"  physical limit {out['physical_s']:.1f}s", flush=True)
+        for kind, path in (("jsonl", jsonl), ("parquet", parquet)):
+            create_family(conn, kind, ExternalBackend("bench", dim), options={"dimensions": dim})
+            first_s, first = timed_index(conn, kind, path)
+            assert first.inserted == n, first  # type: ignore[attr-defined]
+            rerun_s, again = timed_index(conn, kind, path)
+            assert again.unchanged == n, again  # type: ignore[attr-defined]
+            before = recall(conn, kind, data)
+            out[kind] = {"first_s": first_s, "rerun_s": rerun_s, "recall_before": before}
+            print(f"  {kind}: first {first_s:.1f}s, unchanged re-run {rerun_s:.2f}s, recall {before:.4f}", flush=True)
+        saved = (list(data.texts), data.vectors.copy())
+        data.change(0.01)
+        data.write_jsonl(jsonl)
+        data.write_parquet(parquet)
+        for kind, path in (("jsonl", jsonl), ("parquet", parquet)):
+            changed_s, changed = timed_index(conn, kind, path)
+            assert changed.updated == max(1, n // 100), changed  # type: ignore[attr-defined]
+            after = recall(conn, kind, data)
+            entry = out[kind]
+            assert isinstance(entry, dict)
+            entry.update({"changed_s": changed_s, "recall_after": after})
+            print(f"  {kind}: 1% changed re-run {changed_s:.2f}s, recall {after:.4f}", flush=True)
+        data.texts, data.vectors = saved
+    if rss:
+        data.write_parquet(parquet)
+        with scratch_database(admin) as dsn:
+            with connect(dsn) as conn:
+                create_family(conn, "rss", ExternalBackend("bench", dim), options={"dimensions": dim})
+            env = dict(os.environ, RAGSTORE_HOME=str(folder / "home"))
+            subprocess.run(
+                [sys.executable, "-m", "ragstore.cli.main", "--dsn", dsn, "index", "rss", str(parquet)],
+                check=True,
+                env=env,
+                stdout=subprocess.DEVNULL,
+            )
+            out["parquet_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default="100000:384", help="comma-separated SIZE:DIM")
+    parser.add_argument("--rss", action="store_true", help="also measure a `ragstore index` process's peak RSS")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args()
+    results = []
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    with admin_dsn() as admin:
+        for case in args.cases.split(","):
+            n, dim = (int(x) for x in case.split(":"))
+            print(f"{n:,} x {dim}:", flush=True)
+            with tempfile.TemporaryDirectory(prefix="ragstore-bench-") as folder:
+                r = run_case(admin, n, dim, Path(folder), args.rss)
+            results.append(r)
+            limit = float(r["physical_s"])  # type: ignore[arg-type]
+            for kind in ("jsonl", "parquet"):
+                k = r[kind]
+                assert isinstance(k, dict)
+                print(
+                    f"  {kind:8} first {k['first_s']:.1f}s = {limit / k['first_s']:.2f}x physical ({limit:.1f}s)"
+                    f" | unchanged {k['first_s'] / k['rerun_s']:.1f}x faster | 1% changed "
+                    f"{k['first_s'] / k['changed_s']:.1f}x faster | recall@10 {k['recall_before']:.4f} -> "
+                    f"{k['recall_after']:.4f}",
+                    flush=True,
+                )
+            if "parquet_peak_rss_mb" in r:
+                print(f"  parquet load peak RSS {r['parquet_peak_rss_mb']:.0f} MB", flush=True)
+    print(f"load average at end: {os.getloadavg()}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

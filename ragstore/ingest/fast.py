@@ -1,0 +1,445 @@
+"""The one pass of ``ragstore index``: read, validate and hash every input record once, keep what was parsed.
+
+For each batch of input records (lines of a JSONL file, rows of a Parquet file, chunks of documents):
+
+1. **Byte-level change detection.** Each JSONL line (each columnar row: its id, text, metadata and vector
+   bytes) is hashed with the family, its model and its full-text configuration into a *source hash*. One
+   query per batch finds the hashes already stored (``ragstore.chunks.source_sha256``, for a chunk whose
+   vector is current): those records are unchanged and cost nothing more, never parsed, never staged.
+2. **Parse once, fast.** The other JSONL lines are parsed with orjson and checked against the rules of
+   :class:`~ragstore.ingest.records.ChunkRecord` with plain comparisons; a line the fast checks do not
+   accept whole goes through the pydantic model, which either accepts it (the rules are the same) or
+   names the file, line and field of the problem.
+3. **Vectorised vector checks.** The batch's precomputed vectors become one float32 matrix; dimension,
+   finiteness and float32 range are checked on the matrix at once.
+4. **Kept for the write.** What passed is spooled (one pickled batch after another) to a private file in
+   ``<home>/spool``; the write pass reads it back, so no input is parsed twice, and nothing is written
+   before the whole input is valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import psycopg
+from pydantic import ValidationError
+
+from ragstore.db.connection import db_errors
+from ragstore.db.sqlfiles import query
+from ragstore.errors import InvalidInput, ModelMismatch
+from ragstore.families import Family
+from ragstore.ingest.readers import describe_validation_error
+from ragstore.ingest.records import FTS_SAFE_BYTES, MAX_ID_BYTES, MAX_ID_CHARS, MAX_TEXT_CHARS, ChunkRecord
+
+Conn = psycopg.Connection[Any]
+TextCheck = Callable[[str, str], None]
+Vectors = npt.NDArray[np.float32]
+
+#: Input records per batch of the one pass (one hash lookup, one vector check, one spooled block).
+PASS_BATCH = 5000
+_FIELDS = frozenset({"chunk_id", "package_path", "text", "metadata", "vector", "model"})
+_NUMBERS = frozenset({float, int})
+# A line with at most this many '[' and '{' cannot nest deeper than the JSON reader allows.
+_MAX_BRACKETS = 64
+_F32_MAX = 3.4e38
+
+
+def source_key(family: Family, fts_config: str) -> bytes:
+    """What every source hash of ``family`` starts with: a stored row was written for this family, model
+    and full-text configuration, so a change of any of them makes every record "changed"."""
+    return orjson.dumps([family.name, family.model, fts_config])
+
+
+@dataclass
+class Item:
+    """One record for the writer: ``record.vector`` is None, the vector (if any) is a row of the batch's
+    matrix; ``source`` is the record's source hash (None for documents, which are compared parsed)."""
+
+    where: str
+    record: ChunkRecord
+    source: bytes | None
+
+
+@dataclass
+class Prepared:
+    """A batch ready to write: ``vectors[i]`` is ``items[i]``'s vector when ``has_vector[i]``."""
+
+    items: list[Item]
+    vectors: Vectors
+    has_vector: npt.NDArray[np.bool_]
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        rows = [
+            (i.where, i.record.chunk_id, i.record.package_path, i.record.text, i.record.metadata, i.source)
+            for i in self.items
+        ]
+        return rows, self.vectors, self.has_vector
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        rows, self.vectors, self.has_vector = state
+        self.items = [
+            Item(where, ChunkRecord.model_construct(chunk_id=cid, package_path=pp, text=text, metadata=meta), src)
+            for where, cid, pp, text, meta, src in rows
+        ]
+
+
+@dataclass
+class PassResult:
+    """What the one pass found: the records to write are in the spool; the unchanged ones only counted."""
+
+    to_write: int = 0
+    unchanged: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    seen: set[str] = field(default_factory=set)
+    packages: set[str] = field(default_factory=set)
+
+    @property
+    def total(self) -> int:
+        return self.to_write + self.unchanged + self.duplicates + self.skipped
+
+
+class Spool:
+    """A private file of pickled :class:`Prepared` batches, removed on close (and by the next run when its
+    process died: see :func:`ragstore.ingest.spool.remove_stale_spools`)."""
+
+    def __init__(self) -> None:
+        from ragstore.ingest.spool import spool_dir
+
+        try:
+            fd, name = tempfile.mkstemp(prefix=f"parsed-{os.getpid()}-", suffix=".bin", dir=spool_dir())
+        except OSError as exc:
+            raise InvalidInput(f"cannot create the ingest spool: {exc.strerror or exc}") from exc
+        self.path = Path(name)
+        self._out: IO[bytes] | None = os.fdopen(fd, "wb")
+        self.batches = 0
+
+    def add(self, batch: Prepared) -> None:
+        assert self._out is not None
+        pickle.dump(batch, self._out, protocol=5)
+        self.batches += 1
+
+    def read(self) -> Iterator[Prepared]:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+        with self.path.open("rb") as handle:
+            for _ in range(self.batches):
+                batch = pickle.load(handle)
+                assert isinstance(batch, Prepared)
+                yield batch
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- JSONL -------------------------------------------------------------------------------------------------
+
+
+def _id_ok(value: object) -> bool:
+    return (
+        type(value) is str
+        and 0 < len(value) <= MAX_ID_CHARS
+        and not value.isspace()
+        and (len(value) * 4 <= MAX_ID_BYTES or len(value.encode("utf-8")) <= MAX_ID_BYTES)
+    )
+
+
+def fast_record(line: bytes) -> tuple[ChunkRecord, list[Any] | None, str | None] | None:
+    """``(record without its vector, vector, model)`` when ``line`` is a record the fast checks accept
+    whole, else None (the caller then asks pydantic, which names the problem or accepts the line).
+
+    Every check here is at least as strict as :class:`ChunkRecord`'s: NUL escapes, deep nesting, a value
+    of a surprising type all send the line to pydantic.
+    """
+    if b"\\u0000" in line or line.count(b"[") + line.count(b"{") > _MAX_BRACKETS:
+        return None
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or not obj.keys() <= _FIELDS:
+        return None
+    chunk_id, package, text = obj.get("chunk_id"), obj.get("package_path"), obj.get("text")
+    if not (_id_ok(chunk_id) and _id_ok(package) and type(text) is str and len(text) <= MAX_TEXT_CHARS):
+        return None
+    metadata = obj.get("metadata")
+    if metadata is None:
+        metadata = {}
+    elif type(metadata) is not dict:
+        return None
+    vector, model = obj.get("vector"), obj.get("model")
+    if vector is not None:
+        if type(vector) is not list or not vector:
+            return None
+        # The matrix check refuses what is not a number (None, text, lists); a boolean would pass as 1.0 there,
+        # so the elements' types are looked at when the line holds a JSON boolean anywhere.
+        if (b"true" in line or b"false" in line) and not set(map(type, vector)) <= _NUMBERS:
+            return None
+    if model is not None and (type(model) is not str or vector is None):
+        return None
+    record = ChunkRecord.model_construct(chunk_id=chunk_id, package_path=package, text=text, metadata=metadata)
+    return record, vector, model
+
+
+def slow_record(where: str, text: str) -> ChunkRecord:
+    """The pydantic reading of one JSONL line: the record, or InvalidInput naming the line and the field."""
+    try:
+        return ChunkRecord.model_validate_json(text)
+    except ValidationError as exc:
+        kinds = {e["type"] for e in exc.errors()}
+        if kinds & {"json_invalid", "json_type", "model_type"}:
+            raise InvalidInput(f"{where}: not a JSON object: {describe_validation_error(exc)}") from exc
+        raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
+
+
+@dataclass
+class RawLine:
+    where: str
+    data: bytes  # the line without its end of line (and without a byte-order mark on line 1)
+
+
+def raw_lines(path: Path, label: str) -> Iterator[RawLine]:
+    """The non-blank lines of a JSONL file as bytes, with :func:`ragstore.common.jsonl.read_lines`'s
+    errors (missing, unreadable, over-long lines). UTF-8 is checked by the parser (orjson or pydantic)."""
+    from ragstore.common.jsonl import MAX_LINE_BYTES
+    from ragstore.errors import NotFound
+
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError as exc:
+        raise NotFound(f"{label}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise InvalidInput(f"{label}: is a directory, expected a file") from exc
+    except OSError as exc:
+        raise InvalidInput(f"{label}: cannot read: {exc.strerror}") from exc
+    with handle:
+        number = 0
+        while True:
+            try:
+                raw = handle.readline(MAX_LINE_BYTES + 1)
+            except OSError as exc:
+                raise InvalidInput(f"{label}: cannot read: {exc.strerror}") from exc
+            if not raw:
+                return
+            number += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise InvalidInput(f"{label}:{number}: line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB")
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            data = raw.rstrip(b"\r\n")
+            if data.strip():
+                yield RawLine(f"{label}:{number}", data)
+
+
+def _decode(line: RawLine) -> str:
+    try:
+        return line.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{line.where}: invalid UTF-8 at byte {exc.start}") from exc
+
+
+# -- the pass ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Parsed:
+    where: str
+    record: ChunkRecord
+    vector: Any  # a list of numbers, a float32 row, or None
+    model: str | None
+    source: bytes | None
+    line: bytes | None = None  # the JSONL line, to let pydantic name a problem the vector check found
+
+
+class OnePass:
+    """Runs the pass over sources for one family; see the module docstring."""
+
+    def __init__(
+        self,
+        conn: Conn,
+        family: Family,
+        fts_config: str,
+        spool: Spool,
+        *,
+        check_text: TextCheck | None = None,
+        batch: int = PASS_BATCH,
+    ) -> None:
+        self.batch = batch
+        self.conn = conn
+        self.family = family
+        self.key = source_key(family, fts_config)
+        self.spool = spool
+        self.check_text = check_text
+        self.result = PassResult()
+        ids = family.identifiers()
+        from psycopg import sql
+
+        self._known = sql.SQL(query("ingest", "lookup_sources")).format(**ids)
+
+    # -- JSONL: hash, look up, parse what is new ----------------------------------------------------
+    def jsonl(self, lines: Iterable[RawLine]) -> None:
+        batch: list[RawLine] = []
+        for line in lines:
+            batch.append(line)
+            if len(batch) >= self.batch:
+                self._jsonl_batch(batch)
+                batch = []
+        if batch:
+            self._jsonl_batch(batch)
+
+    def _jsonl_batch(self, lines: list[RawLine]) -> None:
+        key = self.key
+        hashes = [hashlib.sha256(key + line.data).digest() for line in lines]
+        known = self.lookup(hashes)
+        parsed: list[_Parsed | tuple[str, str]] = []
+        for line, digest in zip(lines, hashes, strict=True):
+            hit = known.get(digest)
+            if hit is not None:
+                parsed.append(hit)
+                continue
+            fast = fast_record(line.data)
+            if fast is None:
+                record = slow_record(line.where, _decode(line))
+                parsed.append(_Parsed(line.where, record, record.vector, record.model, digest))
+            else:
+                record, vector, model = fast
+                parsed.append(_Parsed(line.where, record, vector, model, digest, line.data))
+        self._finish(parsed)
+
+    def lookup(self, hashes: list[bytes]) -> dict[bytes, tuple[str, str]]:
+        """The stored chunks among ``hashes``: ``{hash: (chunk_id, package_path)}``."""
+        with db_errors():
+            params = {"hashes": hashes, "family": self.family.name, "model": self.family.model}
+            rows = self.conn.execute(self._known, params).fetchall()
+            self.conn.commit()
+        return {bytes(row[0]): (row[1], row[2]) for row in rows}
+
+    # -- records already parsed (documents; columnar rows with their vectors) ------------------------
+    def records(self, records: Iterable[tuple[str, ChunkRecord]]) -> None:
+        batch: list[_Parsed | tuple[str, str]] = []
+        for where, record in records:
+            batch.append(_Parsed(where, record, record.vector, record.model, None))
+            if len(batch) >= self.batch:
+                self._finish(batch)
+                batch = []
+        if batch:
+            self._finish(batch)
+
+    def columnar(self, parsed: list[_Parsed | tuple[str, str]]) -> None:
+        self._finish(parsed)
+
+    # -- common to every source ---------------------------------------------------------------------
+    def _finish(self, parsed: list[_Parsed | tuple[str, str]]) -> None:
+        family = self.family
+        result = self.result
+        with_vector = [p for p in parsed if isinstance(p, _Parsed) and p.vector is not None]
+        matrix = self._check_vectors(with_vector)
+        row_of = {id(p): i for i, p in enumerate(with_vector)}
+        items: list[Item] = []
+        rows: list[int] = []
+        for p in parsed:
+            if not isinstance(p, _Parsed):
+                chunk_id, package = p
+                if chunk_id in result.seen:
+                    result.duplicates += 1
+                else:
+                    result.seen.add(chunk_id)
+                    result.packages.add(package)
+                    result.unchanged += 1
+                continue
+            record = p.record
+            if p.vector is None and family.backend == "external":
+                from ragstore.ingest.writer import missing_vector
+
+                raise InvalidInput(f"{p.where}: vector: {missing_vector(family)}")
+            if p.model is not None and p.model != family.model:
+                raise ModelMismatch(
+                    f"{p.where}: model: vector made by {p.model!r}, family {family.name!r} holds "
+                    f"{family.model!r} vectors"
+                )
+            if self.check_text is not None and len(record.text) * 4 > FTS_SAFE_BYTES:
+                if len(record.text.encode("utf-8")) > FTS_SAFE_BYTES:
+                    self.check_text(p.where, record.text)
+            if record.chunk_id in result.seen:
+                result.duplicates += 1
+                continue
+            result.seen.add(record.chunk_id)
+            if record.is_blank:
+                result.skipped += 1
+                continue
+            result.packages.add(record.package_path)
+            if record.vector is not None or record.model is not None:
+                record = record.model_copy(update={"vector": None, "model": None})
+            items.append(Item(p.where, record, p.source))
+            rows.append(row_of.get(id(p), -1))
+        if not items:
+            return
+        index = np.asarray(rows, dtype=np.int64)
+        has_vector = index >= 0
+        vectors = np.zeros((len(items), family.dim), dtype=np.float32)
+        if has_vector.any():
+            vectors[has_vector] = matrix[index[has_vector]]
+        self.spool.add(Prepared(items, vectors, has_vector))
+        result.to_write += len(items)
+
+    def _check_vectors(self, parsed: list[_Parsed]) -> Vectors:
+        """The batch's vectors as one float32 matrix, checked at once: the dimension (ModelMismatch), then
+        finite float32 values (InvalidInput naming the record and the component)."""
+        dim = self.family.dim
+        if not parsed:
+            return np.zeros((0, dim), dtype=np.float32)
+        lengths = np.fromiter((len(p.vector) for p in parsed), dtype=np.int64, count=len(parsed))
+        wrong = np.flatnonzero(lengths != dim)
+        if wrong.size:
+            p = parsed[int(wrong[0])]
+            raise ModelMismatch(
+                f"{p.where}: vector: {int(lengths[wrong[0]])} dimensions, family {self.family.name!r} is {dim}-d"
+            )
+        try:
+            wide = np.array([p.vector for p in parsed], dtype=np.float64)
+        except (OverflowError, ValueError, TypeError):
+            wide = np.stack([_row(p) for p in parsed])
+        if wide.ndim != 2:
+            wide = np.stack([_row(p) for p in parsed])
+        good = np.isfinite(wide) & (np.abs(wide) <= _F32_MAX)
+        if not good.all():
+            bad_row, bad_col = (int(x) for x in np.argwhere(~good)[0])
+            p = parsed[bad_row]
+            if p.line is not None:
+                slow_record(p.where, p.line.decode("utf-8", "replace"))  # pydantic names the problem
+            raise InvalidInput(
+                f"{p.where}: vector[{bad_col}] is {float(wide[bad_row, bad_col])!r}: vectors hold finite float32 values"
+            )
+        return wide.astype(np.float32)
+
+
+def _row(p: _Parsed) -> npt.NDArray[np.float64]:
+    try:
+        row = np.asarray(p.vector, dtype=np.float64)
+        if row.ndim != 1:
+            raise ValueError(f"a vector nested {row.ndim} deep")
+        return row
+    except (OverflowError, ValueError, TypeError) as exc:
+        if p.line is not None:
+            slow_record(p.where, p.line.decode("utf-8", "replace"))
+        raise InvalidInput(f"{p.where}: vector: not a list of float32 numbers ({exc})") from exc
