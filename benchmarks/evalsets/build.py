@@ -32,7 +32,7 @@ DOC_DIR = Path("/usr/share/doc")
 CHUNK_CHARS = 900  # MiniLM reads 256 word pieces, about 1,000 characters of English
 MAX_CHUNKS_PER_ITEM = 4  # a long node or answer keeps its first four chunks
 MIN_BODY_CHARS = 120
-GNUINFO_MAX_QUERIES = 2000
+GNUINFO_MAX_QUERIES = 600
 FAQ_DISTRACTOR_CHUNKS = 1500
 FAQ_FILES = (
     "sed/sedfaq.txt.gz",

@@ -17,7 +17,8 @@
 
 -- name: query_terms
 -- The CTEs both blocks start with ({query_terms}): q, the query as a strict tsquery; terms, each distinct
--- word (lexeme) of the query with its inverse document frequency over the family's chunks; m, the tsquery a
+-- word (lexeme) of the query with its inverse document frequency over the family's chunks (N, the family's
+-- chunk count, is the sum of its rows in ragstore.family_chunk_deltas, kept by triggers on the chunks); m, the tsquery a
 -- chunk must match (strict, or any of the words when the "any" parameter is true).
 q AS MATERIALIZED (
     SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
@@ -32,7 +33,8 @@ terms AS MATERIALIZED (
             FROM unnest(tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))) AS lexeme
         ) AS x
     ) AS l
-    CROSS JOIN (SELECT greatest(count(*), 1)::float8 AS n FROM ragstore.chunks AS d WHERE d.family = %(family)s) AS n
+    CROSS JOIN (SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n
+                FROM ragstore.family_chunk_deltas AS d WHERE d.family = %(family)s) AS n
 ),
 m AS MATERIALIZED (
     SELECT q.strict,
