@@ -122,3 +122,24 @@ def test_the_family_stored_settings_are_used_and_explicit_settings_win(conn: Any
 def test_bad_settings_are_refused_before_any_statement(conn: Any, family: Any, bad: FusionSettings) -> None:
     with pytest.raises(InvalidInput):
         hybrid_search(conn, family, "apple", QUERY, k=3, settings=bad)
+
+
+def test_min_score_means_cosine_in_hybrid_and_the_full_text_score_in_fts(conn: Any, family: Any) -> None:
+    from ragstore.search.api import search
+
+    class Fixed(OfflineBackend):
+        def embed(self, texts: Any) -> Any:
+            return np.stack([QUERY for _ in texts])
+
+    full = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed())
+    unit_query = QUERY / np.linalg.norm(QUERY)
+
+    def cosine(hit: Any) -> float:
+        return float(np.dot(hit.vector, unit_query) / np.linalg.norm(hit.vector))
+
+    kept = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed(), min_score=0.5)
+    assert kept and [h.chunk_id for h in kept] == [h.chunk_id for h in full if cosine(h) >= 0.5]
+    assert len(kept) < len(full)  # the floor dropped the far hits, not every hit (an RRF score is < 0.04)
+    text = search(conn, "docs", "apple", k=10, mode="fts")
+    floor = text[1].score
+    assert search(conn, "docs", "apple", k=10, mode="fts", min_score=floor) == [h for h in text if h.score >= floor]
