@@ -12,6 +12,8 @@
 --    full text for an offline family, hybrid for a semantic one given the query text and its vector,
 --    HNSW for a bare vector.
 
+-- No write between the count below and the triggers: writers wait for this migration's commit.
+LOCK TABLE ragstore.chunks IN SHARE ROW EXCLUSIVE MODE;
 CREATE TABLE ragstore.family_chunk_deltas (
     id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     family text   NOT NULL,
