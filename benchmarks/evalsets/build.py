@@ -56,7 +56,7 @@ def read_text(path: Path) -> str:
         data = gzip.decompress(data)
     text = data.decode("utf-8", errors="replace")
     # info files mark index entries with NUL/backspace pairs; no control character but tab/newline stays
-    return re.sub(r"\x00\x08\[[^\x00]*\x00\x08\]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", "", text)
+    return re.sub(r"\x00\x08\[[^\x00]*\x00\x08\]|[\x00-\x08\x0b\x0c\x0e-\x1e\x7f]", "", text)
 
 
 def chunks_of(text: str) -> list[str]:
