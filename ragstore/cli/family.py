@@ -1,4 +1,4 @@
-"""``ragstore family create|list|show|drop``."""
+"""``ragstore family create|list|show|tune|drop``."""
 
 from __future__ import annotations
 
@@ -115,7 +115,12 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a family: rows, dimension, model, index and size."""
     with app(ctx).connect() as conn:
         stats = families.family_stats(conn, name)
+    from ragstore.search.fusion import settings_of
+
+    fusion = settings_of(stats.family.options)
+    tuned = "fusion" in stats.family.options
     data = _family_dict(stats.family) | {
+        "fusion": fusion.as_dict() | {"tuned": tuned},
         "rows": stats.rows,
         "total_bytes": stats.total_bytes,
         "hnsw_index": stats.hnsw_index,
@@ -134,8 +139,79 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         f"backend: {stats.family.backend}\nmodel:   {stats.family.model}\n"
         f"dim:     {stats.family.dim} ({stats.family.vector_type})\n"
         f"table:   ragstore.{stats.family.table}\nrows:    {stats.rows}\n"
-        f"index:   {index}\nsize:    {_size(stats.total_bytes)}\nstate:   {stats.family.state}"
+        f"index:   {index}\nsize:    {_size(stats.total_bytes)}\nstate:   {stats.family.state}\n"
+        f"fusion:  {_fusion_line(fusion)} ({'tuned: ragstore family tune' if tuned else 'the default'})"
     )
+
+
+def _fusion_line(settings: Any) -> str:
+    if settings.fusion == "rrf":
+        return f"rrf, rrf_k {settings.rrf_k}, {settings.per_leg} per leg"
+    return f"cc {settings.normalization}, alpha {settings.alpha:g} (dense weight), {settings.per_leg} per leg"
+
+
+@family_group.command("tune")
+@click.argument("name")
+@click.option("--queries", "queries_path", required=True, type=click.Path(dir_okay=False), help="Queries JSONL.")
+@click.option("--qrels", "qrels_path", required=True, type=click.Path(dir_okay=False), help="Qrels TSV/TREC.")
+@click.option("--folds", type=click.IntRange(2, 20), default=5, show_default=True, help="Cross-validation folds.")
+@click.option("-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="nDCG cut-off.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fold split.")
+@click.option("--dry-run", is_flag=True, help="Report the choice without storing it.")
+@click.option("--reset", is_flag=True, help="Forget the stored settings (back to the default) and exit.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def family_tune(
+    ctx: click.Context,
+    name: str,
+    queries_path: str,
+    qrels_path: str,
+    folds: int,
+    k: int,
+    seed: int,
+    dry_run: bool,
+    reset: bool,
+    as_json: bool,
+) -> None:
+    """Choose NAME's hybrid fusion (kind, normalisation, alpha, per-leg depth) on labelled queries.
+
+    Every setting is scored by nDCG@k with k-fold cross-validation; the held-out score is reported (what
+    to expect on new queries), the best setting on all queries is stored on the family and used by
+    `ragstore search`, `ragstore eval` and ragstore.hybrid_search() from then on.
+    """
+    from ragstore.evaluation.datasets import read_qrels, read_queries
+    from ragstore.evaluation.tune import tune
+    from ragstore.search.fusion import store_settings
+
+    families.check_name(name)
+    if reset:
+        with app(ctx).connect() as conn:
+            store_settings(conn, name, None)
+        click.echo(f"family {name}: fusion back to the default")
+        return
+    queries = read_queries(queries_path)
+    qrels = read_qrels(qrels_path)
+    with app(ctx).connect() as conn:
+        report = tune(conn, name, queries, qrels, k=k, folds=folds, seed=seed)
+        stored = not dry_run and report.held_out >= report.untuned - 1e-12
+        if stored:
+            store_settings(conn, name, report.chosen)
+    if as_json:
+        emit_json(report.as_dict() | {"stored": stored})
+        return
+    click.echo(
+        f"family {name}: {report.queries} queries ({report.skipped} without a relevant judgement skipped), "
+        f"{report.folds}-fold cross-validation, nDCG@{k}\n"
+        f"  full text alone    {report.fts_only:.4f}\n  vector alone       {report.vector_only:.4f}\n"
+        f"  default (untuned)  {report.untuned:.4f}\n  tuned, held out    {report.held_out:.4f}\n"
+        f"  chosen: {_fusion_line(report.chosen)} (training score {report.chosen_score:.4f})"
+    )
+    if stored:
+        click.echo("stored on the family: `ragstore search` uses it (--fusion/--alpha override)")
+    elif dry_run:
+        click.echo("not stored (--dry-run)")
+    else:
+        click.echo("not stored: the held-out score does not beat the default")
 
 
 @family_group.command("drop")

@@ -32,6 +32,8 @@ def _hit_dict(hit: Hit) -> dict[str, Any]:
     }
     if hit.ranks:
         data["ranks"] = hit.ranks
+    if hit.scores:
+        data["scores"] = hit.scores
     return data
 
 
@@ -66,11 +68,18 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
 @click.option("--exact", is_flag=True, help="Exact numpy scan of the whole family (same as --mode exact).")
 @click.option("--package", default=None, help="Only chunks whose package_path starts with this.")
 @click.option("--where", default=None, help='Metadata containment, a JSON object: --where \'{"lang": "en"}\'.')
-@click.option("--min-score", type=float, default=None, help="Drop hits scoring below this cosine.")
+@click.option(
+    "--min-score",
+    type=float,
+    default=None,
+    help="Drop hits below this: cosine to the query (hnsw, exact, hybrid) or the full-text score (fts).",
+)
 @click.option("--ef-search", type=int, default=None, help="hnsw.ef_search for this query (default 100).")
 @click.option("--rerank", type=click.Choice(["mmr"]), default=None, help="Re-rank for diversity (MMR).")
 @click.option("--lambda", "mmr_lambda", type=float, default=0.5, show_default=True, help="MMR relevance weight.")
 @click.option("--fetch-k", type=int, default=50, show_default=True, help="Candidates MMR chooses from.")
+@click.option("--fusion", type=click.Choice(["rrf", "cc"]), default=None, help="Hybrid fusion (default: the family's).")
+@click.option("--alpha", type=click.FloatRange(0, 1), default=None, help="Dense weight of --fusion cc (0..1).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document for scripts.")
 @click.pass_context
 def search_command(
@@ -88,6 +97,8 @@ def search_command(
     rerank: str | None,
     mmr_lambda: float,
     fetch_k: int,
+    fusion: str | None,
+    alpha: float | None,
     as_json: bool,
 ) -> None:
     """Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id].
@@ -114,6 +125,8 @@ def search_command(
             rerank=rerank,
             mmr_lambda=mmr_lambda,
             fetch_k=fetch_k,
+            fusion=fusion,
+            alpha=alpha,
         )
     if as_json:
         emit_json({"family": family, "query": query, "hits": [_hit_dict(h) for h in hits]})

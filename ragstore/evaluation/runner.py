@@ -39,6 +39,7 @@ from ragstore.evaluation.datasets import Qrels, Query
 from ragstore.evaluation.metrics import METRICS, Report, evaluate
 from ragstore.families import Family
 from ragstore.search.api import MODES
+from ragstore.search.fusion import FusionSettings
 
 __all__ = ["MODES", "RERANKS", "EvalResult", "ModeResult", "ModeSpec", "format_table", "p95", "run_eval"]
 
@@ -219,15 +220,17 @@ def run_eval(
     embed_seconds = clock() - started
     cached = _CachedBackend(real, cache)
     moment = now or datetime.now(UTC)
-    leg_n = per_leg or hybrid.DEFAULT_PER_LEG
+    leg_n = per_leg or hybrid.resolve_settings(fam).per_leg
 
     def run_one(spec: ModeSpec, text: str) -> list[str]:
         if spec.rerank == "blend":
             hits = hybrid.blended_search(conn, fam, text, cached.embed([text])[0], k=k, now=moment, per_leg=leg_n)
         elif spec.weights or (per_leg and spec.mode == "hybrid"):
+            # leg weights are RRF's: a weighted run fuses by RRF whatever the family's settings say
             hits = hybrid.hybrid_search(
-                conn, fam, text, cached.embed([text])[0], k=k, per_leg=leg_n, weights=spec.weights
-            )
+                conn, fam, text, cached.embed([text])[0], k=k, per_leg=leg_n, weights=spec.weights,
+                settings=FusionSettings(fusion="rrf") if spec.weights else None,
+            )  # fmt: skip
             if spec.rerank == "mmr":
                 from ragstore.search.mmr import mmr
 

@@ -8,6 +8,15 @@ Contracts (all fail closed, InvalidInput unless said otherwise):
 - ``k`` and ``fetch_k`` are positive integers (a bool is not) of at most :data:`MAX_K` (1,000), and up to
   that bound every mode returns ``min(k, rows that match)`` hits; ``min_score`` is finite; ``ef_search``
   a positive integer; ``mode`` one of :data:`MODES`; ``rerank`` None or ``"mmr"``.
+- ``min_score`` has one meaning per mode, the score a user can read a threshold on: ``hnsw`` and
+  ``exact`` keep hits whose cosine to the query is at least ``min_score``; ``hybrid`` keeps hits whose
+  COSINE to the query is at least it (the fused score has no fixed scale: RRF stays below 0.04, a
+  z-score fusion is centred on 0), while the hits keep their fused ``score`` and order; ``fts`` keeps
+  hits whose full-text score (an idf sum, 0 to about 10 per word) is at least it.
+- ``rerank="mmr"`` on a family of the offline backend is refused: its vectors are fingerprints of the
+  text, so "diverse" by them means nothing and MMR would drop relevant hits.
+- ``fusion`` (``"rrf"``/``"cc"``) and ``alpha`` override the family's fusion settings
+  (:mod:`ragstore.search.fusion`) for a hybrid search; with any other mode they are refused.
 - An empty family returns ``[]``. Hits are ordered by score descending, then chunk_id ascending
   (MMR returns its pick order). A zero-magnitude query or row scores 0.
 - HNSW settings are transaction-local (``set_config(..., true)``), made by the search statement itself,
@@ -43,6 +52,8 @@ from ragstore.search.filters import Filter, check_k, check_min_score, check_quer
 from ragstore.search.mmr import mmr
 from ragstore.search.types import Hit
 
+__all__ = ["MAX_K", "MODES", "RERANKS", "default_mode", "fresh_family", "run_vector", "search"]
+
 Conn = psycopg.Connection[Any]
 MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
 # The most hits (and MMR candidates) one search returns, in every mode. Above it a search would be cut
@@ -69,12 +80,15 @@ def search(
     fetch_k: int = 50,
     backend: Backend | None = None,
     caches: Caches | None = None,
+    fusion: str | None = None,
+    alpha: float | None = None,
 ) -> list[Hit]:
     """The top ``k`` hits of ``family`` for ``query`` (text) or ``vector``; see the module docstring.
 
     With ``rerank="mmr"`` the top ``max(fetch_k, k)`` are fetched with their vectors and re-ranked by
     :func:`~ragstore.search.mmr.mmr` with ``mmr_lambda``; without it, HNSW hits leave ``Hit.vector`` None
-    (the exact modes fill it). ``min_score`` drops hits scoring below it.
+    (the exact modes fill it). ``min_score`` drops hits below it, by the mode's own measure (module
+    docstring). ``fusion``/``alpha`` override the family's hybrid fusion for this call.
     ``caches`` holds the families, filter estimates and backends remembered between calls (a
     :class:`ragstore.Store` passes its own); by default the connection's (:func:`ragstore.caches.caches_for`).
     Raises InvalidInput, ModelMismatch, NotFound, DatabaseUnavailable.
@@ -91,8 +105,18 @@ def search(
         rerank=rerank,
         fetch_k=fetch_k,
         mmr_lambda=mmr_lambda,
+        fusion=fusion,
+        alpha=alpha,
     )
     k, floor, flt, want = request.k, request.floor, request.flt, request.want
+    tuning = _Tuning(fusion, alpha, floor)
+    if rerank == "mmr":
+        fam = fresh_family(conn, family, memo)
+        if fam.backend == "offline":
+            raise InvalidInput(
+                f"--rerank mmr cannot run on family {fam.name!r}: its offline vectors are fingerprints of the "
+                "text, not meanings, so diversity by them would drop relevant hits; use a semantic family"
+            )
 
     hits: list[Hit] | None = None
     cached: tuple[Family, npt.NDArray[np.float32]] | None = None
@@ -100,14 +124,16 @@ def search(
         hits, cached = _cached_hnsw(conn, memo, family, vector, want, flt, ef_search, rerank == "mmr")
     if hits is None:
         try:
-            hits = _fresh(conn, memo, family, query, vector, backend, mode, want, flt, ef_search, rerank, cached)
+            hits = _fresh(
+                conn, memo, family, query, vector, backend, mode, want, flt, ef_search, rerank, cached, tuning
+            )
         except RagstoreError as exc:
             # The family changed between reading it and running the statement (a model migration swapped
             # its table): read it again and run once more; a second failure is real.
             if not _vector.stale_family_error(exc) or conn.info.transaction_status == pq.TransactionStatus.INERROR:
                 raise
-            hits = _fresh(conn, memo, family, query, vector, backend, mode, want, flt, ef_search, rerank, None)
-    if floor is not None:
+            hits = _fresh(conn, memo, family, query, vector, backend, mode, want, flt, ef_search, rerank, None, tuning)
+    if floor is not None and not tuning.floored:
         hits = [hit for hit in hits if hit.score >= floor]
     if rerank == "mmr":
         hits = mmr(hits, k, mmr_lambda)
@@ -138,6 +164,8 @@ def check_request(
     rerank: str | None,
     fetch_k: int,
     mmr_lambda: float,
+    fusion: str | None = None,
+    alpha: float | None = None,
 ) -> Request:
     """Every check :func:`search` makes before any I/O (InvalidInput naming the argument)."""
     k = _at_most(check_k(k), "k")
@@ -155,7 +183,24 @@ def check_request(
     if isinstance(query, str) and (problem := text_problem(query)) is not None:
         raise InvalidInput(f"the query holds {problem}")
     want = max(fetch_k, k) if rerank == "mmr" else k
+    if fusion is not None or alpha is not None:
+        from ragstore.search.fusion import FUSIONS
+
+        if fusion is not None and fusion not in FUSIONS:
+            raise InvalidInput(f"unknown fusion {fusion!r}: use one of {', '.join(FUSIONS)}")
+        if mode not in ("auto", "hybrid"):
+            raise InvalidInput(f"fusion and alpha apply to the hybrid mode, not to mode {mode!r}")
     return Request(k, floor, flt, want, ef_search)
+
+
+class _Tuning:
+    """The per-call fusion overrides and score floor a search carries to its hybrid leg."""
+
+    __slots__ = ("alpha", "floor", "floored", "fusion")
+
+    def __init__(self, fusion: str | None, alpha: float | None, floor: float | None) -> None:
+        self.fusion, self.alpha, self.floor = fusion, alpha, floor
+        self.floored = False  # set when the hybrid path applied the floor (to the cosine) itself
 
 
 def _at_most(value: int, name: str) -> int:
@@ -190,17 +235,23 @@ def _fresh(
     ef_search: int | None,
     rerank: str | None,
     cached: tuple[Family, npt.NDArray[np.float32]] | None,
+    tuning: _Tuning | None = None,
 ) -> list[Hit]:
     """The search on family ``family`` read now (one lookup round trip, then the search itself)."""
     fam = fresh_family(conn, family, memo)
     mode = default_mode(fam, query) if mode == "auto" else mode
+    tuning = tuning or _Tuning(None, None, None)
+    if mode != "hybrid" and (tuning.fusion is not None or tuning.alpha is not None):
+        raise InvalidInput(
+            f"fusion and alpha apply to hybrid search; family {fam.name!r} runs mode {mode!r} for this query"
+        )
     query_vector: npt.NDArray[np.float32] | None
     if cached is not None and cached[0] == fam:
         text, query_vector = query, cached[1]
     else:
         text, query_vector = _query(fam, query, vector, backend, memo, needs_vector=mode != "fts" or rerank == "mmr")
     if mode in ("fts", "hybrid"):
-        hits = _text_modes(conn, fam, mode, text, query_vector, want, flt)
+        hits = _text_modes(conn, fam, mode, text, query_vector, want, flt, tuning)
         if rerank == "mmr" and query_vector is not None:
             hits = _with_cosine_relevance(hits, query_vector)
     else:
@@ -377,6 +428,7 @@ def _text_modes(
     query_vector: npt.NDArray[np.float32] | None,
     k: int,
     flt: Filter,
+    tuning: _Tuning,
 ) -> list[Hit]:
     if text is None:
         raise InvalidInput(f"mode {mode!r} needs a query text (full text has nothing to match a vector with)")
@@ -386,9 +438,25 @@ def _text_modes(
     if mode == "fts":
         hits = hybrid.fts_search(conn, family, text, k=k, package=flt.package, metadata=flt.metadata)
     else:
+        settings = hybrid.resolve_settings(family, fusion=tuning.fusion, alpha=tuning.alpha)
         # Each leg brings at least k candidates: with the default 50 per leg, k = 300 fused at most 100.
-        per_leg = max(hybrid.DEFAULT_PER_LEG, k)
+        per_leg = max(settings.per_leg, k)
         hits = hybrid.hybrid_search(
-            conn, family, text, query_vector, k=k, per_leg=per_leg, package=flt.package, metadata=flt.metadata
-        )
+            conn, family, text, query_vector, k=k, per_leg=per_leg, package=flt.package, metadata=flt.metadata,
+            settings=settings,
+        )  # fmt: skip
+        if tuning.floor is not None and query_vector is not None:
+            # min_score means cosine in hybrid: each hit's cosine to the query (the vector leg's misses
+            # included) against the floor; the hits keep their fused score and order.
+            cosines = _cosines(hits, query_vector)
+            hits = [hit for hit, cos in zip(hits, cosines, strict=True) if cos >= tuning.floor]
+            tuning.floored = True
     return hits
+
+
+def _cosines(hits: list[Hit], query_vector: npt.NDArray[np.float32]) -> list[float]:
+    """Each hit's cosine to the query (0 for a hit without a vector or a zero query)."""
+    if not hits or not np.any(query_vector) or any(hit.vector is None for hit in hits):
+        return [0.0] * len(hits)
+    matrix = np.stack([np.asarray(hit.vector, dtype=np.float32) for hit in hits])
+    return [float(x) for x in _exact.cosine_scores(matrix, query_vector)]

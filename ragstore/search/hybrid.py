@@ -1,11 +1,13 @@
-"""Hybrid search: the full-text leg and the vector leg fused by RRF in ONE SQL statement.
+"""Hybrid search: the full-text leg and the vector leg fused in ONE SQL statement.
 
 :func:`hybrid_search` runs block ``hybrid`` of ``ragstore/sql/hybrid.sql``: each leg takes its top
-``per_leg`` chunks (the same package/metadata filter on both), ranks are 1-based, and a chunk's fused score
-is ``Σ w_leg / (rrf_k + rank_leg)`` over the legs that found it — exactly :func:`ragstore.search.rrf.rrf`
-(the tests compare the two). Hits are ordered by fused score descending, then chunk_id ascending; each
-carries ``ranks`` and ``scores`` for ``"fts"`` (the full-text score) and ``"vector"`` (cosine), ``None`` for the
-leg that missed it, and the family's vector (for MMR). ``hnsw.ef_search`` is set to at least ``per_leg``
+``per_leg`` chunks (the same package/metadata filter on both), ranks are 1-based, and the union is fused
+as :mod:`ragstore.search.fusion` says: convex combination of normalised scores (``cc``, the default) or
+Reciprocal Rank Fusion (``rrf``, ``Σ w_leg / (rrf_k + rank_leg)``, exactly :func:`ragstore.search.rrf.rrf`).
+The settings are the family's stored ones (``ragstore family tune``) unless the caller passes others.
+Hits are ordered by fused score descending, then chunk_id ascending; each carries ``ranks`` and
+``scores`` for ``"fts"`` (the full-text score) and ``"vector"`` (cosine), ``None`` for the leg that missed
+it, and the family's vector (for MMR). ``hnsw.ef_search`` is set to at least ``per_leg``
 with ``SET LOCAL`` in a transaction that is rolled back at the end, so nothing leaks to the session;
 filtered queries use pgvector's iterative index scan so the vector leg still fills its N.
 
@@ -33,11 +35,22 @@ from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.filters import check_k, make_filter
 from ragstore.search.fts import DEFAULT_NORMALIZATION, fts_search, statement, text_params
+from ragstore.search.fusion import Candidate as FusionCandidate
+from ragstore.search.fusion import FusionSettings, settings_of
 from ragstore.search.rrf import DEFAULT_RRF_K
 from ragstore.search.types import Hit
 from ragstore.search.vector import row_to_hit
 
-__all__ = ["DEFAULT_PER_LEG", "LEGS", "blended_search", "fts_search", "hybrid_search", "parse_weights"]
+__all__ = [
+    "DEFAULT_PER_LEG",
+    "LEGS",
+    "blended_search",
+    "fts_search",
+    "fusion_candidates",
+    "hybrid_search",
+    "parse_weights",
+    "resolve_settings",
+]
 
 Conn = psycopg.Connection[Any]
 LEGS = ("fts", "vector")
@@ -92,8 +105,7 @@ def _candidates(
     query_vector: Any,
     *,
     k: int,
-    per_leg: int,
-    rrf_k: int,
+    settings: FusionSettings,
     weights: Mapping[str, float] | None,
     package: str | None,
     metadata: dict[str, Any] | None,
@@ -101,10 +113,7 @@ def _candidates(
     match: str,
 ) -> list[tuple[Any, ...]]:
     k = check_k(k)
-    per_leg = check_k(per_leg, "per_leg")
-    if per_leg > MAX_PER_LEG:
-        raise InvalidInput(f"per_leg must be at most {MAX_PER_LEG} (pgvector's ef_search bound), got {per_leg}")
-    rrf_k = check_k(rrf_k, "rrf_k")
+    per_leg = settings.per_leg
     leg_weights = check_weights(weights)
     vector = _check_vector(family, query_vector)
     flt = make_filter(package, metadata)
@@ -115,9 +124,12 @@ def _candidates(
         "use_vector": bool(np.any(vector)),
         "fts_n": per_leg,
         "vec_n": per_leg,
+        "fusion": settings.fusion,
         "w_fts": leg_weights["fts"],
         "w_vec": leg_weights["vector"],
-        "rrf_k": rrf_k,
+        "rrf_k": settings.rrf_k,
+        "norm_kind": settings.normalization,
+        "alpha": settings.alpha,
         "k": k,
     }
     rows: list[tuple[Any, ...]] = []
@@ -129,6 +141,31 @@ def _candidates(
     return rows
 
 
+def resolve_settings(
+    family: Family,
+    settings: FusionSettings | None = None,
+    *,
+    per_leg: int | None = None,
+    rrf_k: int | None = None,
+    fusion: str | None = None,
+    alpha: float | None = None,
+) -> FusionSettings:
+    """The fusion settings a search runs with: ``settings`` or the family's stored ones, with any of
+    ``per_leg``, ``rrf_k``, ``fusion`` and ``alpha`` given overriding them. Raises InvalidInput."""
+    chosen = settings if settings is not None else settings_of(family.options)
+    if per_leg is not None:
+        chosen = replace(chosen, per_leg=check_k(per_leg, "per_leg"))
+    if rrf_k is not None:
+        chosen = replace(chosen, rrf_k=check_k(rrf_k, "rrf_k"))
+    if fusion is not None:
+        chosen = replace(chosen, fusion=fusion)
+    if alpha is not None:
+        chosen = replace(chosen, alpha=alpha)
+    if isinstance(chosen.per_leg, int) and chosen.per_leg > MAX_PER_LEG:
+        raise InvalidInput(f"per_leg must be at most {MAX_PER_LEG} (pgvector's ef_search bound), got {chosen.per_leg}")
+    return chosen.checked()
+
+
 def hybrid_search(
     conn: Conn,
     family: Family,
@@ -136,26 +173,59 @@ def hybrid_search(
     query_vector: Any,
     *,
     k: int,
-    per_leg: int = DEFAULT_PER_LEG,
-    rrf_k: int = DEFAULT_RRF_K,
+    per_leg: int | None = None,
+    rrf_k: int | None = None,
     weights: Mapping[str, float] | None = None,
     package: str | None = None,
     metadata: dict[str, Any] | None = None,
     normalization: int = DEFAULT_NORMALIZATION,
     match: str = "auto",
+    settings: FusionSettings | None = None,
 ) -> list[Hit]:
-    """The top ``k`` chunks by RRF of the full-text and vector legs (see the module docstring).
+    """The top ``k`` chunks by fusion of the full-text and vector legs (see the module docstring).
 
-    ``weights`` maps ``"fts"``/``"vector"`` to non-negative weights (1.0 when absent); a leg of weight 0
-    still reports its ranks. ``normalization`` and ``match`` go to the full-text leg
-    (:mod:`ragstore.search.fts`). Raises InvalidInput (k, per_leg over 1,000, rrf_k, weights, filters),
-    ModelMismatch (a query vector of another dimension), and the mapped database errors.
+    ``settings`` (default: the family's stored settings, else
+    :data:`~ragstore.search.fusion.DEFAULT_FUSION`) say how to fuse; ``per_leg`` and ``rrf_k`` override
+    theirs. ``weights`` are RRF's: ``"fts"``/``"vector"`` to non-negative weights (1.0 when absent); a leg
+    of weight 0 still reports its ranks. ``normalization`` and ``match`` go to the full-text leg
+    (:mod:`ragstore.search.fts`). Raises InvalidInput (k, per_leg over 1,000, rrf_k, weights, fusion
+    settings, filters), ModelMismatch (a query vector of another dimension), and the mapped database errors.
     """
+    chosen = resolve_settings(family, settings, per_leg=per_leg, rrf_k=rrf_k)
     rows = _candidates(
-        conn, family, query_text, query_vector, k=k, per_leg=per_leg, rrf_k=rrf_k, weights=weights,
+        conn, family, query_text, query_vector, k=k, settings=chosen, weights=weights,
         package=package, metadata=metadata, normalization=normalization, match=match,
     )  # fmt: skip
     return [_row_to_hit(row) for row in rows]
+
+
+def fusion_candidates(
+    conn: Conn,
+    family: Family,
+    query_text: str,
+    query_vector: Any,
+    *,
+    per_leg: int,
+    package: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> list[FusionCandidate]:
+    """Every hybrid candidate (the union of both legs' top ``per_leg``) with its ranks and both scores,
+    for :func:`ragstore.search.fusion.fuse` (the tuner fetches once and fuses many ways)."""
+    chosen = resolve_settings(family, FusionSettings(fusion="rrf"), per_leg=per_leg)
+    rows = _candidates(
+        conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
+        package=package, metadata=metadata, normalization=DEFAULT_NORMALIZATION, match="auto",
+    )  # fmt: skip
+    return [
+        FusionCandidate(
+            chunk_id=row[0],
+            fts_rank=None if row[7] is None else int(row[7]),
+            vector_rank=None if row[9] is None else int(row[9]),
+            lexical=float(row[12]),
+            cosine=float(row[11]),
+        )
+        for row in rows
+    ]
 
 
 def _row_to_hit(row: tuple[Any, ...]) -> Hit:
@@ -195,10 +265,10 @@ def blended_search(
     :func:`hybrid_search` and :func:`ragstore.search.blend.blend` do.
     """
     k = check_k(k)
+    chosen = resolve_settings(family, FusionSettings(fusion="rrf", rrf_k=DEFAULT_RRF_K), per_leg=per_leg)
     rows = _candidates(
-        conn, family, query_text, query_vector, k=2 * check_k(per_leg, "per_leg"), per_leg=per_leg,
-        rrf_k=DEFAULT_RRF_K, weights=None, package=package, metadata=metadata, normalization=normalization,
-        match="auto",
+        conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
+        package=package, metadata=metadata, normalization=normalization, match="auto",
     )  # fmt: skip
     by_id = {row[0]: row for row in rows}
     candidates = [Candidate(row[0], float(row[11]), float(row[12]), row[6]) for row in rows]

@@ -4,7 +4,9 @@ Queries are a seeded sample of the family's own stored vectors (of the filtered 
 given) plus Gaussian noise of ``noise`` times each vector's norm, or the embeddings of given query texts.
 For each query the HNSW search (exactly as :func:`ragstore.search.search` runs it, filtered plan choice
 included) is compared with the exact top k, computed for all queries in one streamed pass over the family.
-recall@k = |HNSW ∩ exact| / |exact|, averaged over queries with a non-empty truth.
+recall@k = |HNSW ∩ exact| / |exact|, averaged over queries with a non-empty truth. When no query has
+one (an empty family, a filter that keeps no row) nothing was measured: InvalidInput says so, never a
+recall of 1.0 that a CI gate would pass.
 
 Latency: every HNSW query is timed; the exact path (:func:`ragstore.search.exact.exact_hits`, a full
 scan per query) is timed on the first ``exact_timings`` queries only, and the report says how many.
@@ -98,7 +100,8 @@ def check_recall(
 ) -> RecallReport:
     """Measure HNSW recall@k against the exact top k; see the module docstring.
 
-    Raises NotFound (family), InvalidInput (k, samples, min_recall outside [0, 1]), DatabaseUnavailable.
+    Raises NotFound (family), InvalidInput (k, samples, min_recall outside [0, 1], no query evaluated),
+    DatabaseUnavailable.
     """
     k = check_k(k)
     samples = check_k(samples, "samples")
@@ -131,7 +134,13 @@ def check_recall(
             started = time.perf_counter()
             run_vector(conn, fam, q, k=k, flt=flt, exact=True)
             exact_ms.append((time.perf_counter() - started) * 1000)
-    recall = float(np.mean(recalls)) if recalls else 1.0
+    if not recalls:
+        where = "" if not flt.active else " that the filter (--package/--where) keeps"
+        raise InvalidInput(
+            f"check-recall evaluated no query: family {fam.name!r} has no rows{where}, so there is no true top "
+            f"{k} to compare with; nothing was measured"
+        )
+    recall = float(np.mean(recalls))
     return RecallReport(
         family=fam.name,
         k=k,

@@ -52,19 +52,12 @@ def test_search_table_shows_rank_score_citation_and_text(store):
     assert first.split()[0] == "1" and "[pkg/0#c0012]" in first and "chunk number 12" in text
 
 
-def test_search_filters_exact_and_mmr_options_reach_the_library(store):
+def test_search_filters_and_exact_options_reach_the_library(store):
     result = invoke(
         store, "search", "docs", "topic 3", "--package", "pkg/1", "--where", '{"even": false}', "--exact", "--json"
     )
     hits = json.loads(result.output)["hits"]
     assert hits and all(h["package_path"] == "pkg/1" and h["metadata"] == {"even": False} for h in hits)
-    mmr = json.loads(
-        invoke(
-            store, "search", "docs", "topic 3", "--mode", "hnsw", "--rerank", "mmr", "--lambda", "0", "--json"
-        ).output
-    )
-    plain = json.loads(invoke(store, "search", "docs", "topic 3", "--mode", "hnsw", "--json").output)
-    assert mmr["hits"][0] == plain["hits"][0] and mmr["hits"] != plain["hits"]
 
 
 def test_unknown_family_and_bad_options_are_one_line_errors(store):
@@ -104,3 +97,22 @@ def test_check_recall_plot_sweeps_ef_search_and_writes_a_png(store, tmp_path):
     assert [point["ef_search"] for point in data["sweep"]] == [10, 40]
     assert all(0.0 <= point["recall"] <= 1.0 for point in data["sweep"])
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("extra", [["--package", "nomatch/"], ["--where", '{"even": "maybe"}']])
+def test_check_recall_with_no_evaluated_query_fails_and_says_why(store, extra):
+    result = CliRunner().invoke(cli, ["--dsn", store, "check-recall", "docs", "--min-recall", "0.9", *extra])
+    assert result.exit_code != 0, result.output
+    assert "evaluated no query" in result.output and "PASS" not in result.output
+
+
+def test_check_recall_on_an_empty_family_fails_and_says_why(store, conn):
+    families.create_family(conn, "empty", OfflineBackend())
+    result = CliRunner().invoke(cli, ["--dsn", store, "check-recall", "empty", "--min-recall", "0.5"])
+    assert result.exit_code != 0 and "family 'empty' has no rows" in result.output
+
+
+def test_mmr_on_an_offline_family_is_refused_with_a_reason(store):
+    result = CliRunner().invoke(cli, ["--dsn", store, "search", "docs", "topic 3", "--rerank", "mmr"])
+    assert result.exit_code == 1 and "fingerprints" in result.output
+    assert len(result.output.strip().splitlines()) == 1

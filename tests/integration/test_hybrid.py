@@ -1,4 +1,5 @@
-"""Hybrid search: RRF in one SQL statement, pinned by hand and against ragstore.search.rrf; filters on both legs."""
+"""Hybrid search with RRF fusion: one SQL statement, pinned by hand and against ragstore.search.rrf; filters on both
+legs. (Convex combination, the default fusion: test_fusion.py.)"""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
+from ragstore.search.fusion import FusionSettings
 from ragstore.search.hybrid import blended_search, fts_search, hybrid_search, parse_weights
 from ragstore.search.rrf import rrf
+
+RRF = FusionSettings(fusion="rrf")
 
 
 def unit(*xy: float) -> list[float]:
@@ -47,7 +51,7 @@ def family(conn: Any) -> families.Family:
 
 
 def test_rrf_in_sql_matches_the_hand_computed_example_including_one_leg_hits(conn: Any, family: Any) -> None:
-    hits = hybrid_search(conn, family, "apple", QUERY, k=10, per_leg=2, normalization=0)
+    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=2, normalization=0)
     assert [h.chunk_id for h in hits] == ["a", "c", "b"]  # d is in neither leg's top 2
     assert hits[0].score == 1 / 61 + 1 / 62
     assert hits[1].score == 1 / 61
@@ -66,18 +70,20 @@ def test_rrf_in_sql_matches_the_hand_computed_example_including_one_leg_hits(con
 def test_rrf_in_sql_equals_the_python_reference(conn: Any, family: Any, weights: Any, rrf_k: int) -> None:
     fts = [h.chunk_id for h in fts_search(conn, family, "apple", k=3, normalization=0)]
     vec = ["c", "a", "d"]
-    hits = hybrid_search(conn, family, "apple", QUERY, k=10, per_leg=3, rrf_k=rrf_k, weights=weights, normalization=0)
+    hits = hybrid_search(
+        conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=3, rrf_k=rrf_k, weights=weights, normalization=0
+    )
     expected = rrf({"fts": fts, "vector": vec}, k=rrf_k, weights=weights)
     assert [(h.chunk_id, h.score, h.ranks) for h in hits] == [(f.chunk_id, f.score, f.ranks) for f in expected]
 
 
 def test_k_cuts_the_fused_list_after_ordering(conn: Any, family: Any) -> None:
-    hits = hybrid_search(conn, family, "apple", QUERY, k=1, per_leg=2, normalization=0)
+    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=1, per_leg=2, normalization=0)
     assert [h.chunk_id for h in hits] == ["a"]
 
 
 def test_package_filter_applies_to_both_legs(conn: Any, family: Any) -> None:
-    hits = hybrid_search(conn, family, "apple", QUERY, k=10, per_leg=4, package="p1/", normalization=0)
+    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=4, package="p1/", normalization=0)
     assert {h.chunk_id for h in hits} == {"a", "c"}
     by_id = {h.chunk_id: h.ranks for h in hits}
     assert by_id["a"] == {"fts": 1, "vector": 2}  # b (fts) is filtered out, not just cut
@@ -85,12 +91,14 @@ def test_package_filter_applies_to_both_legs(conn: Any, family: Any) -> None:
 
 
 def test_package_prefix_wildcards_are_literal(conn: Any, family: Any) -> None:
-    assert hybrid_search(conn, family, "apple", QUERY, k=10, package="p_") == []
+    assert hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, package="p_") == []
     assert fts_search(conn, family, "apple", k=10, package="%") == []
 
 
 def test_metadata_filter_applies_to_both_legs(conn: Any, family: Any) -> None:
-    hits = hybrid_search(conn, family, "apple", QUERY, k=10, per_leg=4, metadata={"lang": "en"}, normalization=0)
+    hits = hybrid_search(
+        conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=4, metadata={"lang": "en"}, normalization=0
+    )
     assert {h.chunk_id: h.ranks for h in hits} == {
         "b": {"fts": 1, "vector": 2},
         "d": {"fts": None, "vector": 1},
@@ -98,14 +106,14 @@ def test_metadata_filter_applies_to_both_legs(conn: Any, family: Any) -> None:
 
 
 def test_zero_query_vector_leaves_the_full_text_order(conn: Any, family: Any) -> None:
-    hits = hybrid_search(conn, family, "apple", np.zeros(16, dtype=np.float32), k=10, normalization=0)
+    hits = hybrid_search(conn, family, "apple", np.zeros(16, dtype=np.float32), settings=RRF, k=10, normalization=0)
     assert [h.chunk_id for h in hits] == ["a", "b"]
     assert all(h.ranks["vector"] is None for h in hits)
 
 
 def test_query_vector_of_another_dimension_is_refused(conn: Any, family: Any) -> None:
     with pytest.raises(ModelMismatch):
-        hybrid_search(conn, family, "apple", np.ones(8, dtype=np.float32), k=3)
+        hybrid_search(conn, family, "apple", np.ones(8, dtype=np.float32), settings=RRF, k=3)
 
 
 @pytest.mark.parametrize(
@@ -114,12 +122,12 @@ def test_query_vector_of_another_dimension_is_refused(conn: Any, family: Any) ->
 )
 def test_bad_options_are_refused(conn: Any, family: Any, options: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput):
-        hybrid_search(conn, family, "apple", QUERY, **options)
+        hybrid_search(conn, family, "apple", QUERY, settings=RRF, **options)
 
 
 def test_negative_weight_is_refused(conn: Any, family: Any) -> None:
     with pytest.raises(InvalidInput, match="non-negative"):
-        hybrid_search(conn, family, "apple", QUERY, k=3, weights={"fts": -1})
+        hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=3, weights={"fts": -1})
     with pytest.raises(InvalidInput):
         parse_weights("fts=abc")
     assert parse_weights("fts=0.5, vector=1") == {"fts": 0.5, "vector": 1.0}
@@ -128,7 +136,7 @@ def test_negative_weight_is_refused(conn: Any, family: Any) -> None:
 def test_settings_do_not_leak_and_an_open_transaction_survives(conn: Any, family: Any) -> None:
     before = conn.execute("SHOW hnsw.ef_search").fetchone()[0]
     conn.rollback()
-    hybrid_search(conn, family, "apple", QUERY, k=3, per_leg=500)
+    hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=3, per_leg=500)
     assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == before
 
 
