@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.cli.second_stage import hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.search.api import MAX_K, MODES, search
 from ragstore.search.filters import parse_where
 from ragstore.search.recall import RecallReport, check_recall, sweep_recall
@@ -31,6 +32,9 @@ def _hit_dict(hit: Hit) -> dict[str, Any]:
     }
     if hit.ranks:
         data["ranks"] = hit.ranks
+    if hit.rerank_score is not None or hit.first_rank is not None:
+        data["rerank_score"] = hit.rerank_score
+        data["first_rank"] = hit.first_rank
     return data
 
 
@@ -46,7 +50,12 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
     width = width or shutil.get_terminal_size((100, 20)).columns
     lines = []
     for rank, hit in enumerate(hits, 1):
-        lines.append(terminal_safe(f"{rank:>3}  {hit.score:8.4f}  {hit.citation}"))
+        if hit.first_rank is not None:  # a cross-encoder's order: its score, then where the hit was before
+            rerank = "    n/a " if hit.rerank_score is None else f"{hit.rerank_score:8.4f}"
+            was = f"(first stage #{hit.first_rank}, {hit.score:.4f})"
+            lines.append(terminal_safe(f"{rank:>3}  {rerank}  {was}  {hit.citation}"))
+        else:
+            lines.append(terminal_safe(f"{rank:>3}  {hit.score:8.4f}  {hit.citation}"))
         lines.append(f"     {terminal_safe(_one_line(hit.text, width - 6))}")
     return "\n".join(lines)
 
@@ -61,13 +70,21 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
 @click.option("--where", default=None, help='Metadata containment, a JSON object: --where \'{"lang": "en"}\'.')
 @click.option("--min-score", type=float, default=None, help="Drop hits scoring below this cosine.")
 @click.option("--ef-search", type=int, default=None, help="hnsw.ef_search for this query (default 100).")
-@click.option("--rerank", type=click.Choice(["mmr"]), default=None, help="Re-rank for diversity (MMR).")
+@click.option(
+    "--rerank",
+    type=click.Choice(["mmr", "cross"]),
+    default=None,
+    help="Re-rank: mmr for diversity, cross with a cross-encoder at --reranker-url.",
+)
 @click.option("--lambda", "mmr_lambda", type=float, default=0.5, show_default=True, help="MMR relevance weight.")
 @click.option("--fetch-k", type=int, default=50, show_default=True, help="Candidates MMR chooses from.")
+@reranker_options
+@hyde_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document for scripts.")
 @click.pass_context
 def search_command(
     ctx: click.Context,
+    /,
     family: str,
     query: str,
     k: int,
@@ -81,11 +98,15 @@ def search_command(
     mmr_lambda: float,
     fetch_k: int,
     as_json: bool,
+    rerank_depth: int,
+    **remote: Any,
 ) -> None:
     """Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id]."""
     if exact and mode not in ("auto", "exact"):
         raise CliError(f"--exact contradicts --mode {mode}")
     metadata = _metadata(where)
+    reranker = make_reranker(rerank, remote)
+    hyde = make_hyde(remote)
     with app(ctx).connect() as conn:
         hits = search(
             conn,
@@ -100,9 +121,18 @@ def search_command(
             rerank=rerank,
             mmr_lambda=mmr_lambda,
             fetch_k=fetch_k,
+            reranker=reranker,
+            rerank_depth=rerank_depth,
+            hyde=hyde,
         )
+    report = hyde.last if hyde is not None else None
+    if report is not None and report.note:
+        click.echo(terminal_safe(f"note: {report.note}"), err=True)
     if as_json:
-        emit_json({"family": family, "query": query, "hits": [_hit_dict(h) for h in hits]})
+        doc: dict[str, Any] = {"family": family, "query": query, "hits": [_hit_dict(h) for h in hits]}
+        if report is not None:
+            doc["hyde"] = report.as_dict()
+        emit_json(doc)
     else:
         click.echo(format_hits(hits))
 
