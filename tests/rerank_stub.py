@@ -86,11 +86,17 @@ class RerankStub:
             "object": "chat.completion",
             "model": request.get("model"),
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content, "refusal": None}, "finish_reason": "stop"}
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": None},
+                    "finish_reason": "stop",
+                }
             ],
         }
 
-    def _answer(self, path: str, headers: dict[str, str], body: Any, raw: bytes) -> tuple[int, dict[str, str], bytes, float]:
+    def _answer(
+        self, path: str, headers: dict[str, str], body: Any, raw: bytes
+    ) -> tuple[int, dict[str, str], bytes, float]:
         with self._lock:
             self.requests.append(Recorded(path, headers, body))
             reply = self._script.popleft() if self._script else Reply()

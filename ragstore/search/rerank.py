@@ -190,15 +190,12 @@ def check_results(items: Sequence[Any], n: int, expected: int, where: str = "the
 def cross_rerank(hits: Sequence[Hit], query: str, reranker: Reranker, k: int) -> list[Hit]:
     """The best ``k`` of ``hits`` in ``reranker``'s order, each with ``first_rank`` and ``rerank_score``.
 
-    ``score``, ``ranks`` and ``scores`` stay the first stage's. Candidates the reranker left unscored
-    (a reranker answering only its top few) follow the scored ones in first-stage order, with
-    ``rerank_score`` None. The answer is checked as :func:`check_results` does (any Reranker).
+    ``score``, ``ranks`` and ``scores`` stay the first stage's. The reranker must score at least
+    ``min(k, len(hits))`` of them (a reranker may answer only its top few); the answer is checked as
+    :func:`check_results` does, whatever the Reranker.
     """
     if not hits:
         return []
     pairs = reranker.rerank(query, [hit.text for hit in hits])
     checked = check_results(pairs, len(hits), min(k, len(hits)), type(reranker).__name__)
-    out = [replace(hits[i], first_rank=i + 1, rerank_score=score) for i, score in checked]
-    scored = {i for i, _ in checked}
-    out += [replace(hit, first_rank=i + 1) for i, hit in enumerate(hits) if i not in scored]
-    return out[:k]
+    return [replace(hits[i], first_rank=i + 1, rerank_score=score) for i, score in checked[:k]]
