@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 import weakref
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -41,10 +41,12 @@ from ragstore.families import Family, get_family
 from ragstore.search import exact as _exact
 from ragstore.search import vector as _vector
 from ragstore.search.filters import Filter, check_k, check_min_score, check_query_vector, make_filter
-from ragstore.search.hyde import Hyde
 from ragstore.search.mmr import mmr
 from ragstore.search.rerank import DEFAULT_DEPTH, Reranker, cross_rerank
 from ragstore.search.types import Hit
+
+if TYPE_CHECKING:
+    from ragstore.search.hyde import Hyde
 
 Conn = psycopg.Connection[Any]
 MODES = ("auto", "hnsw", "exact", "fts", "hybrid")

@@ -32,9 +32,8 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
 import numpy.typing as npt
 import psycopg
@@ -42,7 +41,11 @@ import psycopg
 from ragstore.embed import cache as _cache
 from ragstore.embed.base import Backend
 from ragstore.errors import BackendError, InvalidInput, RagstoreError
-from ragstore.search.remote import JsonEndpoint
+
+if TYPE_CHECKING:  # httpx is imported when a client is made: a plain search never loads it
+    import httpx
+
+    from ragstore.search.remote import JsonEndpoint
 
 __all__ = ["DEFAULT_PROMPT", "HYDE_MODES", "Hyde", "HydeReport", "combine"]
 
@@ -111,7 +114,9 @@ class Hyde:
             raise InvalidInput(f"HyDE max_tokens must be at least 1, got {max_tokens}")
         url = base_url.strip().rstrip("/")
         url = url if url.endswith("/chat/completions") else url + "/chat/completions"
-        self._http = JsonEndpoint(
+        from ragstore.search.remote import JsonEndpoint
+
+        self._http: JsonEndpoint = JsonEndpoint(
             url,
             what="HyDE",
             api_key_env=api_key_env,

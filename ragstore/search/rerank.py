@@ -26,13 +26,15 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ragstore.errors import BackendError, InvalidInput
-from ragstore.search.remote import JsonEndpoint
 from ragstore.search.types import Hit
+
+if TYPE_CHECKING:  # httpx is imported when a client is made: a plain search never loads it
+    import httpx
+
+    from ragstore.search.remote import JsonEndpoint
 
 __all__ = ["APIS", "DEFAULT_DEPTH", "HttpReranker", "Reranker", "check_results", "cross_rerank"]
 
@@ -79,7 +81,9 @@ class HttpReranker:
             raise InvalidInput(f"unknown reranker API {api!r}: use one of {', '.join(APIS)}")
         if model is not None and not model.strip():
             raise InvalidInput("the reranker model name is empty")
-        self._http = JsonEndpoint(
+        from ragstore.search.remote import JsonEndpoint
+
+        self._http: JsonEndpoint = JsonEndpoint(
             _rerank_url(url),
             what="reranker",
             api_key_env=api_key_env,
