@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ragstore.cli.app import terminal_safe
-from ragstore.cli.second_stage import hyde_options, make_hyde, make_reranker, reranker_options
+from ragstore.cli.second_stage import closing, hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.context import (
     BudgetConfig,
     ContextPack,
@@ -55,7 +55,7 @@ def _retrieve(
     reranker = make_reranker(rerank, remote)
     hyde = make_hyde(remote)
     dsn = ctx_obj.get("dsn") if isinstance(ctx_obj, dict) else getattr(ctx_obj, "dsn", None)
-    with contextlib.closing(connect(dsn)) as conn:
+    with closing(reranker, hyde), contextlib.closing(connect(dsn)) as conn:
         hits = search(
             conn,
             family,

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ragstore.cli.app import app
-from ragstore.cli.second_stage import make_reranker, reranker_options
+from ragstore.cli.second_stage import closing, make_reranker, reranker_options
 from ragstore.evaluation.datasets import read_qrels, read_queries
 from ragstore.evaluation.runner import MODES, RERANKS, ModeSpec, format_table, run_eval
 
@@ -87,7 +87,7 @@ def eval_command(
         from ragstore.evaluation.plot import _pyplot
 
         _pyplot()  # fail before the run, not after it, when matplotlib is missing
-    with app(ctx).connect() as conn:
+    with closing(reranker), app(ctx).connect() as conn:
         result = run_eval(
             conn, family, queries, qrels, specs, k=k, per_leg=per_leg, reranker=reranker, rerank_depth=rerank_depth
         )

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ragstore.cli.app import CliError, app, emit_json, terminal_safe
-from ragstore.cli.second_stage import hyde_options, make_hyde, make_reranker, reranker_options
+from ragstore.cli.second_stage import closing, hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.search.api import MAX_K, MODES, search
 from ragstore.search.filters import parse_where
 from ragstore.search.recall import RecallReport, check_recall, sweep_recall
@@ -107,7 +107,7 @@ def search_command(
     metadata = _metadata(where)
     reranker = make_reranker(rerank, remote)
     hyde = make_hyde(remote)
-    with app(ctx).connect() as conn:
+    with closing(reranker, hyde), app(ctx).connect() as conn:
         hits = search(
             conn,
             family,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -79,6 +80,15 @@ def hyde_options(func: F) -> F:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def closing(*clients: HttpReranker | Hyde | None) -> contextlib.ExitStack:
+    """A context that closes the given clients (None skipped) when it ends."""
+    stack = contextlib.ExitStack()
+    for client in clients:
+        if client is not None:
+            stack.callback(client.close)
+    return stack
 
 
 def make_reranker(rerank: str | None, opts: dict[str, Any]) -> HttpReranker | None:
