@@ -232,9 +232,9 @@ def run_eval(
         if spec.rerank == "blend":
             hits = hybrid.blended_search(conn, fam, text, cached.embed([text])[0], k=k, now=moment, per_leg=leg_n)
         elif spec.weights or (per_leg and spec.mode == "hybrid"):
-            want = max(k, rerank_depth) if spec.rerank == "cross" else k
+            want, legs = (max(k, rerank_depth), max(leg_n, k, rerank_depth)) if spec.rerank == "cross" else (k, leg_n)
             hits = hybrid.hybrid_search(
-                conn, fam, text, cached.embed([text])[0], k=want, per_leg=max(leg_n, want), weights=spec.weights
+                conn, fam, text, cached.embed([text])[0], k=want, per_leg=legs, weights=spec.weights
             )
             if spec.rerank == "mmr":
                 from ragstore.search.mmr import mmr

@@ -148,3 +148,16 @@ def test_context_pack_retrieves_through_the_reranker(store, stub):
     snippets = pack["layers"]["L3"] if "L3" in pack["layers"] else pack["layers"]["snippets"]
     assert [s["text"] for s in snippets] == sorted(TEXTS.values(), key=len)[:2]
     assert "cross" in snippets[0]["reason"]
+
+
+def test_eval_cross_on_a_weighted_hybrid_reads_the_rerank_depth(store, stub, tmp_path):
+    out = tmp_path / "out.json"
+    result = run(
+        store, "eval", "docs", "--queries", str(tmp_path / "q.jsonl"), "--qrels", str(tmp_path / "qrels.tsv"),
+        "--mode", "hnsw", "--weights", "fts=1,vector=2", "-k", "1", "--json", str(out),
+        "--rerank", "cross", "--reranker-url", stub.url, "--rerank-depth", "3",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    labels = [m["label"] for m in json.loads(out.read_text())["modes"]]
+    assert labels == ["hnsw", "hybrid[fts=1,vector=2]", "hnsw+cross", "hybrid[fts=1,vector=2]+cross"]
+    assert [len(r.body["documents"]) for r in stub.requests] == [3] * 6
