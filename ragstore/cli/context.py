@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from ragstore.cli.app import terminal_safe
+from ragstore.cli.second_stage import closing, hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.context import (
     BudgetConfig,
     ContextPack,
@@ -40,6 +42,7 @@ def _retrieve(
     mode: str,
     rerank: str | None,
     mmr_lambda: float,
+    remote: dict[str, Any] | None = None,
 ) -> list[Hit]:
     """The hits for ``query`` in ``family`` from the database (:func:`ragstore.search.api.search`).
 
@@ -48,9 +51,26 @@ def _retrieve(
     from ragstore.db.connection import connect
     from ragstore.search.api import search
 
+    remote = remote or {}
+    reranker = make_reranker(rerank, remote)
+    hyde = make_hyde(remote)
     dsn = ctx_obj.get("dsn") if isinstance(ctx_obj, dict) else getattr(ctx_obj, "dsn", None)
-    with contextlib.closing(connect(dsn)) as conn:
-        return search(conn, family, query, k=k, mode=mode, rerank=rerank, mmr_lambda=mmr_lambda)
+    with closing(reranker, hyde), contextlib.closing(connect(dsn)) as conn:
+        hits = search(
+            conn,
+            family,
+            query,
+            k=k,
+            mode=mode,
+            rerank=rerank,
+            mmr_lambda=mmr_lambda,
+            reranker=reranker,
+            rerank_depth=remote.get("rerank_depth") or 50,
+            hyde=hyde,
+        )
+    if hyde is not None and hyde.last is not None and hyde.last.note:
+        click.echo(terminal_safe(f"note: {hyde.last.note}"), err=True)
+    return hits
 
 
 def _memory(ctx_obj: object, profile: Path, task_hint: str | None) -> tuple[list[str], dict[str, Any]]:
@@ -110,8 +130,10 @@ def _budget(budget: int | None, model: str | None, role: str | None, budgets: Pa
 @click.option("--family", help="The family to retrieve from (with --retrieve).")
 @click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True, help="Hits to retrieve.")
 @click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True, help="Search mode.")
-@click.option("--rerank", type=click.Choice(["mmr"]), help="Rerank the hits (MMR).")
+@click.option("--rerank", type=click.Choice(["mmr", "cross"]), help="Rerank the hits (MMR, or cross: --reranker-url).")
 @click.option("--lambda", "mmr_lambda", type=float, default=0.5, show_default=True, help="MMR λ.")
+@reranker_options
+@hyde_options
 @click.option(
     "--memory-profile",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -153,6 +175,7 @@ def context_pack(ctx: click.Context, /, **opts: Any) -> None:
             opts["mode"],
             opts["rerank"],
             opts["mmr_lambda"],
+            opts,
         )
         lam = opts["mmr_lambda"] if opts["rerank"] == "mmr" else None
         snippets = hits_to_snippets(hits, opts["query"], opts["mode"], opts["rerank"], lam)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ragstore.cli.app import app
+from ragstore.cli.second_stage import closing, make_reranker, reranker_options
 from ragstore.evaluation.datasets import read_qrels, read_queries
 from ragstore.evaluation.runner import MODES, RERANKS, ModeSpec, format_table, run_eval
 
@@ -17,6 +19,8 @@ def _specs(modes: tuple[str, ...], rerank: str | None, weights: tuple[str, ...])
 
     specs = [ModeSpec(mode, rerank) for mode in (modes or ("auto",))]
     specs += [ModeSpec("hybrid", rerank, parse_weights(w)) for w in weights]
+    if rerank == "cross":  # the reranker's effect: every configuration without it, then with it
+        specs = [ModeSpec(s.mode, None, s.weights) for s in specs] + specs
     return specs
 
 
@@ -32,7 +36,13 @@ def _specs(modes: tuple[str, ...], rerank: str | None, weights: tuple[str, ...])
     help="Mode to evaluate; repeat for an A/B table (deltas against the first). Default: the search default.",
 )
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=10, show_default=True, help="Cut-off of the metrics.")
-@click.option("--rerank", type=click.Choice(RERANKS), default=None, help="Re-rank every mode's hits.")
+@click.option(
+    "--rerank",
+    type=click.Choice(RERANKS),
+    default=None,
+    help="Re-rank every mode's hits; cross adds a row per mode with the reranker next to one without.",
+)
+@reranker_options
 @click.option(
     "--weights",
     multiple=True,
@@ -46,6 +56,7 @@ def _specs(modes: tuple[str, ...], rerank: str | None, weights: tuple[str, ...])
 @click.pass_context
 def eval_command(
     ctx: click.Context,
+    /,
     family: str,
     queries_path: str,
     qrels_path: str,
@@ -57,6 +68,8 @@ def eval_command(
     limit: int | None,
     json_path: str | None,
     plot_path: str | None,
+    rerank_depth: int,
+    **remote: Any,
 ) -> None:
     """Run the queries against FAMILY in each mode and print recall, precision, MRR, nDCG, hit@k and latency.
 
@@ -65,6 +78,7 @@ def eval_command(
     specs = _specs(modes, rerank, weights)
     for spec in specs:
         spec.check()
+    reranker = make_reranker(rerank, remote)
     queries = read_queries(queries_path)
     if limit is not None:
         queries = queries[:limit]
@@ -73,8 +87,10 @@ def eval_command(
         from ragstore.evaluation.plot import _pyplot
 
         _pyplot()  # fail before the run, not after it, when matplotlib is missing
-    with app(ctx).connect() as conn:
-        result = run_eval(conn, family, queries, qrels, specs, k=k, per_leg=per_leg)
+    with closing(reranker), app(ctx).connect() as conn:
+        result = run_eval(
+            conn, family, queries, qrels, specs, k=k, per_leg=per_leg, reranker=reranker, rerank_depth=rerank_depth
+        )
     if json_path == "-":
         click.echo(json.dumps(result.as_dict(), sort_keys=True, indent=2))
     else:

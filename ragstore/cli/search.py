@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.cli.second_stage import closing, hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.embed.external import read_vector_file
 from ragstore.search.api import MAX_K, MODES, search
 from ragstore.search.filters import parse_where
@@ -34,6 +35,9 @@ def _hit_dict(hit: Hit) -> dict[str, Any]:
         data["ranks"] = hit.ranks
     if hit.scores:
         data["scores"] = hit.scores
+    if hit.rerank_score is not None or hit.first_rank is not None:
+        data["rerank_score"] = hit.rerank_score
+        data["first_rank"] = hit.first_rank
     return data
 
 
@@ -49,7 +53,12 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
     width = width or shutil.get_terminal_size((100, 20)).columns
     lines = []
     for rank, hit in enumerate(hits, 1):
-        lines.append(terminal_safe(f"{rank:>3}  {hit.score:8.4f}  {hit.citation}"))
+        if hit.first_rank is not None:  # a cross-encoder's order: its score, then where the hit was before
+            rerank = "    n/a " if hit.rerank_score is None else f"{hit.rerank_score:8.4f}"
+            was = f"(first stage #{hit.first_rank}, {hit.score:.4f})"
+            lines.append(terminal_safe(f"{rank:>3}  {rerank}  {was}  {hit.citation}"))
+        else:
+            lines.append(terminal_safe(f"{rank:>3}  {hit.score:8.4f}  {hit.citation}"))
         lines.append(f"     {terminal_safe(_one_line(hit.text, width - 6))}")
     return "\n".join(lines)
 
@@ -75,15 +84,23 @@ def format_hits(hits: list[Hit], width: int | None = None) -> str:
     help="Drop hits below this: cosine to the query (hnsw, exact, hybrid) or the full-text score (fts).",
 )
 @click.option("--ef-search", type=int, default=None, help="hnsw.ef_search for this query (default 100).")
-@click.option("--rerank", type=click.Choice(["mmr"]), default=None, help="Re-rank for diversity (MMR).")
+@click.option(
+    "--rerank",
+    type=click.Choice(["mmr", "cross"]),
+    default=None,
+    help="Re-rank: mmr for diversity, cross with a cross-encoder at --reranker-url.",
+)
 @click.option("--lambda", "mmr_lambda", type=float, default=0.5, show_default=True, help="MMR relevance weight.")
 @click.option("--fetch-k", type=int, default=50, show_default=True, help="Candidates MMR chooses from.")
 @click.option("--fusion", type=click.Choice(["rrf", "cc"]), default=None, help="Hybrid fusion (default: the family's).")
 @click.option("--alpha", type=click.FloatRange(0, 1), default=None, help="Dense weight of --fusion cc (0..1).")
+@reranker_options
+@hyde_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document for scripts.")
 @click.pass_context
 def search_command(
     ctx: click.Context,
+    /,
     family: str,
     query: str | None,
     vector_file: str | None,
@@ -100,6 +117,8 @@ def search_command(
     fusion: str | None,
     alpha: float | None,
     as_json: bool,
+    rerank_depth: int,
+    **remote: Any,
 ) -> None:
     """Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id].
 
@@ -110,7 +129,9 @@ def search_command(
         raise CliError("give either QUERY (a text) or --vector-file FILE, not both or neither")
     metadata = _metadata(where)
     vector = None if vector_file is None else read_vector_file(vector_file)
-    with app(ctx).connect() as conn:
+    reranker = make_reranker(rerank, remote)
+    hyde = make_hyde(remote)
+    with closing(reranker, hyde), app(ctx).connect() as conn:
         hits = search(
             conn,
             family,
@@ -127,9 +148,18 @@ def search_command(
             fetch_k=fetch_k,
             fusion=fusion,
             alpha=alpha,
+            reranker=reranker,
+            rerank_depth=rerank_depth,
+            hyde=hyde,
         )
+    report = hyde.last if hyde is not None else None
+    if report is not None and report.note:
+        click.echo(terminal_safe(f"note: {report.note}"), err=True)
     if as_json:
-        emit_json({"family": family, "query": query, "hits": [_hit_dict(h) for h in hits]})
+        doc: dict[str, Any] = {"family": family, "query": query, "hits": [_hit_dict(h) for h in hits]}
+        if report is not None:
+            doc["hyde"] = report.as_dict()
+        emit_json(doc)
     else:
         click.echo(format_hits(hits))
 

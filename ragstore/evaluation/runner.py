@@ -9,6 +9,8 @@ Promises of :func:`run_eval`:
   does not expose go to the same library functions it calls: a hybrid with leg ``weights``
   (:func:`ragstore.search.hybrid.hybrid_search`) and ``rerank="blend"``
   (:func:`ragstore.search.hybrid.blended_search`, with ``now`` taken once per run).
+- ``rerank="cross"`` sends each query's top ``rerank_depth`` first-stage hits to ``reranker``
+  (:func:`ragstore.search.rerank.cross_rerank`, as ``search`` does); its latency includes the reranker.
 - The queries are embedded ONCE, in batches, by the family's own backend before any mode runs; the
   searches get them through a cache with the same backend identity. ``embed_seconds`` reports that cost;
   per-query latency is the search call alone (database + fusion + rerank), measured with ``clock``.
@@ -40,11 +42,12 @@ from ragstore.evaluation.metrics import METRICS, Report, evaluate
 from ragstore.families import Family
 from ragstore.search.api import MODES
 from ragstore.search.fusion import FusionSettings
+from ragstore.search.rerank import DEFAULT_DEPTH, Reranker
 
 __all__ = ["MODES", "RERANKS", "EvalResult", "ModeResult", "ModeSpec", "format_table", "p95", "run_eval"]
 
 Conn = psycopg.Connection[Any]
-RERANKS = ("mmr", "blend")
+RERANKS = ("mmr", "blend", "cross")
 EMBED_BATCH = 64
 # Exact mode scores all queries in streamed passes (this many queries per pass) and times real
 # one-query exact searches on the first EXACT_LATENCY_SAMPLE queries for the latency columns.
@@ -190,11 +193,14 @@ def run_eval(
     clock: Callable[[], float] = time.perf_counter,
     now: datetime | None = None,
     per_leg: int | None = None,
+    reranker: Reranker | None = None,
+    rerank_depth: int = DEFAULT_DEPTH,
 ) -> EvalResult:
     """Evaluate ``queries`` against ``family`` in every mode of ``modes`` (see the module docstring).
 
     ``backend`` overrides the family's recorded one (tests); ``now`` fixes the blend's "now" (default:
-    the wall clock, read once); ``per_leg`` sets the hybrid N for weighted and blended runs.
+    the wall clock, read once); ``per_leg`` sets the hybrid N for weighted and blended runs;
+    ``reranker`` and ``rerank_depth`` serve the ``cross`` rerank.
     """
     from ragstore.caches import caches_for
     from ragstore.families import get_family
@@ -206,6 +212,8 @@ def run_eval(
         raise InvalidInput("give at least one mode to evaluate")
     for spec in modes:
         spec.check()
+    if reranker is None and any(spec.rerank == "cross" for spec in modes):
+        raise InvalidInput("the cross rerank needs a reranker (--reranker-url)")
     fam = get_family(conn, family)
     needs_vectors = any(spec.mode != "fts" for spec in modes)
     cache: dict[str, Matrix] = {}
@@ -227,16 +235,32 @@ def run_eval(
             hits = hybrid.blended_search(conn, fam, text, cached.embed([text])[0], k=k, now=moment, per_leg=leg_n)
         elif spec.weights or (per_leg and spec.mode == "hybrid"):
             # leg weights are RRF's: a weighted run fuses by RRF whatever the family's settings say
+            want, legs = (max(k, rerank_depth), max(leg_n, k, rerank_depth)) if spec.rerank == "cross" else (k, leg_n)
             hits = hybrid.hybrid_search(
-                conn, fam, text, cached.embed([text])[0], k=k, per_leg=leg_n, weights=spec.weights,
+                conn, fam, text, cached.embed([text])[0], k=want, per_leg=legs, weights=spec.weights,
                 settings=FusionSettings(fusion="rrf") if spec.weights else None,
             )  # fmt: skip
             if spec.rerank == "mmr":
                 from ragstore.search.mmr import mmr
 
                 hits = mmr(hits, k, 0.5)
+            elif spec.rerank == "cross":
+                from ragstore.search.rerank import cross_rerank
+
+                assert reranker is not None
+                hits = cross_rerank(hits, text, reranker, k)
         else:
-            hits = search(conn, family, text, k=k, mode=spec.mode, rerank=spec.rerank, backend=cached)
+            hits = search(
+                conn,
+                family,
+                text,
+                k=k,
+                mode=spec.mode,
+                rerank=spec.rerank,
+                backend=cached,
+                reranker=reranker,
+                rerank_depth=rerank_depth,
+            )
         return [hit.chunk_id for hit in hits]
 
     results: list[ModeResult] = []

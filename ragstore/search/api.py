@@ -7,7 +7,8 @@ Contracts (all fail closed, InvalidInput unless said otherwise):
   family's, is ModelMismatch; a non-finite vector component is refused.
 - ``k`` and ``fetch_k`` are positive integers (a bool is not) of at most :data:`MAX_K` (1,000), and up to
   that bound every mode returns ``min(k, rows that match)`` hits; ``min_score`` is finite; ``ef_search``
-  a positive integer; ``mode`` one of :data:`MODES`; ``rerank`` None or ``"mmr"``.
+  a positive integer; ``mode`` one of :data:`MODES`; ``rerank`` None, ``"mmr"`` or ``"cross"`` (which
+  needs a ``reranker`` and a query text; ``rerank_depth`` is a positive integer of at most MAX_K).
 - ``min_score`` has one meaning per mode, the score a user can read a threshold on: ``hnsw`` and
   ``exact`` keep hits whose cosine to the query is at least ``min_score``; ``hybrid`` keeps hits whose
   COSINE to the query is at least it (the fused score has no fixed scale: RRF stays below 0.04, a
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -50,9 +51,13 @@ from ragstore.search import exact as _exact
 from ragstore.search import vector as _vector
 from ragstore.search.filters import Filter, check_k, check_min_score, check_query_vector, make_filter
 from ragstore.search.mmr import mmr
+from ragstore.search.rerank import DEFAULT_DEPTH, Reranker, cross_rerank
 from ragstore.search.types import Hit
 
 __all__ = ["MAX_K", "MODES", "RERANKS", "default_mode", "fresh_family", "run_vector", "search"]
+
+if TYPE_CHECKING:
+    from ragstore.search.hyde import Hyde
 
 Conn = psycopg.Connection[Any]
 MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
@@ -60,7 +65,7 @@ MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
 # short by the index's candidate list (hnsw.ef_search stops at 1,000) rather than answer in full; a caller
 # that wants a whole family reads it, it does not search it.
 MAX_K = 1000
-RERANKS = ("mmr",)
+RERANKS = ("mmr", "cross")
 
 
 def search(
@@ -82,6 +87,9 @@ def search(
     caches: Caches | None = None,
     fusion: str | None = None,
     alpha: float | None = None,
+    reranker: Reranker | None = None,
+    rerank_depth: int = DEFAULT_DEPTH,
+    hyde: Hyde | None = None,
 ) -> list[Hit]:
     """The top ``k`` hits of ``family`` for ``query`` (text) or ``vector``; see the module docstring.
 
@@ -91,6 +99,16 @@ def search(
     docstring). ``fusion``/``alpha`` override the family's hybrid fusion for this call.
     ``caches`` holds the families, filter estimates and backends remembered between calls (a
     :class:`ragstore.Store` passes its own); by default the connection's (:func:`ragstore.caches.caches_for`).
+
+
+    With ``rerank="cross"`` the top ``max(rerank_depth, k)`` first-stage hits (after ``min_score``) go to
+    ``reranker`` with the query text, and the best ``k`` come back in its order, each keeping its
+    first-stage ``score`` and gaining ``first_rank`` and ``rerank_score``
+    (:func:`~ragstore.search.rerank.cross_rerank`).
+
+    With ``hyde`` (a text query, in a mode with a vector leg) the query vector is combined with the
+    vector of a hypothetical answer (:class:`~ragstore.search.hyde.Hyde`); ``hyde.last`` says what was
+    done, including a fall back to the plain query. The full-text leg keeps the query text.
     Raises InvalidInput, ModelMismatch, NotFound, DatabaseUnavailable.
     """
     memo = caches if caches is not None else caches_for(conn)
@@ -107,6 +125,9 @@ def search(
         mmr_lambda=mmr_lambda,
         fusion=fusion,
         alpha=alpha,
+        reranker=reranker,
+        rerank_depth=rerank_depth,
+        hyde=hyde,
     )
     k, floor, flt, want = request.k, request.floor, request.flt, request.want
     tuning = _Tuning(fusion, alpha, floor)
@@ -125,18 +146,23 @@ def search(
     if hits is None:
         try:
             hits = _fresh(
-                conn, memo, family, query, vector, backend, mode, want, flt, ef_search, rerank, cached, tuning
+                conn, memo, family, query, vector, backend, mode, want, flt, ef_search, rerank, cached, tuning, hyde
             )
         except RagstoreError as exc:
             # The family changed between reading it and running the statement (a model migration swapped
             # its table): read it again and run once more; a second failure is real.
             if not _vector.stale_family_error(exc) or conn.info.transaction_status == pq.TransactionStatus.INERROR:
                 raise
-            hits = _fresh(conn, memo, family, query, vector, backend, mode, want, flt, ef_search, rerank, None, tuning)
+            hits = _fresh(
+                conn, memo, family, query, vector, backend, mode, want, flt, ef_search, rerank, None, tuning, hyde
+            )
     if floor is not None and not tuning.floored:
         hits = [hit for hit in hits if hit.score >= floor]
     if rerank == "mmr":
         hits = mmr(hits, k, mmr_lambda)
+    elif rerank == "cross":
+        assert reranker is not None and query is not None
+        hits = cross_rerank(hits, query, reranker, k)
     return hits[:k]
 
 
@@ -166,6 +192,9 @@ def check_request(
     mmr_lambda: float,
     fusion: str | None = None,
     alpha: float | None = None,
+    reranker: Reranker | None = None,
+    rerank_depth: int = DEFAULT_DEPTH,
+    hyde: Hyde | None = None,
 ) -> Request:
     """Every check :func:`search` makes before any I/O (InvalidInput naming the argument)."""
     k = _at_most(check_k(k), "k")
@@ -173,7 +202,15 @@ def check_request(
     if mode not in MODES:
         raise InvalidInput(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
     if rerank is not None and rerank not in RERANKS:
-        raise InvalidInput(f"unknown rerank {rerank!r}: use 'mmr' or none")
+        raise InvalidInput(f"unknown rerank {rerank!r}: use 'mmr', 'cross' or none")
+    if rerank == "cross":
+        if reranker is None:
+            raise InvalidInput("rerank='cross' needs a reranker (e.g. --reranker-url)")
+        if query is None:
+            raise InvalidInput("rerank='cross' needs a query text: a reranker reads the query with each hit")
+        rerank_depth = _at_most(check_k(rerank_depth, "rerank_depth"), "rerank_depth")
+    if hyde is not None and query is None:
+        raise InvalidInput("HyDE needs a query text (it asks a chat model to answer it)")
     if rerank == "mmr":
         fetch_k = _at_most(check_k(fetch_k, "fetch_k"), "fetch_k")
         float(mmr_lambda)  # validated by mmr(); a non-number fails here before any I/O
@@ -182,7 +219,7 @@ def check_request(
     flt = make_filter(package, metadata)
     if isinstance(query, str) and (problem := text_problem(query)) is not None:
         raise InvalidInput(f"the query holds {problem}")
-    want = max(fetch_k, k) if rerank == "mmr" else k
+    want = max(fetch_k, k) if rerank == "mmr" else max(rerank_depth, k) if rerank == "cross" else k
     if fusion is not None or alpha is not None:
         from ragstore.search.fusion import FUSIONS
 
@@ -236,6 +273,7 @@ def _fresh(
     rerank: str | None,
     cached: tuple[Family, npt.NDArray[np.float32]] | None,
     tuning: _Tuning | None = None,
+    hyde: Hyde | None = None,
 ) -> list[Hit]:
     """The search on family ``family`` read now (one lookup round trip, then the search itself)."""
     fam = fresh_family(conn, family, memo)
@@ -245,11 +283,27 @@ def _fresh(
         raise InvalidInput(
             f"fusion and alpha apply to hybrid search; family {fam.name!r} runs mode {mode!r} for this query"
         )
+    if hyde is not None and mode == "fts":
+        raise InvalidInput(
+            "HyDE changes the query vector and full text has none: use it with --mode hybrid, hnsw or exact"
+            + (
+                " (this family's default is full text: its offline vectors carry no meaning)"
+                if fam.backend == "offline"
+                else ""
+            )
+        )
+    if hyde is not None and backend is None and query is not None:
+        from ragstore.ingest.run import backend_for
+
+        backend = backend_for(fam, memo)  # one backend for the query and the hypothetical answer
     query_vector: npt.NDArray[np.float32] | None
     if cached is not None and cached[0] == fam:
         text, query_vector = query, cached[1]
     else:
         text, query_vector = _query(fam, query, vector, backend, memo, needs_vector=mode != "fts" or rerank == "mmr")
+    if hyde is not None and text is not None and query_vector is not None:
+        assert backend is not None
+        query_vector = check_query_vector(hyde.vector(conn, backend, text, query_vector), fam)
     if mode in ("fts", "hybrid"):
         hits = _text_modes(conn, fam, mode, text, query_vector, want, flt, tuning)
         if rerank == "mmr" and query_vector is not None:

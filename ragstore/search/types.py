@@ -16,6 +16,8 @@ class Hit:
     ``score`` is cosine similarity (``1 - (a <=> b)``) for vector modes, the fused score for hybrid.
     ``vector`` is filled when the caller asked for vectors (MMR needs them). ``ranks`` holds each leg's
     1-based rank in hybrid mode (``{"fts": 3, "vector": None}``); ``scores`` each leg's raw score.
+    After a cross-encoder rerank (``rerank="cross"``) ``score`` is still the first stage's, ``first_rank``
+    the hit's 1-based first-stage rank and ``rerank_score`` the reranker's relevance score.
     """
 
     chunk_id: str
@@ -26,6 +28,8 @@ class Hit:
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
     ranks: dict[str, int | None] = field(default_factory=dict, compare=False)
     scores: dict[str, float | None] = field(default_factory=dict, compare=False)
+    first_rank: int | None = field(default=None, compare=False)
+    rerank_score: float | None = field(default=None, compare=False)
 
     @property
     def citation(self) -> str:

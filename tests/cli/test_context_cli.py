@@ -87,7 +87,9 @@ def test_without_retrieve_the_pack_is_byte_identical_to_one_without_retrieval_op
 def test_retrieve_fills_l3_with_reasons_and_citations(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Any, ...]] = []
 
-    def fake(ctx_obj: object, family: str, query: str, k: int, mode: str, rerank: str | None, lam: float) -> list[Hit]:
+    def fake(
+        ctx_obj: object, family: str, query: str, k: int, mode: str, rerank: str | None, lam: float, remote: object
+    ) -> list[Hit]:
         calls.append((family, query, k, mode, rerank, lam))
         return [Hit("c1", "docs/x.md", 0.8312, "first"), Hit("c7", "docs/y.md", 0.5, "second")]
 

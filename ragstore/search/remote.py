@@ -1,0 +1,163 @@
+"""One JSON-over-HTTP endpoint with the embedding backend's guarantees, for rerankers and HyDE.
+
+The same policy as :class:`ragstore.embed.openai.OpenAIBackend` (and its helpers): 408, 429, 5xx,
+timeouts and connection errors are retried with exponential backoff and jitter (a Retry-After is
+honoured, capped at :data:`ragstore.embed.openai.MAX_RETRY_AFTER`); other 4xx fail at once. The API key
+comes from an environment variable or a file, is sent only as ``Authorization: Bearer``, and never
+appears in a repr, a log line or a message: every provider word that reaches a message goes through
+:func:`ragstore.errors.redact` with the key (and a URL password) as secrets, cut to a short excerpt.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+
+from ragstore.embed.openai import (
+    _RETRY_STATUS,
+    EXCERPT,
+    MAX_RETRY_AFTER,
+    _read_key,
+    _retry_after,
+    _Retryable,
+    _split_credentials,
+)
+from ragstore.errors import BackendError, InvalidInput, redact
+
+log = logging.getLogger(__name__)
+
+
+class JsonEndpoint:
+    """``post(payload)`` to one URL: the decoded JSON of a 2xx answer, or BackendError (already redacted).
+
+    ``what`` names the service in log lines ("reranker", "HyDE"). ``api_key_env`` None (and no file)
+    means no key is sent; an unset or empty variable sends none either.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        what: str,
+        api_key_env: str | None = None,
+        api_key_file: str | os.PathLike[str] | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not url:
+            raise InvalidInput(f"the {what} URL is required")
+        if not (timeout > 0) or max_retries < 0 or backoff < 0:
+            raise InvalidInput(f"{what}: timeout must be positive; retries and backoff must not be negative")
+        clean, auth = _split_credentials(url)
+        if not clean.startswith(("http://", "https://")):
+            raise InvalidInput(f"the {what} URL must start with http:// or https://, got {redact(clean, limit=80)!r}")
+        self.url = clean
+        self.what = what
+        key = _read_key(api_key_env or "", api_key_file) if (api_key_env or api_key_file is not None) else None
+        self._has_key = key is not None
+        self._secrets: list[str] = [s for s in (key,) if s]
+        if auth is not None:
+            basic = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode("ascii")
+            self._secrets += [s for s in (auth[1], basic) if s]
+        self._max_retries = max_retries
+        self._backoff = backoff
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            transport=transport,
+            auth=httpx.BasicAuth(*auth) if auth is not None else None,
+        )
+
+    def __repr__(self) -> str:
+        return f"JsonEndpoint(url={self.url!r}, api_key={'***' if self._has_key else None!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def redact(self, text: str, limit: int | None = EXCERPT) -> str:
+        """``text`` with no piece of the key or a URL password, one printable line, cut to ``limit``."""
+        return redact(text, self._secrets, limit=limit)
+
+    def post(self, payload: dict[str, Any]) -> Any:
+        """POST ``payload`` with retries; the decoded JSON body of a 2xx answer."""
+        retrying = Retrying(
+            stop=stop_after_attempt(self._max_retries + 1),
+            wait=self._delay,
+            retry=retry_if_exception_type(_Retryable),
+            sleep=self._sleep,
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, payload)
+        except _Retryable as exc:
+            attempts = retrying.statistics.get("attempt_number", self._max_retries + 1)
+            raise BackendError(
+                self.redact(f"{self.url} still failing after {attempts} attempts ({exc.problem})", None)
+            ) from None
+        except BackendError as exc:
+            raise BackendError(self.redact(str(exc), None)) from None
+
+    def _attempt(self, payload: dict[str, Any]) -> Any:
+        try:
+            response = self._client.post(self.url, json=payload)
+        except httpx.TransportError as exc:  # connect/read/write errors and timeouts
+            raise _Retryable(f"{type(exc).__name__}: {self.redact(str(exc)) or 'no detail'}") from None
+        except httpx.HTTPError as exc:
+            raise BackendError(f"{self.url}: {type(exc).__name__}: {self.redact(str(exc))}") from None
+        if response.is_success:
+            try:
+                return response.json()
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise BackendError(
+                    f"{self.url} answered {response.status_code} with a body that is not JSON: "
+                    f"{self.redact(response.text)!r}"
+                ) from None
+        status = response.status_code
+        problem = f"HTTP {status}: {self._provider_message(response)}"
+        if status not in _RETRY_STATUS and status < 500:
+            raise BackendError(f"{self.url} refused the request ({problem})")
+        raise _Retryable(problem, _retry_after(response.headers.get("Retry-After")))
+
+    def _delay(self, state: RetryCallState) -> float:
+        failure = state.outcome.exception() if state.outcome is not None else None
+        retry_after = failure.retry_after if isinstance(failure, _Retryable) else None
+        delay = self._backoff * 2 ** (state.attempt_number - 1)
+        delay = min(retry_after, MAX_RETRY_AFTER) if retry_after is not None else delay
+        return delay * (1.0 + 0.1 * self._rng.random())
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        failure = state.outcome.exception() if state.outcome is not None else None
+        problem = failure.problem if isinstance(failure, _Retryable) else "unknown"
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.info("%s request failed (%s); retry %d in %.2fs", self.what, problem, state.attempt_number, wait)
+
+    def _provider_message(self, response: httpx.Response) -> str:
+        """The provider's own words (``error.message``, ``detail``, ``message`` or the body's start)."""
+        try:
+            body = response.json()
+        except ValueError:
+            return self.redact(response.text.strip()) or response.reason_phrase
+        message: Any = body
+        if isinstance(body, dict):
+            error = body.get("error", body.get("detail", body.get("message", body)))
+            message = error.get("message", error) if isinstance(error, dict) else error
+        return self.redact(str(message))
