@@ -5,31 +5,34 @@ The layout (``ragstore/sql/citus.sql`` says the same for DBAs):
 - ``ragstore.chunks`` and every family table ``ragstore.emb_<family>`` are distributed on ``chunk_id``
   and co-located: a chunk's text and its vectors share a shard, so the ``(family, chunk_id)`` join and
   foreign key stay on one node and ``ORDER BY embedding <=> q LIMIT k`` runs on every shard's HNSW index;
-- memory (``ragstore.memory``, ``ragstore.memory_embeddings``) is distributed on ``agent``, co-located;
 - the small catalogs every node reads (``ragstore.families``, ``ragstore.agent_principals``) are
   reference tables (a copy on every node);
-- the rest (the embedding cache, the memory forget log, ``alembic_version``) stays on the coordinator.
+- the rest stays on the coordinator as plain tables: the embedding cache, ``alembic_version`` and agent
+  memory (``ragstore.memory``, ``ragstore.memory_embeddings``, ``ragstore.memory_forget_log``). Citus
+  refuses to distribute memory as it is: its row-level security policies hold scalar subqueries ("Subqueries
+  are not supported in policies on distributed tables") and its append-only triggers need
+  ``citus.enable_unsafe_triggers``. Memory is small next to the chunks, and on the coordinator its
+  policies and triggers work exactly as on one node.
 
 :func:`distribute` is idempotent: a table already laid out is left alone.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
+from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 
 Conn = psycopg.Connection[Any]
 
 REFERENCE_TABLES = ("families", "agent_principals")
 # (table, distribution column, the table it is co-located with or "default" for a new group)
-DISTRIBUTED_TABLES = (
-    ("chunks", "chunk_id", "default"),
-    ("memory", "agent", "default"),
-    ("memory_embeddings", "agent", "ragstore.memory"),
-)
+DISTRIBUTED_TABLES = (("chunks", "chunk_id", "default"),)
 FAMILY_COLUMN = "chunk_id"
 FAMILY_COLOCATE = "ragstore.chunks"
 
@@ -40,13 +43,26 @@ def is_citus(conn: Conn) -> bool:
     return bool(row and row[0])
 
 
+_CITUS: weakref.WeakKeyDictionary[Conn, bool] = weakref.WeakKeyDictionary()
+
+
+def on_citus(conn: Conn) -> bool:
+    """:func:`is_citus`, asked once per connection (the search path calls it on every query)."""
+    known = _CITUS.get(conn)
+    if known is None:
+        with db_errors():
+            known = is_citus(conn)
+        _CITUS[conn] = known
+    return known
+
+
 def _exists(conn: Conn, table: str) -> bool:
     row = conn.execute(query("citus", "table_exists"), {"table": table}).fetchone()
     return bool(row and row[0])
 
 
-def _laid_out(conn: Conn, table: str) -> bool:
-    row = conn.execute(query("citus", "is_distributed"), {"table": table}).fetchone()
+def _laid_out(conn: Conn, table: str, *, reference: bool = False) -> bool:
+    row = conn.execute(query("citus", "is_distributed"), {"table": table, "reference": reference}).fetchone()
     return bool(row and row[0])
 
 
@@ -75,25 +91,44 @@ def distribute(conn: Conn) -> list[str]:
     """Lay out every ragstore table that is not yet a Citus table; return the tables changed, in order.
 
     Reference tables first (distributed tables hold foreign keys to them), then chunks, then each
-    family table co-located with it, then memory.
+    family table co-located with it.
     """
     changed: list[str] = []
     for table in REFERENCE_TABLES:
-        if _exists(conn, table) and not _laid_out(conn, table):
+        if _exists(conn, table) and not _laid_out(conn, table, reference=True):
             conn.execute(query("citus", "reference_table"), {"table": table})
             changed.append(table)
-    for table, column, colocate in DISTRIBUTED_TABLES[:1]:
-        if _exists(conn, table) and not _laid_out(conn, table):
-            _distribute_table(conn, table, column, colocate)
-            changed.append(table)
+    pending: list[str] = []
     if _exists(conn, "families"):
-        for (family_table,) in conn.execute(query("citus", "family_tables")).fetchall():
-            if _exists(conn, str(family_table)) and distribute_family(conn, str(family_table)):
-                changed.append(str(family_table))
-    for table, column, colocate in DISTRIBUTED_TABLES[1:]:
+        pending = [
+            str(t)
+            for (t,) in conn.execute(query("citus", "family_tables")).fetchall()
+            if _exists(conn, str(t)) and not _laid_out(conn, str(t))
+        ]
+    # Family tables made before chunks is distributed (a single-node database moved to Citus) hold foreign
+    # keys to it that Citus would refuse: dropped here, re-added once both sides are co-located.
+    foreign_keys: list[tuple[str, str, str]] = []
+    for table in pending:
+        for name, definition in conn.execute(query("citus", "chunk_foreign_keys"), {"table": table}).fetchall():
+            foreign_keys.append((table, str(name), str(definition)))
+            conn.execute(
+                sql.SQL("ALTER TABLE ragstore.{} DROP CONSTRAINT {}").format(
+                    sql.Identifier(table), sql.Identifier(str(name))
+                )
+            )
+    for table, column, colocate in DISTRIBUTED_TABLES:
         if _exists(conn, table) and not _laid_out(conn, table):
             _distribute_table(conn, table, column, colocate)
             changed.append(table)
+    for table in pending:
+        if distribute_family(conn, table):
+            changed.append(table)
+    for table, name, definition in foreign_keys:
+        # definition is PostgreSQL's own text of the constraint (pg_get_constraintdef), not input.
+        conn.execute(
+            sql.SQL("ALTER TABLE ragstore.{} ADD CONSTRAINT {} ").format(sql.Identifier(table), sql.Identifier(name))
+            + sql.SQL(definition)
+        )
     return changed
 
 

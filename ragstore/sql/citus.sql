@@ -1,18 +1,21 @@
 -- Citus: how ragstore's tables are laid out on a distributed PostgreSQL. Run on the coordinator.
 -- ragstore.chunks and every family table are distributed on chunk_id and co-located (a chunk's text and
--- its vectors live on the same shard, so the join and the foreign key stay on one node); memory is
--- distributed on the agent; the small catalogs every node reads are reference tables (a copy on each
--- node). Tables not listed (the embedding cache, the forget log, alembic_version) stay on the coordinator.
+-- its vectors live on the same shard, so the join and the foreign key stay on one node); the small
+-- catalogs every node reads are reference tables (a copy on each node). The rest (agent memory, the
+-- embedding cache, alembic_version) stays on the coordinator as plain tables (ragstore.db.citus says why).
 -- Table names come in as parameters (regclass), never spliced.
 
 -- name: is_citus
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')
 
 -- name: is_distributed
--- Whether the table is already a Citus table (distributed or reference).
+-- Whether the table is already laid out as asked: hash-distributed ('h') or a reference table ('n' with
+-- replication model 't'). A table with a foreign key to a reference table is first made a "Citus local
+-- table" ('n', 's') by Citus itself; that one still has to be distributed.
 SELECT EXISTS (
     SELECT 1 FROM pg_catalog.pg_dist_partition
     WHERE logicalrelid = to_regclass(format('ragstore.%%I', %(table)s::text))
+      AND CASE WHEN %(reference)s THEN partmethod = 'n' AND repmodel = 't' ELSE partmethod = 'h' END
 )
 
 -- name: any_distributed
@@ -44,3 +47,10 @@ SELECT shardid, nodename, nodeport
 FROM pg_catalog.citus_shards
 WHERE table_name = format('ragstore.%%I', %(table)s::text)::regclass
 ORDER BY shardid
+
+-- name: chunk_foreign_keys
+-- A family table's foreign keys to ragstore.chunks (dropped while chunks is distributed, then re-added).
+SELECT conname::text, pg_catalog.pg_get_constraintdef(oid)
+FROM pg_catalog.pg_constraint
+WHERE conrelid = to_regclass(format('ragstore.%%I', %(table)s::text))
+  AND contype = 'f' AND confrelid = 'ragstore.chunks'::regclass

@@ -32,18 +32,21 @@ FROM STDIN (FORMAT BINARY)
 
 -- name: lookup
 -- What the family holds for a batch of ids: its chunk's record and content hashes, and its embedding's
--- content hash and model.
+-- content hash and model. The family table joins chunks on chunk_id (the same value as the id's), which
+-- Citus needs to see: both are distributed on it.
 SELECT c.chunk_id, c.record_sha256, c.content_sha256, e.content_sha256, e.model
 FROM unnest(%(ids)s::text[]) AS i (chunk_id)
 JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.chunk_id = i.chunk_id
-LEFT JOIN ragstore.{table} AS e ON e.chunk_id = i.chunk_id
+LEFT JOIN ragstore.{table} AS e ON e.chunk_id = c.chunk_id
 
 -- name: merge_chunks
 -- The family's own chunk rows: a chunk_id another family holds is another row, never touched here.
+-- updated_at comes in as a value (the statement's now(), taken once) rather than a now() in DO UPDATE SET:
+-- Citus accepts only immutable functions there, and this text runs unchanged on one node and on Citus.
 INSERT INTO ragstore.chunks AS c
-    (family, chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config)
+    (family, chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config, updated_at)
 SELECT %(family)s, chunk_id, package_path, text, content_sha256, record_sha256, metadata::jsonb,
-       fts_config::regconfig
+       fts_config::regconfig, now()
 FROM ragstore_stage_chunks
 ORDER BY chunk_id
 ON CONFLICT (family, chunk_id) DO UPDATE SET
@@ -53,7 +56,7 @@ ON CONFLICT (family, chunk_id) DO UPDATE SET
     record_sha256  = EXCLUDED.record_sha256,
     metadata       = EXCLUDED.metadata,
     fts_config     = EXCLUDED.fts_config,
-    updated_at     = now()
+    updated_at     = EXCLUDED.updated_at
 WHERE (c.record_sha256, c.content_sha256) IS DISTINCT FROM (EXCLUDED.record_sha256, EXCLUDED.content_sha256)
 RETURNING c.chunk_id
 
