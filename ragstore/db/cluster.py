@@ -204,11 +204,15 @@ class LocalCluster:
             )
         password = self._password()
         nodes = self.nodes()
+        # Every node up first: a statement on the coordinator may reach the workers.
         for node in nodes:
             node.ensure_running()
+        for node in nodes:
             with psycopg.connect(node.dsn(), autocommit=True) as conn:
-                conn.execute(psycopg.sql.SQL("ALTER ROLE postgres PASSWORD {}").format(psycopg.sql.Literal(password)))
                 conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
+                # Each node's own password entry (the same password everywhere), not sent to the others.
+                conn.execute("SET citus.enable_alter_role_propagation = off")
+                conn.execute(psycopg.sql.SQL("ALTER ROLE postgres PASSWORD {}").format(psycopg.sql.Literal(password)))
         coordinator, workers_ = nodes[0], nodes[1:]
         with psycopg.connect(coordinator.dsn(), autocommit=True) as conn:
             conn.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (coordinator.port,))

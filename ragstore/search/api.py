@@ -34,6 +34,7 @@ import psycopg
 from psycopg import pq
 
 from ragstore.common.strictjson import text_problem
+from ragstore.db.citus import on_citus
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, get_family
@@ -146,6 +147,12 @@ def _fresh(
 ) -> list[Hit]:
     """The search on family ``family`` read now (one lookup round trip, then the search itself)."""
     fam = fresh_family(conn, family)
+    if on_citus(conn):
+        # Full text and hybrid are single-node only for now: their per-chunk scoring correlates a
+        # subquery over the query's terms, which Citus does not push to the shards.
+        if mode in ("fts", "hybrid"):
+            raise InvalidInput(f"mode {mode!r} does not run on Citus yet: use --mode hnsw or --mode exact")
+        mode = "hnsw" if mode == "auto" else mode
     mode = default_mode(fam, query) if mode == "auto" else mode
     query_vector: npt.NDArray[np.float32] | None
     if cached is not None and cached[0] == fam:
