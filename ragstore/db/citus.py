@@ -5,9 +5,10 @@ The layout (``ragstore/sql/citus.sql`` says the same for DBAs):
 - ``ragstore.chunks`` and every family table ``ragstore.emb_<family>`` are distributed on ``chunk_id``
   and co-located: a chunk's text and its vectors share a shard, so the ``(family, chunk_id)`` join and
   foreign key stay on one node and ``ORDER BY embedding <=> q LIMIT k`` runs on every shard's HNSW index;
-- the small catalogs every node reads (``ragstore.families``, ``ragstore.agent_principals``) are
-  reference tables (a copy on every node);
-- the rest stays on the coordinator as plain tables: the embedding cache, ``alembic_version`` and agent
+- the small catalogs every node reads (``ragstore.families``, ``ragstore.agent_principals``) and the
+  embedding cache (which a family migration joins to the chunks) are reference tables (a copy on every
+  node);
+- the rest stays on the coordinator as plain tables: ``alembic_version`` and agent
   memory (``ragstore.memory``, ``ragstore.memory_embeddings``, ``ragstore.memory_forget_log``). Citus
   refuses to distribute memory as it is: its row-level security policies hold scalar subqueries ("Subqueries
   are not supported in policies on distributed tables") and its append-only triggers need
@@ -30,7 +31,7 @@ from ragstore.db.sqlfiles import query
 
 Conn = psycopg.Connection[Any]
 
-REFERENCE_TABLES = ("families", "agent_principals")
+REFERENCE_TABLES = ("families", "agent_principals", "embedding_cache")
 # (table, distribution column, the table it is co-located with or "default" for a new group)
 DISTRIBUTED_TABLES = (("chunks", "chunk_id", "default"),)
 FAMILY_COLUMN = "chunk_id"

@@ -1,8 +1,8 @@
 -- Citus: how ragstore's tables are laid out on a distributed PostgreSQL. Run on the coordinator.
 -- ragstore.chunks and every family table are distributed on chunk_id and co-located (a chunk's text and
 -- its vectors live on the same shard, so the join and the foreign key stay on one node); the small
--- catalogs every node reads are reference tables (a copy on each node). The rest (agent memory, the
--- embedding cache, alembic_version) stays on the coordinator as plain tables (ragstore.db.citus says why).
+-- catalogs every node reads and the embedding cache are reference tables (a copy on each node). The rest
+-- (agent memory, alembic_version) stays on the coordinator as plain tables (ragstore.db.citus says why).
 -- Table names come in as parameters (regclass), never spliced.
 
 -- name: is_citus

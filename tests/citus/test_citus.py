@@ -72,6 +72,7 @@ def test_layout_distributes_chunks_and_the_family_on_both_workers(citus_dsn: str
         assert kinds["ragstore.emb_layout"] == "hchunk_id"
         assert kinds["ragstore.families"] == "n"
         assert kinds["ragstore.agent_principals"] == "n"
+        assert kinds["ragstore.embedding_cache"] == "n"
         assert "ragstore.memory" not in kinds  # kept on the coordinator
         colocation = conn.execute(
             "SELECT count(DISTINCT colocationid) FROM pg_dist_partition "
