@@ -17,6 +17,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
+from ragstore.db import citus
 from ragstore.db.connection import connect, db_errors, map_db_error, resolve_dsn
 from ragstore.db.sqlfiles import query
 from ragstore.errors import PermissionDenied, SchemaError
@@ -129,8 +130,14 @@ def upgrade(dsn: str | None = None, revision: str = "head") -> MigrationResult:
     with connect(target, autocommit=True) as lock, db_errors():
         lock.execute("SELECT pg_advisory_lock(%s)", (_UPGRADE_LOCK,))
         before = current_revision(target)
+        on_citus = citus.is_citus(lock)
+        if on_citus and citus.any_distributed(lock):
+            _check_citus_ready(before, revision)
         _run_alembic(command.upgrade, _config(target), revision)
         after = current_revision(target)
+        if on_citus:
+            # The tables the migrations created are plain tables on the coordinator until laid out.
+            citus.distribute(lock)
     assert after is not None
     script = ScriptDirectory.from_config(_config(None))
     applied: list[str] = []
@@ -138,6 +145,27 @@ def upgrade(dsn: str | None = None, revision: str = "head") -> MigrationResult:
         for rev in script.iterate_revisions(after, before):
             applied.append(rev.revision)
     return MigrationResult(before=before, after=after, applied=tuple(reversed(applied)))
+
+
+def _check_citus_ready(before: str | None, revision: str) -> None:
+    """Refuse, before any change, pending migrations that cannot run on distributed tables.
+
+    A migration module says so with a ``citus_unsupported`` string (why, and what to do instead).
+    """
+    script = ScriptDirectory.from_config(_config(None))
+    target = script.get_revision(head_revision() if revision == "head" else revision)
+    if target is None:
+        return
+    blocked = [
+        f"{rev.revision} ({rev.module.citus_unsupported})"
+        for rev in script.iterate_revisions(target.revision, before)
+        if getattr(rev.module, "citus_unsupported", None)
+    ]
+    if blocked:
+        raise SchemaError(
+            "these migrations cannot run on this Citus cluster's distributed tables, nothing was changed: "
+            + "; ".join(blocked)
+        )
 
 
 def downgrade(dsn: str | None = None, revision: str = "base") -> MigrationResult:
@@ -151,9 +179,13 @@ def downgrade(dsn: str | None = None, revision: str = "base") -> MigrationResult
     return MigrationResult(before=before, after=after or "base", applied=())
 
 
-def offline_sql(revision: str = "head", start: str | None = None) -> str:
-    """The DDL that ``upgrade`` would run, without touching any database (for DBAs who apply it by hand)."""
+def offline_sql(revision: str = "head", start: str | None = None, *, on_citus: bool = False) -> str:
+    """The DDL that ``upgrade`` would run, without touching any database (for DBAs who apply it by hand).
+
+    ``on_citus`` appends the statements that lay the tables out on a Citus coordinator.
+    """
     out = io.StringIO()
     rng = f"{start}:{revision}" if start else revision
     command.upgrade(_config(None, stdout=out), rng, sql=True)
-    return out.getvalue()
+    text = out.getvalue()
+    return text + "\n" + citus.layout_sql() if on_citus else text

@@ -4,6 +4,7 @@
 #
 # The tests run in parallel (pytest-xdist, one worker per core; RAGSTORE_TEST_WORKERS=N to choose), each
 # worker with its own embedded server and template database, every test under a timeout (pytest-timeout).
+# Tests of one xdist_group run on one worker (the Citus tests share one local cluster).
 # Extra arguments go to pytest, e.g. the fast tier for the inner loop:
 #     scripts/test.sh -m "not reliability and not minilm"
 # Exits non-zero on any failure, and also when no test was collected.
@@ -14,4 +15,4 @@ cd "$(dirname "$0")/.."
 # pytest runs of the same user, which would delete a running worker's embedded server.
 basetemp=$(mktemp -d "${TMPDIR:-/tmp}/ragstore-tests.XXXXXX")
 trap 'rm -rf "$basetemp"' EXIT
-.venv/bin/python -m pytest -n "${RAGSTORE_TEST_WORKERS:-auto}" --basetemp "$basetemp/run" "$@"
+.venv/bin/python -m pytest -n "${RAGSTORE_TEST_WORKERS:-auto}" --dist loadgroup --basetemp "$basetemp/run" "$@"

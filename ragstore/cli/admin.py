@@ -13,12 +13,15 @@ from ragstore.db.server import EmbeddedServer
 @click.command("migrate")
 @click.option("--status", "show_status", is_flag=True, help="Show the current and head revisions; change nothing.")
 @click.option("--sql", "offline", is_flag=True, help="Print the DDL to head without touching any database.")
+@click.option(
+    "--citus", "on_citus", is_flag=True, help="With --sql: add the statements that distribute the tables on Citus."
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
-def migrate_command(ctx: click.Context, show_status: bool, offline: bool, as_json: bool) -> None:
+def migrate_command(ctx: click.Context, show_status: bool, offline: bool, on_citus: bool, as_json: bool) -> None:
     """Create or upgrade the ragstore schema (Alembic to head, under an advisory lock)."""
     if offline:
-        click.echo(migrate.offline_sql(), nl=False)
+        click.echo(migrate.offline_sql(on_citus=on_citus), nl=False)
         return
     dsn = app(ctx).dsn
     if show_status:

@@ -21,6 +21,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "check_recall_command",
         "Measure FAMILY's HNSW recall@k against the exact top k, with latency of each path.",
     ),
+    "cluster": (
+        "ragstore.cli.cluster",
+        "cluster_group",
+        "A local Citus cluster (a coordinator and workers on 127.0.0.1) for tests and demos.",
+    ),
     "context-pack": (
         "ragstore.cli.context",
         "context_pack",
@@ -44,7 +49,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "index": (
         "ragstore.cli.index",
         "index_command",
-        "Index .jsonl/.ndjson/.parquet/.npy files, .txt/.md documents, folders of them, or - (JSONL on stdin) into FAMILY.",
+        "Index .jsonl/.ndjson/.parquet/.npy files, .txt/.md documents, folders of them,"
+        " or - (JSONL on stdin) into FAMILY.",
     ),
     "memory": (
         "ragstore.cli.memory",

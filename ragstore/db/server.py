@@ -298,8 +298,12 @@ class EmbeddedServer:
             self._run([str(_bin("pg_ctl")), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"])
             return True
 
+    def _child_env(self) -> dict[str, str] | None:
+        """The environment of initdb/pg_ctl (and so of the server); None inherits ours."""
+        return None
+
     def _run(self, args: list[str], *, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        kwargs: dict[str, object] = {}
+        kwargs: dict[str, object] = {"env": self._child_env()}
         if _is_root():
             # The server's own user and primary group, and no supplementary groups: without group= and
             # extra_groups=, the child would keep gid 0 and root's groups.

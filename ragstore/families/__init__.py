@@ -15,6 +15,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ragstore.db import citus
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
@@ -188,6 +189,10 @@ def create_table(conn: Conn, family: Family) -> None:
     ids = family.identifiers()
     for block in ("create_table", "create_package_index", "create_metadata_index", "create_hnsw_index"):
         conn.execute(sql.SQL(query("families", block)).format(**ids))
+    if citus.is_citus(conn):
+        # On Citus the table is distributed on chunk_id, co-located with ragstore.chunks (its shards and
+        # their indexes are created on the workers, in this transaction).
+        citus.distribute_family(conn, family.table)
     give_table_to_owner(conn, family)
 
 

@@ -31,6 +31,7 @@ from psycopg import sql
 from pydantic import ValidationError
 
 from ragstore.common.like import like_prefix
+from ragstore.db.citus import on_citus
 from ragstore.db.connection import db_errors, map_db_error
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
@@ -296,13 +297,18 @@ class Writer:
                     for chunk_id, was_inserted in cur.execute(self._merge_embeddings).fetchall():
                         (inserted if was_inserted else updated).add(chunk_id)
                 if changed:
-                    self._sync_package_paths(cur)
+                    self._sync_package_paths(cur, changed)
         return changed, inserted, updated
 
-    def _sync_package_paths(self, cur: psycopg.Cursor[Any]) -> None:
+    def _sync_package_paths(self, cur: psycopg.Cursor[Any], changed: set[str]) -> None:
         """This family's table follows its chunks' package_path (no other family's row is touched; a model
         migration in progress picks the change up in its catch-up)."""
-        cur.execute(sql.SQL(query("ingest", "sync_package_path")).format(table=sql.Identifier(self.family.table)))
+        table = sql.Identifier(self.family.table)
+        if on_citus(self.conn):
+            statement = sql.SQL(query("ingest_citus", "sync_package_path")).format(table=table)
+            cur.execute(statement, {"family": self.family.name, "ids": sorted(changed)})
+            return
+        cur.execute(sql.SQL(query("ingest", "sync_package_path")).format(table=table))
 
     # -- the end of a run ----------------------------------------------------------------------
     def prune(self, prefixes: Iterable[str] = ()) -> int:
@@ -312,6 +318,13 @@ class Writer:
         packages = sorted(self.report.packages)
         if not packages and not like:
             return 0
+        if on_citus(self.conn):
+            with db_errors(), self.conn.transaction(), self.conn.cursor() as cur:
+                params = {"packages": packages, "prefixes": like, "family": self.family.name, "seen": list(self.seen)}
+                cur.execute(query("ingest_citus", "prune"), params)
+                pruned = max(cur.rowcount, 0)
+            self.report.pruned += pruned
+            return pruned
         with db_errors(), self.conn.transaction(), self.conn.cursor() as cur:
             cur.execute("TRUNCATE ragstore_seen")
             with cur.copy(query("ingest", "copy_seen")) as copy:

@@ -44,6 +44,7 @@ from psycopg import pq
 
 from ragstore.caches import Caches, caches_for
 from ragstore.common.strictjson import text_problem
+from ragstore.db.citus import on_citus
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, get_family
@@ -277,6 +278,12 @@ def _fresh(
 ) -> list[Hit]:
     """The search on family ``family`` read now (one lookup round trip, then the search itself)."""
     fam = fresh_family(conn, family, memo)
+    if on_citus(conn):
+        # Full text and hybrid are single-node only for now: their per-chunk scoring correlates a
+        # subquery over the query's terms, which Citus does not push to the shards.
+        if mode in ("fts", "hybrid"):
+            raise InvalidInput(f"mode {mode!r} does not run on Citus yet: use --mode hnsw or --mode exact")
+        mode = "hnsw" if mode == "auto" else mode
     mode = default_mode(fam, query) if mode == "auto" else mode
     tuning = tuning or _Tuning(None, None, None)
     if mode != "hybrid" and (tuning.fusion is not None or tuning.alpha is not None):

@@ -21,6 +21,7 @@ import numpy.typing as npt
 import psycopg
 from psycopg import sql
 
+from ragstore.db.citus import on_citus
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
@@ -180,8 +181,11 @@ def stream_batches(conn: Conn, family: Family, flt: Filter, batch_size: int | No
     :func:`decode` with no Python step per row. The caller must be inside a transaction.
     Raises DatabaseUnavailable.
     """
-    step = pages_per_batch(family, batch_size or default_batch(family))
     send = "halfvec_send" if family.vector_type == "halfvec" else "vector_send"
+    if on_citus(conn):
+        yield from _stream_rows(conn, family, flt, batch_size or default_batch(family), send)
+        return
+    step = pages_per_batch(family, batch_size or default_batch(family))
     statement = sql.SQL(query("search", "stream_vectors")).format(
         table=sql.Identifier(family.table), join=flt.join(), where=flt.where(extra=_PAGE_RANGE), send=sql.SQL(send)
     )
@@ -192,6 +196,19 @@ def stream_batches(conn: Conn, family: Family, flt: Filter, batch_size: int | No
         while row := cur.fetchone():
             ids, blob = row
             yield list(ids), decode(blob, len(ids), family)
+
+
+def _stream_rows(conn: Conn, family: Family, flt: Filter, batch_rows: int, send: str) -> Iterator[Batch]:
+    """:func:`stream_batches` on Citus: rows (not heap-page ranges: a ctid means nothing across shards)
+    through a server-side cursor, ``batch_rows`` at a time, decoded a batch at once."""
+    statement = sql.SQL(query("search_citus", "stream_vectors")).format(
+        table=sql.Identifier(family.table), join=flt.join(), where=flt.where(), send=sql.SQL(send)
+    )
+    with db_errors(), conn.cursor(name="ragstore_exact_stream", binary=True) as cur:
+        cur.itersize = batch_rows
+        cur.execute(statement, flt.params())
+        while rows := cur.fetchmany(batch_rows):
+            yield [row[0] for row in rows], decode(b"".join(row[1] for row in rows), len(rows), family)
 
 
 def exact_hits(

@@ -29,6 +29,7 @@ from pgvector import HalfVector, Vector
 from psycopg import sql
 
 from ragstore.caches import Caches
+from ragstore.db.citus import on_citus
 from ragstore.db.connection import db_errors, run_isolated
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
@@ -60,12 +61,29 @@ def ef_search_for(k: int, ef_search: int | None) -> int:
     return min(max(k, ef_search if ef_search is not None else DEFAULT_EF_SEARCH), MAX_EF_SEARCH)
 
 
+def _set_local_everywhere(conn: Conn, *, ef_search: int, iterative: bool) -> None:
+    """On Citus: ``SET LOCAL`` the HNSW settings so that they reach the shards' sessions too.
+
+    ``set_config(..., true)`` changes the coordinator's session only; a ``SET LOCAL`` with
+    ``citus.propagate_set_commands = 'local'`` is sent to every worker connection of the transaction.
+    """
+    conn.execute("SET LOCAL citus.propagate_set_commands = 'local'")
+    conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(str(int(ef_search)))))
+    conn.execute(
+        sql.SQL("SET LOCAL hnsw.iterative_scan = {}").format(sql.Literal("relaxed_order" if iterative else "off"))
+    )
+
+
 def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
     """``SET LOCAL`` the HNSW settings inside the caller's transaction (they end with it).
 
     For callers that run their own statements in a transaction (hybrid search); :func:`hnsw_hits`
     sends settings and statement in one round trip instead.
     """
+    if on_citus(conn):
+        with db_errors():
+            _set_local_everywhere(conn, ef_search=ef_search, iterative=iterative)
+        return
     with db_errors():
         conn.execute(
             "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
@@ -108,22 +126,42 @@ def run_with_settings(
         "ragstore_ef": str(int(ef_search)),
         "ragstore_iterative": "relaxed_order" if iterative else "off",
     }
+    if on_citus(conn):
+        return _run_on_citus(conn, statement, values, ef_search=ef_search, iterative=iterative)
     return run_isolated(conn, [(statement, values)], binary=True)[0]
+
+
+def _run_on_citus(
+    conn: Conn, statement: sql.Composed | str, values: dict[str, Any], *, ef_search: int, iterative: bool
+) -> list[tuple[Any, ...]]:
+    """The Citus path of :func:`run_with_settings`: in a transaction (or a savepoint of the caller's),
+    the settings by ``SET LOCAL`` propagated to the workers, then the statement; rolled back after, so no
+    setting outlives the call. Four round trips instead of one: the price of reaching the shards."""
+    rows: list[tuple[Any, ...]] = []
+    with db_errors():
+        with conn.transaction():
+            _set_local_everywhere(conn, ef_search=ef_search, iterative=iterative)
+            rows = conn.execute(statement, values, binary=True).fetchall()
+            raise psycopg.Rollback()
+    return rows
 
 
 # The hnsw block's LATERAL scan references its settings row, so the settings are made before the scan.
 _SETTINGS_REF = sql.SQL("s.settings IS NOT NULL")
 
 
-def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True) -> str:
+def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True, citus: bool = False) -> str:
     """The ``hnsw`` block for ``family``, ``flt`` and ``k``, returning the rows' vectors when ``vectors``;
-    its parameters are the filter's, ``q`` and the two settings :func:`run_with_settings` fills in."""
-    return _statement_text("hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors)
+    its parameters are the filter's, ``q`` and the two settings :func:`run_with_settings` fills in. With
+    ``citus``, the form Citus pushes to the shards (``ragstore/sql/search_citus.sql``)."""
+    return _statement_text("hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, citus)
 
 
-def exact_subset_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True) -> str:
+def exact_subset_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True, citus: bool = False) -> str:
     """The ``exact_subset`` block for ``family``, ``flt`` and ``k``; its parameters are the filter's and ``q``."""
-    return _statement_text("exact_subset", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors)
+    return _statement_text(
+        "exact_subset", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, citus
+    )
 
 
 def _shape(flt: Filter) -> tuple[bool, metafilter.Shape | None]:
@@ -140,20 +178,21 @@ def _statement_text(
     package: bool,
     metadata: metafilter.Shape | None,
     vectors: bool,
+    citus: bool = False,
 ) -> str:
     """Block ``block`` of search.sql rendered for one shape of query: ``k`` is a literal (so a prepared
     statement keeps its plan), the filter's parameters are named. Rendered once per shape: the hot path
     composes nothing."""
     shape = ShapeFilter("x" if package else None, None, metadata)
     return (
-        sql.SQL(query("search", block))
+        sql.SQL(query("search_citus" if citus else "search", block))
         .format(
             k=sql.Literal(int(k)),
             embedding=sql.SQL("t.embedding" if vectors else "NULL"),
             table=sql.Identifier(table),
             vtype=sql.SQL(f"{vector_type}({int(dim)})"),  # vector_type is checked by ragstore.families
             join=shape.join(),
-            where=shape.where(extra=_SETTINGS_REF if block == "hnsw" else None),
+            where=shape.where(extra=_SETTINGS_REF if block == "hnsw" and not citus else None),
         )
         .as_string()
     )
@@ -177,7 +216,7 @@ def hnsw_hits(
     migration's swap) raises SchemaError caused by UndefinedTable, see :func:`stale_family_error`.
     """
     params = {**flt.params(), "q": query_param(family, vector)}
-    statement = hnsw_statement(family, flt, k, vectors=vectors)
+    statement = hnsw_statement(family, flt, k, vectors=vectors, citus=on_citus(conn))
     rows = run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
     return [row_to_hit(row) for row in rows]
 
@@ -187,7 +226,7 @@ def exact_subset_hits(
 ) -> list[Hit]:
     """Exact top ``k`` over the rows ``flt`` keeps, computed by Postgres (meant for small subsets); hits
     carry their vectors when ``vectors``."""
-    statement = exact_subset_statement(family, flt, k, vectors=vectors)
+    statement = exact_subset_statement(family, flt, k, vectors=vectors, citus=on_citus(conn))
     params = {**flt.params(), "q": query_param(family, vector)}
     # Isolated like the hnsw statement: it may run on a cached Family whose table is gone (a model
     # migration's swap), and that failure must not abort the caller's transaction.
@@ -195,14 +234,14 @@ def exact_subset_hits(
     return [row_to_hit(row) for row in rows]
 
 
-def zero_query_statement(family: Family, flt: Filter, k: int) -> str:
+def zero_query_statement(family: Family, flt: Filter, k: int, *, citus: bool = False) -> str:
     """The ``zero_query`` block for ``family``, ``flt`` and ``k``; its parameters are the filter's."""
-    return _statement_text("zero_query", family.table, family.vector_type, family.dim, k, *_shape(flt), True)
+    return _statement_text("zero_query", family.table, family.vector_type, family.dim, k, *_shape(flt), True, citus)
 
 
 def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[Hit]:
     """A zero-magnitude query: every row scores 0, so the first ``k`` rows by chunk_id."""
-    statement = zero_query_statement(family, flt, k)
+    statement = zero_query_statement(family, flt, k, citus=on_citus(conn))
     rows = run_isolated(conn, [(statement, flt.params())], binary=True)[0]
     return [row_to_hit(row) for row in rows]
 

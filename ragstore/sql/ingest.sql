@@ -34,18 +34,22 @@ FROM STDIN (FORMAT BINARY)
 
 -- name: lookup
 -- What the family holds for a batch of ids: its chunk's record and content hashes, and its embedding's
--- content hash and model, and the chunk's source hash.
+-- content hash and model, and the chunk's source hash. The family table joins chunks on chunk_id (the same
+-- value as the id's), which Citus needs to see: both are distributed on it.
 SELECT c.chunk_id, c.record_sha256, c.content_sha256, e.content_sha256, e.model, c.source_sha256
 FROM unnest(%(ids)s::text[]) AS i (chunk_id)
 JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.chunk_id = i.chunk_id
-LEFT JOIN ragstore.{table} AS e ON e.chunk_id = i.chunk_id
+LEFT JOIN ragstore.{table} AS e ON e.chunk_id = c.chunk_id
 
 -- name: merge_chunks
 -- The family's own chunk rows: a chunk_id another family holds is another row, never touched here.
+-- updated_at comes in as a value (the statement's now(), taken once) rather than a now() in DO UPDATE SET:
+-- Citus accepts only immutable functions there, and this text runs unchanged on one node and on Citus.
 INSERT INTO ragstore.chunks AS c
-    (family, chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config, source_sha256)
+    (family, chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config, source_sha256,
+     updated_at)
 SELECT %(family)s, chunk_id, package_path, text, content_sha256, record_sha256, metadata::jsonb,
-       fts_config::regconfig, source_sha256
+       fts_config::regconfig, source_sha256, now()
 FROM ragstore_stage_chunks
 ORDER BY chunk_id
 ON CONFLICT (family, chunk_id) DO UPDATE SET
@@ -58,7 +62,7 @@ ON CONFLICT (family, chunk_id) DO UPDATE SET
     source_sha256  = EXCLUDED.source_sha256,
     updated_at     = CASE WHEN (c.record_sha256, c.content_sha256)
                                IS DISTINCT FROM (EXCLUDED.record_sha256, EXCLUDED.content_sha256)
-                          THEN now() ELSE c.updated_at END
+                          THEN EXCLUDED.updated_at ELSE c.updated_at END
 WHERE (c.record_sha256, c.content_sha256, c.source_sha256)
       IS DISTINCT FROM (EXCLUDED.record_sha256, EXCLUDED.content_sha256, EXCLUDED.source_sha256)
 RETURNING c.chunk_id

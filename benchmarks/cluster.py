@@ -1,0 +1,118 @@
+"""Scale-out benchmark: one node against a local Citus cluster of 2 workers (4 and 8 shards), same rows.
+
+For each setup: ragstore's ingest (``index_sources`` of the same synthetic JSONL, offline 16-d family, HNSW
+built) in rows/s; then ``--queries`` random query vectors searched through HNSW (k = 10) unfiltered and
+under a 10% and a 1% package filter: p50/p95 latency and recall@10 against the exact top 10 of the same
+setup. Prints a table and the cluster/single ratios. Needs Citus built (scripts/build_citus.sh); starts and
+stops its own servers in a temporary folder.
+
+    python benchmarks/cluster.py --rows 20000 --queries 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from ragstore import families, migrate
+from ragstore.db.cluster import LocalCluster, citus_available
+from ragstore.db.connection import connect
+from ragstore.db.server import EmbeddedServer
+from ragstore.embed.offline import OfflineBackend
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.run import index_sources
+from ragstore.search.api import search
+
+FILTERS = (("none", None), ("10%", "ten/"), ("1%", "one/"))
+
+
+def corpus(path: Path, rows: int) -> Path:
+    """rows chunks: 1% under package one/, 10% under ten/, the rest under rest/."""
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(rows):
+            package = "one/p" if i % 100 == 0 else ("ten/p" if i % 10 == 1 else "rest/p")
+            text = f"row {i} {i * 7919 % 104729}"
+            record = {"chunk_id": f"s{i:07d}", "package_path": f"{package}{i % 7}", "text": text}
+            out.write(json.dumps(record) + "\n")
+    return path
+
+
+def measure(dsn: str, source: Path, rows: int, queries: int) -> dict[str, float]:
+    result: dict[str, float] = {}
+    with connect(dsn) as conn:
+        families.create_family(conn, "bench", OfflineBackend())
+        conn.commit()
+        started = time.perf_counter()
+        index_sources(conn, "bench", open_sources([str(source)]))
+        result["ingest_rows_s"] = rows / (time.perf_counter() - started)
+        rng = np.random.default_rng(1)
+        vectors = rng.standard_normal((queries, 16)).astype(np.float32)
+        for label, package in FILTERS:
+            latencies, recalls = [], []
+            for q in vectors:
+                truth = {h.chunk_id for h in search(conn, "bench", vector=q, mode="exact", k=10, package=package)}
+                started = time.perf_counter()
+                hits = search(conn, "bench", vector=q, mode="hnsw", k=10, package=package)
+                latencies.append((time.perf_counter() - started) * 1000)
+                recalls.append(len({h.chunk_id for h in hits} & truth) / max(len(truth), 1))
+            result[f"p50_{label}"] = float(np.percentile(latencies, 50))
+            result[f"p95_{label}"] = float(np.percentile(latencies, 95))
+            result[f"recall_{label}"] = float(np.mean(recalls))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=20000)
+    parser.add_argument("--queries", type=int, default=100)
+    args = parser.parse_args()
+    if not citus_available():
+        raise SystemExit("Citus is not built into the embedded PostgreSQL: run scripts/build_citus.sh")
+    home = Path(tempfile.mkdtemp(prefix="ragstore-cluster-bench-"))
+    source = corpus(home / "rows.jsonl", args.rows)
+    results: dict[str, dict[str, float]] = {}
+
+    single = EmbeddedServer(home / "single")
+    dsn = single.ensure_running()
+    try:
+        migrate.upgrade(dsn)
+        results["single node"] = measure(dsn, source, args.rows, args.queries)
+    finally:
+        single.stop()
+
+    cluster = LocalCluster(home)
+    coordinator = cluster.start(2)
+    try:
+        for shards in (4, 8):
+            # The shard count is fixed when chunks is distributed: a fresh schema per setting.
+            with psycopg.connect(coordinator, autocommit=True) as conn:
+                conn.execute("DROP SCHEMA IF EXISTS ragstore CASCADE")
+            dsn = make_conninfo(coordinator, options=f"-c citus.shard_count={shards}")
+            migrate.upgrade(dsn)
+            results[f"citus 2 workers, {shards} shards"] = measure(dsn, source, args.rows, args.queries)
+    finally:
+        cluster.stop()
+
+    columns = ["ingest_rows_s"] + [f"{m}_{label}" for label, _ in FILTERS for m in ("p50", "p95", "recall")]
+    print(f"rows={args.rows} queries={args.queries} k=10 offline 16-d; latency in ms")
+    print("setup".ljust(30) + "".join(c.rjust(14) for c in columns))
+    for name, row in results.items():
+        print(name.ljust(30) + "".join(f"{row[c]:14.3f}" for c in columns))
+    base = results["single node"]
+    for name, row in results.items():
+        if name != "single node":
+            print(
+                f"{name} / single: ingest x{row['ingest_rows_s'] / base['ingest_rows_s']:.2f}, "
+                f"p50 unfiltered x{row['p50_none'] / base['p50_none']:.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

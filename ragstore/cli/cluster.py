@@ -1,0 +1,65 @@
+"""``ragstore cluster``: a local Citus cluster (coordinator + workers) for tests and demos."""
+
+from __future__ import annotations
+
+import click
+
+from ragstore import config
+from ragstore.cli.app import emit_json
+from ragstore.db.cluster import LocalCluster
+
+
+@click.group("cluster")
+def cluster_group() -> None:
+    """A local Citus cluster (a coordinator and workers on 127.0.0.1) for tests and demos."""
+
+
+def _cluster() -> LocalCluster:
+    return LocalCluster(config.home_dir())
+
+
+@cluster_group.command("start")
+@click.option("--workers", type=click.IntRange(1, 16), default=2, show_default=True, help="Number of workers.")
+@click.option("--json", "as_json", is_flag=True, help="Print the coordinator's DSN as JSON.")
+def cluster_start(workers: int, as_json: bool) -> None:
+    """Start the coordinator and its workers (created on first use); print the coordinator's DSN."""
+    dsn = _cluster().start(workers)
+    if as_json:
+        emit_json({"dsn": dsn, "workers": workers})
+    else:
+        click.echo(f"citus cluster running ({workers} workers): {dsn}")
+        click.echo(f"use it with: export RAGSTORE_DSN='{dsn}'")
+
+
+@cluster_group.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def cluster_status(as_json: bool) -> None:
+    """Show the nodes of the local cluster and whether each runs."""
+    st = _cluster().status()
+    data = {
+        "home": str(st.home),
+        "created": st.created,
+        "running": st.running,
+        "dsn": st.dsn,
+        "nodes": [{"name": n.name, "port": n.port, "running": n.running, "pid": n.pid} for n in st.nodes],
+    }
+    if as_json:
+        emit_json(data)
+        return
+    if not st.created:
+        click.echo(f"no cluster in {st.home}: run `ragstore cluster start --workers 2`")
+        return
+    for n in st.nodes:
+        state = f"running (pid {n.pid})" if n.running else "stopped"
+        click.echo(f"{n.name}: 127.0.0.1:{n.port} {state}")
+    if st.dsn:
+        click.echo(f"dsn: {st.dsn}")
+
+
+@cluster_group.command("stop")
+def cluster_stop() -> None:
+    """Stop every node of the local cluster (data is kept)."""
+    if _cluster().stop():
+        click.echo("citus cluster stopped")
+    else:
+        click.echo("citus cluster was not running")

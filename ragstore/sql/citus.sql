@@ -1,0 +1,56 @@
+-- Citus: how ragstore's tables are laid out on a distributed PostgreSQL. Run on the coordinator.
+-- ragstore.chunks and every family table are distributed on chunk_id and co-located (a chunk's text and
+-- its vectors live on the same shard, so the join and the foreign key stay on one node); the small
+-- catalogs every node reads and the embedding cache are reference tables (a copy on each node). The rest
+-- (agent memory, alembic_version) stays on the coordinator as plain tables (ragstore.db.citus says why).
+-- Table names come in as parameters (regclass), never spliced.
+
+-- name: is_citus
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')
+
+-- name: is_distributed
+-- Whether the table is already laid out as asked: hash-distributed ('h') or a reference table ('n' with
+-- replication model 't'). A table with a foreign key to a reference table is first made a "Citus local
+-- table" ('n', 's') by Citus itself; that one still has to be distributed.
+SELECT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_dist_partition
+    WHERE logicalrelid = to_regclass(format('ragstore.%%I', %(table)s::text))
+      AND CASE WHEN %(reference)s THEN partmethod = 'n' AND repmodel = 't' ELSE partmethod = 'h' END
+)
+
+-- name: any_distributed
+-- Whether ragstore already has a distributed table here (a schema laid out by an earlier migrate).
+SELECT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_dist_partition p
+    JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = 'ragstore'
+)
+
+-- name: table_exists
+SELECT to_regclass(format('ragstore.%%I', %(table)s::text)) IS NOT NULL
+
+-- name: reference_table
+SELECT create_reference_table(format('ragstore.%%I', %(table)s::text)::regclass)
+
+-- name: distributed_table
+-- colocate_with is 'default' for the first table of a group, else the table it shares shards with.
+SELECT create_distributed_table(
+    format('ragstore.%%I', %(table)s::text)::regclass, %(column)s, colocate_with => %(colocate_with)s)
+
+-- name: family_tables
+SELECT table_name FROM ragstore.families ORDER BY name
+
+-- name: shard_placements
+-- Where a table's shards live: one row per shard, with its node.
+SELECT shardid, nodename, nodeport
+FROM pg_catalog.citus_shards
+WHERE table_name = format('ragstore.%%I', %(table)s::text)::regclass
+ORDER BY shardid
+
+-- name: chunk_foreign_keys
+-- A family table's foreign keys to ragstore.chunks (dropped while chunks is distributed, then re-added).
+SELECT conname::text, pg_catalog.pg_get_constraintdef(oid)
+FROM pg_catalog.pg_constraint
+WHERE conrelid = to_regclass(format('ragstore.%%I', %(table)s::text))
+  AND contype = 'f' AND confrelid = 'ragstore.chunks'::regclass

@@ -1,0 +1,175 @@
+"""ragstore on a real local Citus cluster (coordinator + 2 workers): the same answers as one node.
+
+Every test here runs against the cluster of tests/citus/conftest.py (skipped when Citus is not built),
+in one xdist group so that one worker holds the cluster.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from ragstore import families
+from ragstore.db.connection import connect
+from ragstore.embed.offline import OfflineBackend
+from ragstore.errors import DatabaseUnavailable, InvalidInput, RagstoreError
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.run import index_sources
+from ragstore.search.api import search
+
+pytestmark = [pytest.mark.citus, pytest.mark.xdist_group("citus")]
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
+
+
+def digest(conn: psycopg.Connection[Any], family: str) -> str:
+    """A content hash of the family's chunks and vectors (everything but timestamps)."""
+    table = families.get_family(conn, family).table
+    rows = conn.execute(
+        psycopg.sql.SQL(
+            "SELECT c.chunk_id, c.package_path, c.text, c.metadata::text, c.content_sha256, e.embedding::text, "
+            "e.model, e.package_path FROM ragstore.chunks c LEFT JOIN ragstore.{} e "
+            "ON e.family = c.family AND e.chunk_id = c.chunk_id WHERE c.family = %s ORDER BY c.chunk_id"
+        ).format(psycopg.sql.Identifier(table)),
+        (family,),
+    ).fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
+def index(conn: psycopg.Connection[Any], family: str, path: Path, **kw: Any) -> Any:
+    return index_sources(conn, family, open_sources([str(path)]), backend=kw.pop("backend", None), **kw)
+
+
+def synthetic(path: Path, n: int) -> Path:
+    """n chunks: 1% under package one/, 10% under ten/, the rest under rest/."""
+    lines = []
+    for i in range(n):
+        package = "one/p" if i % 100 == 0 else ("ten/p" if i % 10 == 1 else "rest/p")
+        lines.append(
+            json.dumps(
+                {"chunk_id": f"s{i:05d}", "package_path": f"{package}{i % 7}", "text": f"row {i} x{i * 7919 % 104729}"}
+            )
+        )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_layout_distributes_chunks_and_the_family_on_both_workers(citus_dsn: str) -> None:
+    with connect(citus_dsn) as conn:
+        families.create_family(conn, "layout", OfflineBackend())
+        conn.commit()
+        kinds = dict(
+            conn.execute(
+                "SELECT logicalrelid::regclass::text, partmethod::text || coalesce(column_to_column_name(logicalrelid, "
+                "partkey), '') FROM pg_dist_partition WHERE logicalrelid::regclass::text LIKE 'ragstore.%'"
+            ).fetchall()
+        )
+        assert kinds["ragstore.chunks"] == "hchunk_id"
+        assert kinds["ragstore.emb_layout"] == "hchunk_id"
+        assert kinds["ragstore.families"] == "n"
+        assert kinds["ragstore.agent_principals"] == "n"
+        assert kinds["ragstore.embedding_cache"] == "n"
+        assert "ragstore.memory" not in kinds  # kept on the coordinator
+        colocation = conn.execute(
+            "SELECT count(DISTINCT colocationid) FROM pg_dist_partition "
+            "WHERE logicalrelid IN ('ragstore.chunks'::regclass, 'ragstore.emb_layout'::regclass)"
+        ).fetchone()
+        assert colocation == (1,)
+        ports = conn.execute(
+            "SELECT DISTINCT nodeport FROM citus_shards WHERE table_name = 'ragstore.emb_layout'::regclass"
+        ).fetchall()
+        workers = conn.execute("SELECT nodeport FROM pg_dist_node WHERE groupid <> 0").fetchall()
+        assert sorted(ports) == sorted(workers) and len(workers) == 2
+
+
+def test_same_tables_and_exact_answers_as_one_node(citus_dsn: str, dsn: str) -> None:
+    results = {}
+    for name, target in (("cluster", citus_dsn), ("single", dsn)):
+        with connect(target) as conn:
+            families.create_family(conn, "same", OfflineBackend())
+            conn.commit()
+            first = index(conn, "same", SAMPLE)
+            again = index(conn, "same", SAMPLE)
+            assert again.inserted == again.updated == 0 and again.unchanged == first.inserted
+            texts = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT text FROM ragstore.chunks WHERE family = 'same' ORDER BY chunk_id LIMIT 50"
+                )
+            ]
+            answers = [
+                [(h.chunk_id, round(h.score, 6)) for h in search(conn, "same", t[:80], mode="exact", k=5)]
+                for t in texts
+            ]
+            filtered = [
+                [h.chunk_id for h in search(conn, "same", t[:80], mode="exact", k=5, package="man1/")]
+                for t in texts[:10]
+            ]
+            results[name] = (digest(conn, "same"), answers, filtered)
+    assert results["cluster"][0] == results["single"][0]
+    assert results["cluster"][1] == results["single"][1]
+    assert results["cluster"][2] == results["single"][2]
+
+
+def test_full_text_modes_on_citus_are_refused_in_one_line(citus_dsn: str) -> None:
+    with connect(citus_dsn) as conn:
+        families.create_family(conn, "textmodes", OfflineBackend())
+        conn.commit()
+        for mode in ("fts", "hybrid"):
+            with pytest.raises(InvalidInput, match="does not run on Citus yet"):
+                search(conn, "textmodes", "certificate", mode=mode)
+
+
+def test_hnsw_recall_on_the_cluster_unfiltered_and_filtered(citus_dsn: str, tmp_path: Path) -> None:
+    with connect(citus_dsn) as conn:
+        families.create_family(conn, "recall", OfflineBackend())
+        conn.commit()
+        index(conn, "recall", synthetic(tmp_path / "s.jsonl", 3000))
+        rng = np.random.default_rng(7)
+        for package, floor in ((None, 0.95), ("one/", 0.99), ("ten/", 0.99)):
+            recalls = []
+            for _ in range(20):
+                q = rng.standard_normal(16).astype(np.float32)
+                truth = [h.chunk_id for h in search(conn, "recall", vector=q, mode="exact", k=10, package=package)]
+                found = [h.chunk_id for h in search(conn, "recall", vector=q, mode="hnsw", k=10, package=package)]
+                assert len(found) == 10, (package, found)
+                recalls.append(len(set(found) & set(truth)) / len(truth))
+            assert np.mean(recalls) >= floor, (package, np.mean(recalls))
+
+
+class StopWorkerBackend(OfflineBackend):
+    """The offline backend; stops a worker of the cluster when asked to embed its second batch."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.batches = 0
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.batches += 1
+        if self.batches == 2:
+            self.node.stop()
+        return super().embed(texts)
+
+
+def test_a_worker_stopped_mid_index_fails_clearly_and_a_rerun_completes(
+    citus_cluster: Any, citus_dsn: str, tmp_path: Path
+) -> None:
+    source = synthetic(tmp_path / "w.jsonl", 600)
+    worker = citus_cluster.nodes()[2]
+    with connect(citus_dsn) as conn:
+        families.create_family(conn, "crash", OfflineBackend())
+        conn.commit()
+        with pytest.raises(RagstoreError) as caught:
+            index(conn, "crash", source, backend=StopWorkerBackend(worker), batch_size=100)
+    assert isinstance(caught.value, DatabaseUnavailable) or "connection" in str(caught.value).lower(), caught.value
+    citus_cluster.start(2)
+    with connect(citus_dsn) as conn:
+        report = index(conn, "crash", source)
+        assert report.inserted + report.updated + report.unchanged == 600
+        rows = conn.execute("SELECT count(*) FROM ragstore.emb_crash").fetchone()
+        chunks = conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'crash'").fetchone()
+        assert rows == chunks == (600,)
