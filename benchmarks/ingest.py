@@ -15,6 +15,10 @@ Prints rows/s of each and the ratios: first run / physical limit (goal >= 0.5) a
 
     python benchmarks/ingest.py --sizes 100000
     python benchmarks/ingest.py --sizes 100000,1000000
+
+``--precomputed 100000:384,1000000:16`` runs the precomputed-vector cases instead (JSONL and Parquet into an
+``external`` family against the same physical limit, re-runs, recall after a 1% change): see
+``benchmarks/ingest_precomputed.py``.
 """
 
 from __future__ import annotations
@@ -124,7 +128,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000", help="comma-separated row counts")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--precomputed", default=None, help="SIZE:DIM,... : the precomputed-vector cases instead")
+    parser.add_argument("--rss", action="store_true", help="with --precomputed: peak RSS of a Parquet load")
     args = parser.parse_args()
+    if args.precomputed:
+        import sys
+
+        import ingest_precomputed
+
+        sys.argv = [sys.argv[0], "--cases", args.precomputed, *(["--rss"] if args.rss else [])]
+        sys.argv += ["--json", str(args.json)] if args.json else []
+        ingest_precomputed.main()
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     results = []
     with admin_dsn() as admin:
