@@ -1,7 +1,7 @@
 """ragstore on a real local Citus cluster (coordinator + 2 workers): the same answers as one node.
 
 Every test here runs against the cluster of tests/citus/conftest.py (skipped when Citus is not built),
-in one xdist group so that one worker holds the cluster.
+in one xdist group so that one worker holds the cluster; marked slow (the cluster takes ~30 s to start).
 """
 
 import hashlib
@@ -21,7 +21,7 @@ from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search.api import search
 
-pytestmark = [pytest.mark.citus, pytest.mark.xdist_group("citus")]
+pytestmark = [pytest.mark.citus, pytest.mark.slow, pytest.mark.xdist_group("citus")]
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
