@@ -315,9 +315,12 @@ class Store:
         mmr_lambda: float = 0.5,
         fetch_k: int = 50,
         backend: Backend | None = None,
+        **second_stage: Any,
     ) -> list[Hit]:
         """:func:`ragstore.search.api.search` on a pooled connection with the Store's caches: the same
-        arguments, modes, errors and guarantees (the top ``min(k, rows that match)`` hits)."""
+        arguments, modes, errors and guarantees (the top ``min(k, rows that match)`` hits). ``second_stage``
+        passes the hybrid fusion (``fusion``, ``alpha``), a cross reranker (``reranker``, ``rerank_depth``)
+        and ``hyde`` through."""
         from ragstore.search.api import search
 
         with self.connection() as conn:
@@ -337,6 +340,7 @@ class Store:
                 fetch_k=fetch_k,
                 backend=backend,
                 caches=self.caches,
+                **second_stage,
             )
 
     def check_recall(self, family: str, **options: Any) -> RecallReport:

@@ -234,6 +234,7 @@ class AsyncStore:
         mmr_lambda: float = 0.5,
         fetch_k: int = 50,
         backend: Backend | None = None,
+        **second_stage: Any,
     ) -> list[Hit]:
         """:meth:`Store.search` as a coroutine (the same arguments, hits and errors)."""
         from ragstore.search import api
@@ -251,9 +252,9 @@ class AsyncStore:
             "fetch_k": fetch_k,
             "backend": backend,
         }
-        native = rerank is None and (mode == "hnsw" or (mode == "auto" and query is None))
+        native = not second_stage and rerank is None and (mode == "hnsw" or (mode == "auto" and query is None))
         if not native:
-            return await asyncio.to_thread(self.store.search, family, query, **options)
+            return await asyncio.to_thread(self.store.search, family, query, **options, **second_stage)
         request = api.check_request(
             query=query,
             k=k,

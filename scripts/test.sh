@@ -10,7 +10,7 @@
 # Exits non-zero on any failure, and also when no test was collected.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. scripts/_venv.sh "dev,minilm,plot,langchain,llamaindex"
+. scripts/_venv.sh "dev,minilm,plot,langchain,llamaindex,parquet"
 # A temporary folder of this run only: pytest's shared numbered folders are pruned by other concurrent
 # pytest runs of the same user, which would delete a running worker's embedded server.
 basetemp=$(mktemp -d "${TMPDIR:-/tmp}/ragstore-tests.XXXXXX")

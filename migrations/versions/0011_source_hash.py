@@ -9,7 +9,7 @@ means "compare the parsed record", as before.
 The statements are in ``sql/0011_source_hash.sql`` next to this file.
 
 Revision ID: 0011
-Revises: 0008
+Revises: 0010
 Create Date: 2026-12-01
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from alembic import op
 
 revision = "0011"
-down_revision = "0008"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

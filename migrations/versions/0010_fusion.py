@@ -1,10 +1,10 @@
 """fusion: hybrid_search by the family's fusion settings, a per-family chunk count, ragstore.search_auto
 
-The SQL lives next to this file, in sql/0009_fusion.sql (upgrade) and sql/0009_fusion_down.sql
+The SQL lives next to this file, in sql/0010_fusion.sql (upgrade) and sql/0010_fusion_down.sql
 (downgrade, which then re-runs 0007's definition of ragstore.hybrid_search).
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-12-01
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 from alembic import op
 
-revision = "0009"
-down_revision = "0008"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
@@ -26,11 +26,11 @@ def _read(name: str) -> str:
 
 
 def upgrade() -> None:
-    op.execute(_read("0009_fusion.sql"))
+    op.execute(_read("0010_fusion.sql"))
 
 
 def downgrade() -> None:
-    op.execute(_read("0009_fusion_down.sql"))
+    op.execute(_read("0010_fusion_down.sql"))
     older = _read("0007_family_chunks.sql")
     start = older.index("CREATE OR REPLACE " + "FUNCTION ragstore.hybrid_search(")  # split: no definition here
     end = re.search(r"COMMENT ON FUNCTION ragstore\.hybrid_search\([^)]*\) IS\s+'(?:[^']|'')*'", older[start:])
