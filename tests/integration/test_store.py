@@ -196,3 +196,14 @@ def test_index_files_check_recall_and_context_pack(store: Any, tmp_path: Any) ->
     pack = store.context_pack(brief="find copy", max_tokens=4000, root=tmp_path, family="docs", query="topic copy", k=3)
     assert pack.pack_id and pack.layers.L3 is not None and 1 <= len(pack.layers.L3) <= 3
     assert fam.name == "docs"
+
+
+def test_migrate_on_an_empty_database_then_search(empty_dsn: str) -> None:
+    # The pool's connections were opened before the vector type existed: migrate() replaces them.
+    with Store(empty_dsn, pool_size=2, min_size=2) as store:
+        result = store.migrate()
+        assert result.changed and result.after
+        fam = store.create_family("docs", "offline")
+        store.index(records(12), "docs")
+        assert len(store.search("docs", vector=np.ones(fam.dim, dtype=np.float32), k=3)) == 3
+        assert not store.migrate().changed
