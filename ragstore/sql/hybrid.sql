@@ -24,15 +24,17 @@ q AS MATERIALIZED (
     SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
 ),
 -- each distinct word (lexeme) of the query, with its inverse document frequency over the family's chunks
+-- (df is MATERIALIZED on its own: the idf formula reads it twice, and inlined it was counted twice)
+dfs AS MATERIALIZED (
+    SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.family = %(family)s AND d.tsv @@ x.tq) AS df
+    FROM (
+        SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
+        FROM unnest(tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))) AS lexeme
+    ) AS x
+),
 terms AS MATERIALIZED (
     SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
-    FROM (
-        SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.family = %(family)s AND d.tsv @@ x.tq) AS df
-        FROM (
-            SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
-            FROM unnest(tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))) AS lexeme
-        ) AS x
-    ) AS l
+    FROM dfs AS l
     CROSS JOIN (SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n
                 FROM ragstore.family_chunk_deltas AS d WHERE d.family = %(family)s) AS n
 ),
