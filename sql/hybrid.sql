@@ -13,8 +13,8 @@
 -- cd/(cd + 1)), cd = ts_rank_cd(tsv, word, 2), N of the idf being the family's chunk count
 -- (ragstore.family_chunk_deltas); the vector leg orders by cosine distance on the family's HNSW index.
 -- The legs are fused by the family's stored settings (`ragstore family tune`; `ragstore family show`
--- prints them): by default a convex combination 0.7 * z(cosine) + 0.3 * z(full-text score), each score
--- z-normalised over its leg's list; or RRF, 1/(rrf_k + rank) per leg. A chunk one leg missed shows that
+-- prints them): by default a convex combination 0.8 * (cosine + 1)/(best cosine + 1) + 0.2 * full-text
+-- score / best full-text score, the bests over each leg's list; or RRF, 1/(rrf_k + rank) per leg. A chunk one leg missed shows that
 -- leg's rank and score as NULL.
 --
 -- Examples (psql):
@@ -31,8 +31,8 @@
 -- The functions below are the text migration 0009 runs (tests/unit/test_sql_copies.py checks so).
 
 -- ragstore.hybrid_search(family, query_text, query_vector, k): full text + vector over the family's own
--- chunks, fused by the family's stored settings (default: convex combination of z-scored cosine and
--- full-text scores, dense weight 0.7, each leg's top 50). k is at most 1000.
+-- chunks, fused by the family's stored settings (default: convex combination of cosine and full-text
+-- scores, each by theoretical min-max, dense weight 0.8, each leg's top 50). k is at most 1000.
 CREATE OR REPLACE FUNCTION ragstore.hybrid_search(family text, query_text text, query_vector vector, k integer)
 RETURNS TABLE (
     chunk_id     text,
@@ -68,7 +68,7 @@ BEGIN
     END IF;
     config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
     plain := query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
-    fusion := '{"fusion": "cc", "normalization": "zscore", "alpha": 0.7, "per_leg": 50, "rrf_k": 60}'::jsonb
+    fusion := '{"fusion": "cc", "normalization": "tmm", "alpha": 0.8, "per_leg": 50, "rrf_k": 60}'::jsonb
               || coalesce(fam.options -> 'fusion', '{}'::jsonb);
     per_leg := greatest(least((fusion ->> 'per_leg')::integer, 1000), k);
     PERFORM set_config('hnsw.ef_search', least(greatest(per_leg, 100), 1000)::text, true);
@@ -177,7 +177,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION ragstore.hybrid_search(text, text, vector, integer) IS
-    'ragstore hybrid search: full text + vector over the family''s chunks fused by its stored settings (default convex combination, z-score, dense weight 0.7, 50 per leg); ranks and scores per leg';
+    'ragstore hybrid search: full text + vector over the family''s chunks fused by its stored settings (default convex combination, theoretical min-max, dense weight 0.8, 50 per leg); ranks and scores per leg';
 
 -- ragstore.fts_search(family, query_text, k): the full-text leg alone, over the family's own chunks.
 CREATE OR REPLACE FUNCTION ragstore.fts_search(family text, query_text text, k integer DEFAULT 10)

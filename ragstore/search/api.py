@@ -14,8 +14,10 @@ Contracts (all fail closed, InvalidInput unless said otherwise):
   COSINE to the query is at least it (the fused score has no fixed scale: RRF stays below 0.04, a
   z-score fusion is centred on 0), while the hits keep their fused ``score`` and order; ``fts`` keeps
   hits whose full-text score (an idf sum, 0 to about 10 per word) is at least it.
-- ``rerank="mmr"`` on a family of the offline backend is refused: its vectors are fingerprints of the
-  text, so "diverse" by them means nothing and MMR would drop relevant hits.
+- ``rerank="mmr"`` with a text query on a family of the offline backend is refused: the query's and
+  the chunks' vectors are fingerprints of the text, so "diverse" by them means nothing and MMR would
+  drop relevant hits. (A caller searching by its own vector, or passing its own backend, chose what
+  the vectors mean.)
 - ``fusion`` (``"rrf"``/``"cc"``) and ``alpha`` override the family's fusion settings
   (:mod:`ragstore.search.fusion`) for a hybrid search; with any other mode they are refused.
 - An empty family returns ``[]``. Hits are ordered by score descending, then chunk_id ascending
@@ -101,7 +103,6 @@ def search(
     ``caches`` holds the families, filter estimates and backends remembered between calls (a
     :class:`ragstore.Store` passes its own); by default the connection's (:func:`ragstore.caches.caches_for`).
 
-
     With ``rerank="cross"`` the top ``max(rerank_depth, k)`` first-stage hits (after ``min_score``) go to
     ``reranker`` with the query text, and the best ``k`` come back in its order, each keeping its
     first-stage ``score`` and gaining ``first_rank`` and ``rerank_score``
@@ -132,7 +133,7 @@ def search(
     )
     k, floor, flt, want = request.k, request.floor, request.flt, request.want
     tuning = _Tuning(fusion, alpha, floor)
-    if rerank == "mmr":
+    if rerank == "mmr" and query is not None and backend is None:
         fam = fresh_family(conn, family, memo)
         if fam.backend == "offline":
             raise InvalidInput(

@@ -1,6 +1,6 @@
 """How hybrid search fuses its two legs: the settings, their defaults, and a numpy reference.
 
-Two kinds of fusion (docs/decisions.md, "Hybrid fusion: convex combination by default"):
+Two kinds of fusion (docs/decisions.md, "Hybrid search"):
 
 - ``rrf``: Reciprocal Rank Fusion, ``Σ w_leg / (rrf_k + rank_leg)`` over the legs that found the chunk
   (:mod:`ragstore.search.rrf`). It reads ranks only.
@@ -57,8 +57,8 @@ class FusionSettings:
     """One way to fuse: the kind, the normalisation and dense weight (cc), rrf_k (rrf), the depth per leg."""
 
     fusion: str = "cc"
-    normalization: str = "zscore"
-    alpha: float = 0.7
+    normalization: str = "tmm"
+    alpha: float = 0.8
     per_leg: int = 50
     rrf_k: int = 60
 

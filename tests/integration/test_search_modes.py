@@ -7,6 +7,7 @@ import pytest
 
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
+from ragstore.errors import InvalidInput
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search import api
@@ -38,7 +39,12 @@ def test_auto_is_hybrid_for_a_semantic_family(docs):
 
 
 def test_mmr_after_hybrid_uses_cosine_relevance(conn, docs):
-    hits = api.search(conn, "docs", "copy files", k=3, mode="hybrid", rerank="mmr", mmr_lambda=1.0)
+    # The offline family refuses MMR for a text query it embeds itself; a caller's own backend is its call.
+    with pytest.raises(InvalidInput, match="fingerprints"):
+        api.search(conn, "docs", "copy files", k=3, mode="hybrid", rerank="mmr")
+    hits = api.search(
+        conn, "docs", "copy files", k=3, mode="hybrid", rerank="mmr", mmr_lambda=1.0, backend=OfflineBackend()
+    )
     query = OfflineBackend().embed(["copy files"])[0]
     cosines = []
     for hit in hits:

@@ -5,8 +5,8 @@
 --    full-text IDF reads N (the family's chunk count) as the sum of its deltas: as many rows as write
 --    statements, not as chunks, and no lock shared by concurrent writers. TRUNCATE clears it.
 -- 2. ragstore.hybrid_search(family, query_text, query_vector, k) fuses by the family's stored settings
---    (option "fusion", written by `ragstore family tune`; default convex combination, z-score, dense
---    weight 0.7, 50 per leg), the statement of ragstore/sql/hybrid.sql.
+--    (option "fusion", written by `ragstore family tune`; default convex combination, theoretical min-max, dense
+--    weight 0.8, 50 per leg), the statement of ragstore/sql/hybrid.sql.
 -- 3. ragstore.fts_search(family, query_text, k): the full-text leg alone.
 -- 4. ragstore.search_auto(family, query_text, query_vector, k): what `ragstore search` runs by default:
 --    full text for an offline family, hybrid for a semantic one given the query text and its vector,
@@ -62,8 +62,8 @@ REVOKE ALL ON FUNCTION ragstore.chunks_count_inserted(), ragstore.chunks_count_d
     ragstore.chunks_count_truncated() FROM PUBLIC;
 
 -- ragstore.hybrid_search(family, query_text, query_vector, k): full text + vector over the family's own
--- chunks, fused by the family's stored settings (default: convex combination of z-scored cosine and
--- full-text scores, dense weight 0.7, each leg's top 50). k is at most 1000.
+-- chunks, fused by the family's stored settings (default: convex combination of cosine and full-text
+-- scores, each by theoretical min-max, dense weight 0.8, each leg's top 50). k is at most 1000.
 CREATE OR REPLACE FUNCTION ragstore.hybrid_search(family text, query_text text, query_vector vector, k integer)
 RETURNS TABLE (
     chunk_id     text,
@@ -99,7 +99,7 @@ BEGIN
     END IF;
     config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
     plain := query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
-    fusion := '{"fusion": "cc", "normalization": "zscore", "alpha": 0.7, "per_leg": 50, "rrf_k": 60}'::jsonb
+    fusion := '{"fusion": "cc", "normalization": "tmm", "alpha": 0.8, "per_leg": 50, "rrf_k": 60}'::jsonb
               || coalesce(fam.options -> 'fusion', '{}'::jsonb);
     per_leg := greatest(least((fusion ->> 'per_leg')::integer, 1000), k);
     PERFORM set_config('hnsw.ef_search', least(greatest(per_leg, 100), 1000)::text, true);
@@ -208,7 +208,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION ragstore.hybrid_search(text, text, vector, integer) IS
-    'ragstore hybrid search: full text + vector over the family''s chunks fused by its stored settings (default convex combination, z-score, dense weight 0.7, 50 per leg); ranks and scores per leg';
+    'ragstore hybrid search: full text + vector over the family''s chunks fused by its stored settings (default convex combination, theoretical min-max, dense weight 0.8, 50 per leg); ranks and scores per leg';
 
 -- ragstore.fts_search(family, query_text, k): the full-text leg alone, over the family's own chunks.
 CREATE OR REPLACE FUNCTION ragstore.fts_search(family text, query_text text, k integer DEFAULT 10)
