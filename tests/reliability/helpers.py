@@ -27,7 +27,8 @@ def ragstore_tables(conn: psycopg.Connection[Any]) -> list[str]:
 
 
 def table_hashes(dsn: str, *, with_time: bool = True, skip: Iterable[str] = ()) -> dict[str, str]:
-    """SHA-256 of the full content of every table in schema ragstore, rows in a canonical order.
+    """SHA-256 of the full content of every table in schema ragstore, rows in a canonical order (for the
+    chunk-count ledger ``family_chunk_deltas``, each family's net count).
 
     ``with_time=False`` leaves out timestamp columns, so two runs made at different moments compare equal.
     """
@@ -36,6 +37,15 @@ def table_hashes(dsn: str, *, with_time: bool = True, skip: Iterable[str] = ()) 
     with psycopg.connect(dsn, autocommit=True) as conn:
         for table in ragstore_tables(conn):
             if table in skipped:
+                continue
+            if table == "family_chunk_deltas":
+                # An append-only ledger of chunk-count changes: what it means is each family's net count
+                # (a killed and rerun index appends other rows for the same counts).
+                net = conn.execute(
+                    "SELECT family || ':' || sum(delta) FROM ragstore.family_chunk_deltas "
+                    "GROUP BY family HAVING sum(delta) <> 0"
+                )
+                out[table] = hashlib.sha256("\n".join(sorted(r[0] for r in net)).encode()).hexdigest()
                 continue
             cols = [
                 name
