@@ -415,12 +415,15 @@ class OnePass:
             raise ModelMismatch(
                 f"{p.where}: vector: {int(lengths[wrong[0]])} dimensions, family {self.family.name!r} is {dim}-d"
             )
+        # No dtype given: a text ("0.1"), a None or a huge integer makes the whole array text or objects
+        # (numpy would convert "0.1" to 0.1 if asked for floats); those batches are read row by row.
         try:
-            wide = np.array([p.vector for p in parsed], dtype=np.float64)
+            wide = np.array([p.vector for p in parsed])
         except (OverflowError, ValueError, TypeError):
+            wide = np.zeros((0,))
+        if wide.ndim != 2 or wide.dtype.kind not in "fiu":
             wide = np.stack([_row(p) for p in parsed])
-        if wide.ndim != 2:
-            wide = np.stack([_row(p) for p in parsed])
+        wide = wide.astype(np.float64, copy=False)
         good = np.isfinite(wide) & (np.abs(wide) <= _F32_MAX)
         if not good.all():
             bad_row, bad_col = (int(x) for x in np.argwhere(~good)[0])
@@ -434,6 +437,8 @@ class OnePass:
 
 
 def _row(p: _Parsed) -> npt.NDArray[np.float64]:
+    if isinstance(p.vector, list) and not set(map(type, p.vector)) <= _NUMBERS and p.line is not None:
+        slow_record(p.where, p.line.decode("utf-8", "replace"))  # names the element that is not a number
     try:
         row = np.asarray(p.vector, dtype=np.float64)
         if row.ndim != 1:

@@ -128,3 +128,10 @@ def test_a_vector_element_that_is_not_a_number_is_named(conn, family, tmp_path, 
     with pytest.raises(InvalidInput, match=rf"a\.jsonl:4: {field}"):
         run(conn, src)
     assert conn.execute("SELECT count(*) FROM ragstore.chunks").fetchone()[0] == 0
+
+
+def test_a_vector_element_given_as_text_is_refused_not_converted(conn, family, tmp_path):
+    records = lines(5)
+    records[2]["vector"][0] = "0.5"
+    with pytest.raises(InvalidInput, match=r"a\.jsonl:3: vector\.0"):
+        run(conn, write(tmp_path / "a.jsonl", records))
