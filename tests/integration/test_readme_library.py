@@ -29,4 +29,4 @@ def test_the_library_examples_run(
     for block in library_examples():
         exec(compile(block, str(README), "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
-    assert "docs: 3 inserted" in out
+    assert "notes: 3 inserted" in out
