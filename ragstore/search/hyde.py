@@ -45,7 +45,7 @@ from ragstore.errors import BackendError, InvalidInput, RagstoreError
 if TYPE_CHECKING:  # httpx is imported when a client is made: a plain search never loads it
     import httpx
 
-    from ragstore.search.remote import JsonEndpoint
+    from ragstore.common.http import JsonEndpoint
 
 __all__ = ["DEFAULT_PROMPT", "HYDE_MODES", "Hyde", "HydeReport", "combine"]
 
@@ -114,7 +114,7 @@ class Hyde:
             raise InvalidInput(f"HyDE max_tokens must be at least 1, got {max_tokens}")
         url = base_url.strip().rstrip("/")
         url = url if url.endswith("/chat/completions") else url + "/chat/completions"
-        from ragstore.search.remote import JsonEndpoint
+        from ragstore.common.http import JsonEndpoint
 
         self._http: JsonEndpoint = JsonEndpoint(
             url,

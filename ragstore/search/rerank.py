@@ -15,7 +15,7 @@ in the reranker's order (:func:`cross_rerank`). Each hit keeps its first-stage `
 Every answer is checked before it is used: one result per document (``min(top_n, n)`` with ``top_n``),
 each index an integer in range and seen once, each score a finite number. Anything else is a
 BackendError naming what was wrong; the transport guarantees (timeouts, retries, the key never shown)
-are :class:`ragstore.search.remote.JsonEndpoint`'s.
+are :class:`ragstore.common.http.JsonEndpoint`'s.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ragstore.search.types import Hit
 if TYPE_CHECKING:  # httpx is imported when a client is made: a plain search never loads it
     import httpx
 
-    from ragstore.search.remote import JsonEndpoint
+    from ragstore.common.http import JsonEndpoint
 
 __all__ = ["APIS", "DEFAULT_DEPTH", "HttpReranker", "Reranker", "check_results", "cross_rerank"]
 
@@ -81,7 +81,7 @@ class HttpReranker:
             raise InvalidInput(f"unknown reranker API {api!r}: use one of {', '.join(APIS)}")
         if model is not None and not model.strip():
             raise InvalidInput("the reranker model name is empty")
-        from ragstore.search.remote import JsonEndpoint
+        from ragstore.common.http import JsonEndpoint
 
         self._http: JsonEndpoint = JsonEndpoint(
             _rerank_url(url),

@@ -1,39 +1,53 @@
-"""One JSON-over-HTTP endpoint with the embedding backend's guarantees, for rerankers and HyDE.
+"""One JSON-over-HTTP endpoint, the client every HTTP provider of ragstore uses (embeddings, rerankers,
+HyDE's chat model).
 
-The same policy as :class:`ragstore.embed.openai.OpenAIBackend` (and its helpers): 408, 429, 5xx,
-timeouts and connection errors are retried with exponential backoff and jitter (a Retry-After is
-honoured, capped at :data:`ragstore.embed.openai.MAX_RETRY_AFTER`); other 4xx fail at once. The API key
+Policy: 408, 429, 5xx, timeouts and connection errors are retried with exponential backoff and jitter
+(a Retry-After is honoured, capped at :data:`MAX_RETRY_AFTER`); other 4xx fail at once. The API key
 comes from an environment variable or a file, is sent only as ``Authorization: Bearer``, and never
 appears in a repr, a log line or a message: every provider word that reaches a message goes through
-:func:`ragstore.errors.redact` with the key (and a URL password) as secrets, cut to a short excerpt.
+:func:`ragstore.errors.redact` with the key (and a URL password) as secrets, cut to a short excerpt. A
+``user:password@`` in the URL is sent only as HTTP Basic ``Authorization`` to that host; the URL kept
+and printed has no password.
 """
 
 from __future__ import annotations
 
 import base64
+import email.utils
 import json
 import logging
+import math
 import os
 import random
 import time
+import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
-from ragstore.embed.openai import (
-    _RETRY_STATUS,
-    EXCERPT,
-    MAX_RETRY_AFTER,
-    _read_key,
-    _retry_after,
-    _Retryable,
-    _split_credentials,
-)
-from ragstore.errors import BackendError, InvalidInput, redact
+from ragstore.errors import BackendError, InvalidInput, mask_secrets, redact
+
+__all__ = ["EXCERPT", "MAX_RETRY_AFTER", "JsonEndpoint", "parse_retry_after", "read_key", "split_credentials"]
 
 log = logging.getLogger(__name__)
+
+# The longest a provider's Retry-After is honoured (seconds).
+MAX_RETRY_AFTER = 60.0
+# The longest excerpt of a provider's own words (an error body) that goes into a message.
+EXCERPT = 200
+_RETRY_STATUS = frozenset({408, 429})
+
+
+class _Retryable(Exception):
+    """One failed attempt worth retrying: what went wrong (already redacted) and the Retry-After asked."""
+
+    def __init__(self, problem: str, retry_after: float | None = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.retry_after = retry_after
 
 
 class JsonEndpoint:
@@ -61,13 +75,13 @@ class JsonEndpoint:
             raise InvalidInput(f"the {what} URL is required")
         if not (timeout > 0) or max_retries < 0 or backoff < 0:
             raise InvalidInput(f"{what}: timeout must be positive; retries and backoff must not be negative")
-        clean, auth = _split_credentials(url)
+        clean, auth = split_credentials(url)
         if not clean.startswith(("http://", "https://")):
             raise InvalidInput(f"the {what} URL must start with http:// or https://, got {redact(clean, limit=80)!r}")
         self.url = clean
         self.what = what
-        key = _read_key(api_key_env or "", api_key_file) if (api_key_env or api_key_file is not None) else None
-        self._has_key = key is not None
+        key = read_key(api_key_env or "", api_key_file) if (api_key_env or api_key_file is not None) else None
+        self._has_key = bool(key)
         self._secrets: list[str] = [s for s in (key,) if s]
         if auth is not None:
             basic = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode("ascii")
@@ -88,6 +102,11 @@ class JsonEndpoint:
 
     def __repr__(self) -> str:
         return f"JsonEndpoint(url={self.url!r}, api_key={'***' if self._has_key else None!r})"
+
+    @property
+    def has_key(self) -> bool:
+        """True when an API key is sent (never the key itself)."""
+        return self._has_key
 
     def close(self) -> None:
         self._client.close()
@@ -135,7 +154,7 @@ class JsonEndpoint:
         problem = f"HTTP {status}: {self._provider_message(response)}"
         if status not in _RETRY_STATUS and status < 500:
             raise BackendError(f"{self.url} refused the request ({problem})")
-        raise _Retryable(problem, _retry_after(response.headers.get("Retry-After")))
+        raise _Retryable(problem, parse_retry_after(response.headers.get("Retry-After")))
 
     def _delay(self, state: RetryCallState) -> float:
         failure = state.outcome.exception() if state.outcome is not None else None
@@ -161,3 +180,63 @@ class JsonEndpoint:
             error = body.get("error", body.get("detail", body.get("message", body)))
             message = error.get("message", error) if isinstance(error, dict) else error
         return self.redact(str(message))
+
+
+def split_credentials(base_url: str) -> tuple[str, tuple[str, str] | None]:
+    """``base_url`` without its ``user:password@`` part, and that part (percent-decoded) if any."""
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidInput(f"base_url {mask_secrets(base_url)!r} is not a URL: {exc}") from None
+    if parts.username is None and parts.password is None:
+        return base_url, None
+    netloc = host or ""
+    if ":" in netloc:  # an IPv6 address
+        netloc = f"[{netloc}]"
+    if port is not None:
+        netloc += f":{port}"
+    clean = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    user = urllib.parse.unquote(parts.username or "")
+    return clean, (user, urllib.parse.unquote(parts.password or ""))
+
+
+def read_key(env: str, path: str | os.PathLike[str] | None) -> str | None:
+    if path is not None:
+        where = f"the API key file {os.fspath(path)!r}"
+        try:
+            key = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or type(exc).__name__
+            raise InvalidInput(f"cannot read {where}: {reason}") from None
+        if not key:
+            raise InvalidInput(f"{where} is empty")
+    else:
+        where = f"the API key in ${env}"
+        key = os.environ.get(env, "").strip()
+        if not key:
+            return None
+    if not all(" " <= c <= "~" for c in key):
+        # A line break or another control character would be refused by HTTP (and printed by the error
+        # that says so): a key is printable ASCII.
+        raise InvalidInput(
+            f"{where} holds a line break, a control character or a non-ASCII character: an API key is "
+            "printable ASCII on one line"
+        )
+    return key
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None if absent or unreadable."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
