@@ -117,7 +117,9 @@ def test_mmr_returns_diverse_documents(store):
 def test_hybrid_search_type_finds_words(store):
     store.add_documents(docs())
     hits = store.similarity_search("birds", k=5, search_type="hybrid")
-    assert hits and all("birds" in d.page_content for d in hits)
+    # The fake embedding is noise, so the fused ranking mixes in documents the vector leg liked; the full-text
+    # leg must still bring the word's documents in (a vector search alone has no reason to).
+    assert len(hits) == 5 and any("birds" in d.page_content for d in hits)
     with pytest.raises(InvalidInput, match="search_type"):
         store.similarity_search("birds", search_type="nearest")
 
