@@ -54,3 +54,10 @@ SELECT conname::text, pg_catalog.pg_get_constraintdef(oid)
 FROM pg_catalog.pg_constraint
 WHERE conrelid = to_regclass(format('ragstore.%%I', %(table)s::text))
   AND contype = 'f' AND confrelid = 'ragstore.chunks'::regclass
+
+-- name: drop_count_triggers
+-- Citus distributes no table with triggers: the chunk-count ledger's triggers on ragstore.chunks (kept for
+-- full-text IDF on one node, migration 0010) are dropped before chunks is distributed.
+DROP TRIGGER IF EXISTS chunks_count_insert ON ragstore.chunks;
+DROP TRIGGER IF EXISTS chunks_count_delete ON ragstore.chunks;
+DROP TRIGGER IF EXISTS chunks_count_truncate ON ragstore.chunks
