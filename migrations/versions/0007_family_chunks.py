@@ -1,7 +1,8 @@
 """family chunks: a family serves exactly its own chunks; cache keys name the provider's endpoint
 
 The SQL lives next to this file, in sql/0007_family_chunks.sql (upgrade) and
-sql/0007_family_chunks_down.sql (downgrade); both are shipped in the wheel with the migrations.
+sql/0007_family_chunks_down.sql (downgrade, then 0002's and 0005's frozen function files); all are
+shipped in the wheel with the migrations.
 
 Revision ID: 0007
 Revises: 0006
@@ -30,3 +31,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute(_read("0007_family_chunks_down.sql"))
+    # The search functions as 0002 and 0005 defined them: their own frozen files, not a copy.
+    for older in ("0002_search.sql", "0005_hybrid.sql"):
+        op.execute(_read(older).replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
