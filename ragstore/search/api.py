@@ -133,14 +133,6 @@ def search(
     )
     k, floor, flt, want = request.k, request.floor, request.flt, request.want
     tuning = _Tuning(fusion, alpha, floor)
-    if rerank == "mmr" and query is not None and backend is None:
-        fam = fresh_family(conn, family, memo)
-        if fam.backend == "offline":
-            raise InvalidInput(
-                f"--rerank mmr cannot run on family {fam.name!r}: its offline vectors are fingerprints of the "
-                "text, not meanings, so diversity by them would drop relevant hits; use a semantic family"
-            )
-
     hits: list[Hit] | None = None
     cached: tuple[Family, npt.NDArray[np.float32]] | None = None
     if mode in ("auto", "hnsw") and query is None:
@@ -279,6 +271,12 @@ def _fresh(
 ) -> list[Hit]:
     """The search on family ``family`` read now (one lookup round trip, then the search itself)."""
     fam = fresh_family(conn, family, memo)
+    if rerank == "mmr" and query is not None and backend is None and fam.backend == "offline":
+        # A text query embeds through the family's own fingerprint: diversity by it means nothing.
+        raise InvalidInput(
+            f"--rerank mmr cannot run on family {fam.name!r}: its offline vectors are fingerprints of the "
+            "text, not meanings, so diversity by them would drop relevant hits; use a semantic family"
+        )
     if on_citus(conn):
         # Full text and hybrid are single-node only for now: their per-chunk scoring correlates a
         # subquery over the query's terms, which Citus does not push to the shards.
