@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 PROBE_TEXT = "dimension probe"
 
 
-# A Retry-After longer than this is cut to it: a stuck batch should fail, not sleep for an hour.
 class OpenAIBackend:
     """``name='openai'``; ``model`` is the provider's model name; ``dim`` as configured or probed.
 

@@ -1,4 +1,4 @@
--- Revision 0009: hybrid fusion by the family's settings, a per-family chunk count, one SQL entry point.
+-- Revision 0010: hybrid fusion by the family's settings, a per-family chunk count, one SQL entry point.
 --
 -- 1. ragstore.family_chunk_deltas: every statement that inserts or deletes chunks appends one row per
 --    family it touched (family, +n or -n), from statement-level triggers on ragstore.chunks. The
@@ -53,11 +53,20 @@ CREATE TRIGGER chunks_count_delete AFTER DELETE ON ragstore.chunks
 CREATE TRIGGER chunks_count_truncate AFTER TRUNCATE ON ragstore.chunks
     FOR EACH STATEMENT EXECUTE FUNCTION ragstore.chunks_count_truncated();
 -- Written only through the triggers (SECURITY DEFINER, owned by ragstore_owner); read by every role.
-GRANT SELECT ON ragstore.family_chunk_deltas TO ragstore_app, ragstore_reader;
-ALTER TABLE ragstore.family_chunk_deltas OWNER TO ragstore_owner;
-ALTER FUNCTION ragstore.chunks_count_inserted() OWNER TO ragstore_owner;
-ALTER FUNCTION ragstore.chunks_count_deleted() OWNER TO ragstore_owner;
-ALTER FUNCTION ragstore.chunks_count_truncated() OWNER TO ragstore_owner;
+DO $grants$
+BEGIN
+    IF (SELECT count(*) FROM pg_roles
+        WHERE rolname IN ('ragstore_owner', 'ragstore_app', 'ragstore_reader')) < 3 THEN
+        RAISE NOTICE 'ragstore: the ragstore roles are missing; ask a DBA to run sql/roles.sql, then migrate again';
+        RETURN;
+    END IF;
+    GRANT SELECT ON ragstore.family_chunk_deltas TO ragstore_app, ragstore_reader;
+    ALTER TABLE ragstore.family_chunk_deltas OWNER TO ragstore_owner;
+    ALTER FUNCTION ragstore.chunks_count_inserted() OWNER TO ragstore_owner;
+    ALTER FUNCTION ragstore.chunks_count_deleted() OWNER TO ragstore_owner;
+    ALTER FUNCTION ragstore.chunks_count_truncated() OWNER TO ragstore_owner;
+END
+$grants$;
 REVOKE ALL ON FUNCTION ragstore.chunks_count_inserted(), ragstore.chunks_count_deleted(),
     ragstore.chunks_count_truncated() FROM PUBLIC;
 
@@ -310,7 +319,16 @@ END
 $fn$;
 COMMENT ON FUNCTION ragstore.search_auto(text, text, vector, integer) IS
     'ragstore: the family''s default search (full text for offline families, hybrid for semantic ones, HNSW for a bare vector)';
-ALTER FUNCTION ragstore.fts_search(text, text, integer) OWNER TO ragstore_owner;
-ALTER FUNCTION ragstore.search_auto(text, text, vector, integer) OWNER TO ragstore_owner;
-GRANT EXECUTE ON FUNCTION ragstore.fts_search(text, text, integer),
-    ragstore.search_auto(text, text, vector, integer) TO ragstore_app, ragstore_reader;
+DO $grants$
+BEGIN
+    IF (SELECT count(*) FROM pg_roles
+        WHERE rolname IN ('ragstore_owner', 'ragstore_app', 'ragstore_reader')) < 3 THEN
+        RAISE NOTICE 'ragstore: the ragstore roles are missing; ask a DBA to run sql/roles.sql, then migrate again';
+        RETURN;
+    END IF;
+    ALTER FUNCTION ragstore.fts_search(text, text, integer) OWNER TO ragstore_owner;
+    ALTER FUNCTION ragstore.search_auto(text, text, vector, integer) OWNER TO ragstore_owner;
+    GRANT EXECUTE ON FUNCTION ragstore.fts_search(text, text, integer),
+        ragstore.search_auto(text, text, vector, integer) TO ragstore_app, ragstore_reader;
+END
+$grants$

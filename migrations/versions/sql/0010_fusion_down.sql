@@ -1,4 +1,4 @@
--- Revision 0009 undone: the functions it added go, the chunk count and its triggers go, and
+-- Revision 0010 undone: the functions it added go, the chunk count and its triggers go, and
 -- ragstore.hybrid_search is 0007's again (restored by re-running that revision's definition).
 DROP FUNCTION IF EXISTS ragstore.search_auto(text, text, vector, integer);
 DROP FUNCTION IF EXISTS ragstore.fts_search(text, text, integer);
