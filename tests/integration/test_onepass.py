@@ -107,10 +107,21 @@ def test_duplicates_first_occurrence_wins_across_changed_and_unchanged(conn, fam
     assert conn.execute("SELECT text FROM ragstore.chunks WHERE chunk_id = 'c1'").fetchone()[0] == "text 1"
 
 
-def test_the_spool_is_removed_after_the_run(conn, family, tmp_path):
+def test_the_spool_is_removed_after_the_run(conn, family, tmp_path, monkeypatch):
+    from ragstore.ingest import spool as spool_module
     from ragstore.ingest.spool import spool_dir
 
+    monkeypatch.setenv("RAGSTORE_HOME", str(tmp_path / "home"))  # this test's own spool folder
+    made = []
+    real_dir = spool_module.spool_dir
+
+    def recording_dir(*args, **kwargs):
+        made.append(1)
+        return real_dir(*args, **kwargs)
+
+    monkeypatch.setattr(spool_module, "spool_dir", recording_dir)
     run(conn, write(tmp_path / "a.jsonl", lines(5)))
+    assert made, "the run spooled nothing"
     assert not list(spool_dir().glob("parsed-*"))
 
 

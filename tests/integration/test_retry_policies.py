@@ -56,7 +56,7 @@ def test_migration_lock_waits_its_patience_then_gives_up_and_is_taken_once_free(
         assert family_migrate._try_lock(other, "docs")
         started = time.monotonic()
         assert family_migrate._try_lock(conn, "docs", patience=0.3) is False
-        assert 0.3 <= time.monotonic() - started < 3.0
+        assert time.monotonic() - started >= 0.3  # it waited its patience (no upper bound: a loaded machine)
         other.execute("SELECT pg_advisory_unlock_all()")
     assert family_migrate._try_lock(conn, "docs", patience=0.3) is True
 

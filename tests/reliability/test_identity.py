@@ -268,6 +268,7 @@ def test_app_bulk_indexes_20000_records_into_an_empty_family(dsn: str, roles: Ro
     with connect(dsn) as conn:
         families.create_family(conn, "docs", OfflineBackend())
         reference = conn.execute("SELECT pg_get_indexdef('ragstore.emb_docs_embedding_hnsw'::regclass)").fetchone()
+        before = conn.execute("SELECT 'ragstore.emb_docs_embedding_hnsw'::regclass::oid").fetchone()
     _, app_dsn = roles.login("ragstore_app")
     path = tmp_path / "bulk.jsonl"
     with path.open("w") as out:
@@ -279,7 +280,9 @@ def test_app_bulk_indexes_20000_records_into_an_empty_family(dsn: str, roles: Ro
     assert json.loads(result.output)["inserted"] == 20_000
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM ragstore.emb_docs").fetchone() == (20_000,)
-        # the index was dropped for the load and rebuilt exactly as family create makes it
+        # the index was dropped for the load (a new index, not the one family create made) and rebuilt exactly
+        # as family create makes it
+        assert conn.execute("SELECT 'ragstore.emb_docs_embedding_hnsw'::regclass::oid").fetchone() != before
         assert (
             conn.execute("SELECT pg_get_indexdef('ragstore.emb_docs_embedding_hnsw'::regclass)").fetchone() == reference
         )
