@@ -95,7 +95,10 @@ def test_a_command_added_the_usual_way_is_listed_and_runs():
     cli.add_command(hello)
     try:
         runner = CliRunner()
-        assert "hello-extra  Say hello" in runner.invoke(cli, ["--help"]).output
+        listing = runner.invoke(cli, ["--help"]).output.splitlines()
+        assert [line.split() for line in listing if "hello-extra" in line] == [
+            ["hello-extra", "Say", "hello", "(a", "command", "added", "with", "add_command)."]
+        ]
         assert runner.invoke(cli, ["hello-extra"]).output == "hello\n"
     finally:
         cli.commands.pop("hello-extra")
