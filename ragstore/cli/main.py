@@ -88,24 +88,30 @@ def load_command(name: str) -> click.Command:
 
 
 class LazyGroup(RagstoreGroup):
-    """The top-level group: commands are imported when used; the listing uses the summaries above."""
+    """The top-level group: commands are imported when used; the listing uses the summaries above.
+    A command added the usual way (``cli.add_command``) works too, imported eagerly."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(set(COMMANDS) | set(self.commands))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
         if cmd_name not in COMMANDS:
             return None
         return load_command(cmd_name)
 
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+    def _summary(self, name: str, limit: int) -> str:
+        if name in self.commands:
+            return self.commands[name].get_short_help_str(limit)
         # A stand-in command with the summary as its help shortens it exactly as the real one would.
-        rows = [
-            (name, click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit)) for name in sorted(COMMANDS)
-        ]
+        return click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
         with formatter.section("Commands"):
-            formatter.write_dl(rows)
+            formatter.write_dl([(name, self._summary(name, limit)) for name in names])
 
 
 @click.group(cls=LazyGroup)
