@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from ragstore import config
 from ragstore.caches import Caches
+from ragstore.common.closing import Closing
 from ragstore.db.connection import db_errors, mask_dsn, register_vector, statement_timeout
 from ragstore.errors import DatabaseUnavailable, InvalidInput
 from ragstore.ingest.records import ChunkRecord
@@ -85,7 +86,7 @@ def configure_connection(conn: Conn, timeout: str | None) -> None:
         conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
 
 
-class Store:
+class Store(Closing):
     """ragstore on a pool of at most ``pool_size`` connections; see the module docstring.
 
     ``Store(dsn=None, *, pool_size=10, min_size=1, timeout=30.0, application_name="ragstore")``:
@@ -142,12 +143,6 @@ class Store:
     def close(self) -> None:
         """Close every connection of the pool (idempotent)."""
         self._pool.close()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @contextlib.contextmanager
     def connection(self, *, autocommit: bool = True) -> Iterator[Conn]:

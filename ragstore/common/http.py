@@ -23,14 +23,25 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from ragstore.errors import BackendError, InvalidInput, mask_secrets, redact
 
-__all__ = ["EXCERPT", "MAX_RETRY_AFTER", "JsonEndpoint", "parse_retry_after", "read_key", "split_credentials"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "EXCERPT",
+    "MAX_RETRY_AFTER",
+    "EndpointOptions",
+    "JsonEndpoint",
+    "parse_retry_after",
+    "read_key",
+    "split_credentials",
+]
 
 log = logging.getLogger(__name__)
 
@@ -50,27 +61,41 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
+class EndpointOptions(TypedDict, total=False):
+    """How a :class:`JsonEndpoint` reaches its service: the keyword arguments each HTTP client (the
+    ``openai`` embedding backend, the reranker, HyDE) takes and passes on, every one optional.
+
+    ``api_key_env`` / ``api_key_file``: where the API key is (the file wins; none is sent when neither is
+    given or the variable is unset or empty); ``timeout``: seconds per request (30); ``max_retries``: retries
+    after the first attempt (3); ``backoff``: the first retry's delay in seconds, doubled at each (0.5);
+    ``sleep``, ``rng``, ``transport``: the clock, the jitter's random source and the HTTP transport (tests).
+    """
+
+    api_key_env: str | None
+    api_key_file: str | os.PathLike[str] | None
+    timeout: float
+    max_retries: int
+    backoff: float
+    sleep: Callable[[float], None]
+    rng: random.Random | None
+    transport: httpx.BaseTransport | None
+
+
 class JsonEndpoint:
     """``post(payload)`` to one URL: the decoded JSON of a 2xx answer, or BackendError (already redacted).
 
-    ``what`` names the service in log lines ("reranker", "HyDE"). ``api_key_env`` None (and no file)
-    means no key is sent; an unset or empty variable sends none either.
+    ``what`` names the service in log lines ("reranker", "HyDE"); ``options`` are :class:`EndpointOptions`.
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        what: str,
-        api_key_env: str | None = None,
-        api_key_file: str | os.PathLike[str] | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
+    def __init__(self, url: str, *, what: str, **options: Unpack[EndpointOptions]) -> None:
+        unknown = sorted(set(options) - EndpointOptions.__optional_keys__)
+        if unknown:  # what Python says of a keyword argument the signature does not name
+            raise TypeError(f"{what}: got an unexpected keyword argument {unknown[0]!r}")
+        timeout = options.get("timeout", 30.0)
+        max_retries = options.get("max_retries", 3)
+        backoff = options.get("backoff", 0.5)
+        api_key_env = options.get("api_key_env")
+        api_key_file = options.get("api_key_file")
         if not url:
             raise InvalidInput(f"the {what} URL is required")
         if not (timeout > 0) or max_retries < 0 or backoff < 0:
@@ -88,15 +113,15 @@ class JsonEndpoint:
             self._secrets += [s for s in (auth[1], basic) if s]
         self._max_retries = max_retries
         self._backoff = backoff
-        self._sleep = sleep
-        self._rng = rng or random.Random()
+        self._sleep = options.get("sleep", time.sleep)
+        self._rng = options.get("rng") or random.Random()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
         self._client = httpx.Client(
             headers=headers,
             timeout=httpx.Timeout(timeout),
-            transport=transport,
+            transport=options.get("transport"),
             auth=httpx.BasicAuth(*auth) if auth is not None else None,
         )
 

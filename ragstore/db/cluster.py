@@ -29,7 +29,15 @@ from pathlib import Path
 
 import psycopg
 
-from ragstore.db.server import DATABASE, EmbeddedServer, _bin, _is_root, _server_user, memory_settings
+from ragstore.db.server import (
+    DATABASE,
+    EmbeddedServer,
+    _bin,
+    _is_root,
+    _server_user,
+    memory_settings,
+    write_settings,
+)
 from ragstore.errors import DatabaseUnavailable, InvalidInput
 
 _NODE_SETTINGS = """\
@@ -89,19 +97,8 @@ class ClusterNode(EmbeddedServer):
         return env
 
     def _write_settings(self) -> None:
-        conf = self.data_dir / "ragstore.conf"
-        conf.write_text(_NODE_SETTINGS.format(port=self.port, socket_dir=self.socket_dir, **memory_settings()))
-        hba = self.data_dir / "pg_hba.conf"
-        hba.write_text(_NODE_HBA)
-        main = self.data_dir / "postgresql.conf"
-        text = main.read_text()
-        if "include_if_exists = 'ragstore.conf'" not in text:
-            main.write_text(text + "\ninclude_if_exists = 'ragstore.conf'\n")
-        for written in (conf, hba):
-            written.chmod(0o600)
-            if _is_root():
-                entry = _server_user()
-                os.chown(written, entry.pw_uid, entry.pw_gid)
+        settings = _NODE_SETTINGS.format(port=self.port, socket_dir=self.socket_dir, **memory_settings())
+        write_settings(self.data_dir, settings, _NODE_HBA)
 
 
 @dataclass(frozen=True)

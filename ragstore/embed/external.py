@@ -9,8 +9,9 @@ vector (``search(..., vector=...)``, or ``ragstore search FAMILY --vector-file F
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -20,30 +21,23 @@ from ragstore.errors import InvalidInput
 NAME = "external"
 
 
+@dataclass(frozen=True)
 class ExternalBackend:
     """``name='external'``: vectors of ``model`` with ``dim`` dimensions, made outside ragstore."""
 
-    name = NAME
+    model: str
+    dim: int
+    name: ClassVar[str] = NAME
 
-    def __init__(self, model: str, dim: int) -> None:
-        if not model or not model.strip():
+    def __post_init__(self) -> None:
+        if not self.model or not self.model.strip():
             raise InvalidInput("the external backend needs --model: the name of the model that made the vectors")
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1:
             raise InvalidInput("the external backend needs --dimensions: the vectors' dimension (a positive integer)")
-        self._model = model
-        self._dim = dim
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def dim(self) -> int:
-        return self._dim
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         raise InvalidInput(
-            f"the external backend ({self._model}, {self._dim}-d) embeds no text: its vectors are made "
+            f"the external backend ({self.model}, {self.dim}-d) embeds no text: its vectors are made "
             "elsewhere; give a query vector (search(..., vector=...) or `ragstore search FAMILY --vector-file "
             "FILE`), use --mode fts for a text query, and give a vector with every record to index"
         )

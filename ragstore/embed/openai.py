@@ -14,32 +14,35 @@ excerpt of printable characters. A ``user:password@`` in the base URL is sent on
 from __future__ import annotations
 
 import logging
-import os
-import random
-import time
 import urllib.parse
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
 
-from ragstore.common.http import JsonEndpoint, parse_retry_after, split_credentials
+from ragstore.common.closing import Closing
+from ragstore.common.http import EndpointOptions, JsonEndpoint, parse_retry_after, split_credentials
 from ragstore.embed.base import Matrix, check_texts
 from ragstore.errors import BackendError, InvalidInput
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger(__name__)
 
 PROBE_TEXT = "dimension probe"
 
 
-class OpenAIBackend:
+class OpenAIBackend(Closing):
     """``name='openai'``; ``model`` is the provider's model name; ``dim`` as configured or probed.
 
     ``dimensions`` asks the provider for shorter (Matryoshka) vectors; longer ones that come back anyway
     are truncated and re-normalised here. ``dim`` is ``dimensions``, else ``dim``, else found by
-    embedding :data:`PROBE_TEXT` once. ``embed`` raises InvalidInput for an empty text and BackendError
-    when the provider refuses, keeps failing after ``max_retries`` retries, or answers malformed vectors.
+    embedding :data:`PROBE_TEXT` once. ``http`` are the endpoint's
+    :class:`~ragstore.common.http.EndpointOptions`: the key (``api_key_env``, by default
+    ``OPENAI_API_KEY``, or ``api_key_file``), the timeout (30 s) and the retries (5). ``embed`` raises
+    InvalidInput for an empty text and BackendError when the provider refuses, keeps failing after
+    ``max_retries`` retries, or answers malformed vectors.
     """
 
     name = "openai"
@@ -50,16 +53,9 @@ class OpenAIBackend:
         model: str,
         dim: int | None = None,
         dimensions: int | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        api_key_file: str | os.PathLike[str] | None = None,
-        batch_size: int = 128,
-        timeout: float = 30.0,
-        max_retries: int = 5,
-        backoff: float = 0.5,
         *,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        transport: httpx.BaseTransport | None = None,
+        batch_size: int = 128,
+        **http: Unpack[EndpointOptions],
     ) -> None:
         if not base_url:
             raise InvalidInput("base_url is required, e.g. http://127.0.0.1:8000/v1")
@@ -72,8 +68,6 @@ class OpenAIBackend:
             raise InvalidInput(f"dim={dim} contradicts dimensions={dimensions}")
         if batch_size < 1:
             raise InvalidInput(f"batch_size must be at least 1, got {batch_size}")
-        if timeout <= 0 or max_retries < 0 or backoff < 0:
-            raise InvalidInput("timeout must be positive; max_retries and backoff must not be negative")
         self._base_url = base_url
         url, _ = split_credentials(base_url)
         self._url = url.rstrip("/") + "/embeddings"
@@ -81,18 +75,9 @@ class OpenAIBackend:
         self._dim = dimensions if dimensions is not None else dim
         self._dimensions = dimensions
         self._batch_size = batch_size
-        self._endpoint = JsonEndpoint(
-            _with_path(base_url, "/embeddings"),
-            what="embedding",
-            api_key_env=api_key_env,
-            api_key_file=api_key_file,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            sleep=sleep,
-            rng=rng,
-            transport=transport,
-        )
+        options: EndpointOptions = {"api_key_env": "OPENAI_API_KEY", "max_retries": 5}
+        options.update(http)
+        self._endpoint = JsonEndpoint(_with_path(base_url, "/embeddings"), what="embedding", **options)
 
     @property
     def model(self) -> str:
@@ -120,12 +105,6 @@ class OpenAIBackend:
     def close(self) -> None:
         """Close the HTTP connection pool."""
         self._endpoint.close()
-
-    def __enter__(self) -> OpenAIBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Embed ``texts`` in batches of ``batch_size``; rows come back in input order."""

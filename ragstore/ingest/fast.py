@@ -34,6 +34,7 @@ import orjson
 import psycopg
 from pydantic import ValidationError
 
+from ragstore.common.closing import Closing
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput, ModelMismatch
@@ -109,7 +110,7 @@ class PassResult:
         return self.to_write + self.unchanged + self.duplicates + self.skipped
 
 
-class Spool:
+class Spool(Closing):
     """A private file of pickled :class:`Prepared` batches, removed on close (and by the next run when its
     process died: see :func:`ragstore.ingest.spool.remove_stale_spools`)."""
 
@@ -144,12 +145,6 @@ class Spool:
             self._out.close()
             self._out = None
         self.path.unlink(missing_ok=True)
-
-    def __enter__(self) -> Spool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # -- JSONL -------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
+from ragstore.common.closing import Closing
 from ragstore.errors import InvalidInput
 from ragstore.integrations._family import FamilyClient, Item, as_matrix, model_name
 from ragstore.search.types import Hit
@@ -33,7 +34,7 @@ SEARCH_TYPES = ("similarity", "hybrid")
 DEFAULT_FAMILY = "langchain"
 
 
-class RagstoreVectorStore(VectorStore):
+class RagstoreVectorStore(Closing, VectorStore):
     """A LangChain ``VectorStore`` on one ragstore family (see the module docstring)."""
 
     def __init__(
@@ -68,12 +69,6 @@ class RagstoreVectorStore(VectorStore):
     def close(self) -> None:
         """Close the connection pool this vector store opened (a ``store=`` passed in stays open)."""
         self._client.close()
-
-    def __enter__(self) -> RagstoreVectorStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --- writing ---------------------------------------------------------------------------------------
     def add_texts(

@@ -27,10 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import random
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,9 +39,9 @@ from ragstore.embed.base import Backend
 from ragstore.errors import BackendError, InvalidInput, RagstoreError
 
 if TYPE_CHECKING:  # httpx is imported when a client is made: a plain search never loads it
-    import httpx
+    from typing_extensions import Unpack
 
-    from ragstore.common.http import JsonEndpoint
+    from ragstore.common.http import EndpointOptions, JsonEndpoint
 
 __all__ = ["DEFAULT_PROMPT", "HYDE_MODES", "Hyde", "HydeReport", "combine"]
 
@@ -81,7 +77,9 @@ class Hyde:
     """An OpenAI-compatible chat endpoint writing hypothetical answers (see the module docstring).
 
     ``base_url`` is the API root (``http://127.0.0.1:11434/v1``); ``/chat/completions`` is appended
-    unless it is there already. ``api_key_env`` / ``api_key_file`` give the key (none sent when unset).
+    unless it is there already. ``http`` are the endpoint's :class:`~ragstore.common.http.EndpointOptions`:
+    the key (``api_key_env``, by default ``OPENAI_API_KEY``, or ``api_key_file``; none sent when unset),
+    the timeout (30 s) and the retries (2).
     """
 
     def __init__(
@@ -93,14 +91,7 @@ class Hyde:
         prompt: str = DEFAULT_PROMPT,
         max_tokens: int = 256,
         temperature: float = 0.0,
-        api_key_env: str | None = "OPENAI_API_KEY",
-        api_key_file: str | os.PathLike[str] | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        backoff: float = 0.5,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        transport: httpx.BaseTransport | None = None,
+        **http: Unpack[EndpointOptions],
     ) -> None:
         if mode not in HYDE_MODES:
             raise InvalidInput(f"unknown HyDE mode {mode!r}: use one of {', '.join(HYDE_MODES)}")
@@ -116,18 +107,9 @@ class Hyde:
         url = url if url.endswith("/chat/completions") else url + "/chat/completions"
         from ragstore.common.http import JsonEndpoint
 
-        self._http: JsonEndpoint = JsonEndpoint(
-            url,
-            what="HyDE",
-            api_key_env=api_key_env,
-            api_key_file=api_key_file,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            sleep=sleep,
-            rng=rng,
-            transport=transport,
-        )
+        options: EndpointOptions = {"api_key_env": "OPENAI_API_KEY", "max_retries": 2}
+        options.update(http)
+        self._http: JsonEndpoint = JsonEndpoint(url, what="HyDE", **options)
         self.model = model
         self.mode = mode
         self.prompt = prompt

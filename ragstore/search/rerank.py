@@ -21,20 +21,18 @@ are :class:`ragstore.common.http.JsonEndpoint`'s.
 from __future__ import annotations
 
 import math
-import os
-import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ragstore.common.closing import Closing
 from ragstore.errors import BackendError, InvalidInput
 from ragstore.search.types import Hit
 
 if TYPE_CHECKING:  # httpx is imported when a client is made: a plain search never loads it
-    import httpx
+    from typing_extensions import Unpack
 
-    from ragstore.common.http import JsonEndpoint
+    from ragstore.common.http import EndpointOptions, JsonEndpoint
 
 __all__ = ["APIS", "DEFAULT_DEPTH", "HttpReranker", "Reranker", "check_results", "cross_rerank"]
 
@@ -54,12 +52,14 @@ class Reranker(Protocol):
     def rerank(self, query: str, documents: Sequence[str]) -> list[tuple[int, float]]: ...
 
 
-class HttpReranker:
+class HttpReranker(Closing):
     """A ``/rerank`` endpoint (see the module docstring).
 
     ``url`` is the endpoint; a URL whose path does not end in ``/rerank`` gets it appended
     (``http://127.0.0.1:8080`` -> ``http://127.0.0.1:8080/rerank``). ``model`` is sent when given
-    (Cohere and Jina need it). The key is read from ``api_key_env`` or ``api_key_file``.
+    (Cohere and Jina need it). ``http`` are the endpoint's :class:`~ragstore.common.http.EndpointOptions`:
+    the key (``api_key_env`` or ``api_key_file``; none sent by default), the timeout (30 s) and the
+    retries (3).
     """
 
     def __init__(
@@ -68,14 +68,7 @@ class HttpReranker:
         model: str | None = None,
         *,
         api: str = "cohere",
-        api_key_env: str | None = None,
-        api_key_file: str | os.PathLike[str] | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        transport: httpx.BaseTransport | None = None,
+        **http: Unpack[EndpointOptions],
     ) -> None:
         if api not in APIS:
             raise InvalidInput(f"unknown reranker API {api!r}: use one of {', '.join(APIS)}")
@@ -83,18 +76,7 @@ class HttpReranker:
             raise InvalidInput("the reranker model name is empty")
         from ragstore.common.http import JsonEndpoint
 
-        self._http: JsonEndpoint = JsonEndpoint(
-            _rerank_url(url),
-            what="reranker",
-            api_key_env=api_key_env,
-            api_key_file=api_key_file,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            sleep=sleep,
-            rng=rng,
-            transport=transport,
-        )
+        self._http: JsonEndpoint = JsonEndpoint(_rerank_url(url), what="reranker", **http)
         self.model = model
         self.api = api
 
@@ -108,12 +90,6 @@ class HttpReranker:
 
     def close(self) -> None:
         self._http.close()
-
-    def __enter__(self) -> HttpReranker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def rerank(self, query: str, documents: Sequence[str], top_n: int | None = None) -> list[tuple[int, float]]:
         """``(index, relevance score)`` for every document (the best ``top_n`` with it), best first."""
