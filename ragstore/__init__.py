@@ -1,9 +1,9 @@
 """ragstore: a retrieval store for RAG on PostgreSQL + pgvector.
 
 Applications start from :class:`ragstore.Store` (a pool of connections; thread-safe) or
-:class:`ragstore.AsyncStore` (asyncio). The public names below are imported on first use
-(``ragstore.connect`` loads psycopg then), so that
-importing a submodule such as the command line does not pay for the whole library.
+:class:`ragstore.AsyncStore` (asyncio). The exceptions are imported with the package (they need only
+the standard library); the other public names on first use (``ragstore.connect`` loads psycopg then), so
+that importing a submodule such as the command line does not pay for the whole library.
 """
 
 from __future__ import annotations
@@ -11,20 +11,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ragstore.errors import (
+    BackendError,
+    Conflict,
+    DatabaseUnavailable,
+    InvalidInput,
+    ModelMismatch,
+    NotFound,
+    PermissionDenied,
+    RagstoreError,
+    SchemaError,
+    Timeout,
+)
+
 if TYPE_CHECKING:
     from ragstore.db.connection import connect
-    from ragstore.errors import (
-        BackendError,
-        Conflict,
-        DatabaseUnavailable,
-        InvalidInput,
-        ModelMismatch,
-        NotFound,
-        PermissionDenied,
-        RagstoreError,
-        SchemaError,
-        Timeout,
-    )
     from ragstore.families import Family, create_family, get_family, list_families
     from ragstore.ingest.records import ChunkRecord, IndexRow
     from ragstore.ingest.run import index_sources
@@ -34,22 +35,8 @@ if TYPE_CHECKING:
     from ragstore.store import Store
     from ragstore.store_async import AsyncStore
 
-_ERRORS = (
-    "BackendError",
-    "Conflict",
-    "DatabaseUnavailable",
-    "InvalidInput",
-    "ModelMismatch",
-    "NotFound",
-    "PermissionDenied",
-    "RagstoreError",
-    "SchemaError",
-    "Timeout",
-)
-
 # public name -> the module that defines it
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(_ERRORS, "ragstore.errors"),
     "connect": "ragstore.db.connection",
     "Family": "ragstore.families",
     "create_family": "ragstore.families",

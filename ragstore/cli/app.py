@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -14,6 +15,8 @@ from ragstore.errors import RagstoreError, mask_secrets
 
 if TYPE_CHECKING:
     import psycopg
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 1
 EXIT_INTERNAL = 2
@@ -98,6 +101,11 @@ def app(ctx: click.Context) -> AppContext:
     obj = ctx.find_root().obj
     assert isinstance(obj, AppContext)
     return obj
+
+
+def count_option(flag: str, most: int, default: int, help_text: str) -> Callable[[F], F]:
+    """The option ``flag``: a whole number from 1 to ``most``, ``default`` when not given (shown by --help)."""
+    return click.option(flag, type=click.IntRange(1, most), default=default, show_default=True, help=help_text)
 
 
 def emit_json(data: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ragstore.cli.app import CliError, app, emit_json, interactive
+from ragstore.cli.app import CliError, app, count_option, emit_json, interactive
 from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
 from ragstore.families import migrate as family_migrate
 
@@ -27,20 +27,8 @@ _progressbar: Any = click.progressbar  # used as a context manager entered by ha
 @click.option("--api-key-env", default=None, help="Environment variable holding the API key.")
 @click.option("--dry-run", is_flag=True, help="Say what it would cost (chunks, estimated time); write nothing.")
 @click.option("--abort", is_flag=True, help="Give up an unfinished migration and drop its new table.")
-@click.option(
-    "--batch-size",
-    type=click.IntRange(1, 100_000),
-    default=family_migrate.DEFAULT_BATCH,
-    show_default=True,
-    help="Chunks embedded and committed together.",
-)
-@click.option(
-    "--sample",
-    type=click.IntRange(1, 10_000),
-    default=family_migrate.DRY_RUN_SAMPLE,
-    show_default=True,
-    help="Texts embedded to time a --dry-run.",
-)
+@count_option("--batch-size", 100_000, family_migrate.DEFAULT_BATCH, "Chunks embedded and committed together.")
+@count_option("--sample", 10_000, family_migrate.DRY_RUN_SAMPLE, "Texts embedded to time a --dry-run.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context

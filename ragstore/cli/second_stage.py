@@ -17,69 +17,66 @@ RERANK_OPTIONS = ("reranker_url", "reranker_model", "reranker_api", "reranker_ke
 HYDE_OPTIONS = ("hyde_url", "hyde_model", "hyde_key_env", "hyde_key_file")
 
 
+# Each option as (flag, help, click.option's other keywords), in the order --help lists them. A choice
+# defaults to its first choice; a default other than None is shown in the help.
+Table = tuple[tuple[str, str, dict[str, Any]], ...]
+
+RERANK_TABLE: Table = (
+    (
+        "--reranker-url",
+        "The /rerank endpoint for --rerank cross (Cohere, Jina, TEI, Infinity, vLLM).",
+        {"metavar": "URL"},
+    ),
+    ("--reranker-model", "Model name sent to the reranker (Cohere/Jina need it).", {}),
+    ("--reranker-api", "Request shape: cohere sends 'documents', tei sends 'texts'.", {"type": click.Choice(APIS)}),
+    (
+        "--rerank-depth",
+        "First-stage hits the reranker reorders.",
+        {"type": click.IntRange(1, 1000), "default": DEFAULT_DEPTH},
+    ),
+    ("--reranker-key-env", "Env variable holding its API key.", {"metavar": "NAME"}),
+    ("--reranker-key-file", "File holding its API key.", {"type": click.Path(dir_okay=False)}),
+    ("--reranker-timeout", "Seconds per reranker request.", {"type": float, "default": 30.0}),
+)
+
+HYDE_TABLE: Table = (
+    ("--hyde", "Search with a chat model's hypothetical answer (HyDE).", {"is_flag": True}),
+    ("--hyde-url", "OpenAI-compatible API root, e.g. .../v1.", {"metavar": "URL"}),
+    ("--hyde-model", "Chat model that writes the hypothetical answer.", {}),
+    (
+        "--hyde-mode",
+        "average: mean of query and answer vectors; replace: the answer's vector alone.",
+        {"type": click.Choice(HYDE_MODES)},
+    ),
+    (
+        "--hyde-key-env",
+        "Env variable holding the chat API key (none sent when unset).",
+        {"default": "OPENAI_API_KEY", "metavar": "NAME"},
+    ),
+    ("--hyde-key-file", "File holding that key.", {"type": click.Path(dir_okay=False)}),
+    ("--hyde-timeout", "Seconds per chat request.", {"type": float, "default": 30.0}),
+)
+
+
+def add_options(func: F, table: Table) -> F:
+    """``func`` with the click options of ``table``, listed by --help in the table's order."""
+    for flag, help_text, settings in reversed(table):
+        kind = settings.get("type")
+        if isinstance(kind, click.Choice):
+            settings = {"default": kind.choices[0], **settings}
+        shown = settings.get("default") is not None and not settings.get("is_flag")
+        func = click.option(flag, help=help_text, show_default=shown, **settings)(func)
+    return func
+
+
 def reranker_options(func: F) -> F:
     """``--reranker-url``, ``--reranker-model``, ``--reranker-api``, ``--rerank-depth``, key and timeout."""
-    options = [
-        click.option(
-            "--reranker-url",
-            default=None,
-            metavar="URL",
-            help="The /rerank endpoint for --rerank cross (Cohere, Jina, TEI, Infinity, vLLM).",
-        ),
-        click.option("--reranker-model", default=None, help="Model name sent to the reranker (Cohere/Jina need it)."),
-        click.option(
-            "--reranker-api",
-            type=click.Choice(APIS),
-            default="cohere",
-            show_default=True,
-            help="Request shape: cohere sends 'documents', tei sends 'texts'.",
-        ),
-        click.option(
-            "--rerank-depth",
-            type=click.IntRange(1, 1000),
-            default=DEFAULT_DEPTH,
-            show_default=True,
-            help="First-stage hits the reranker reorders.",
-        ),
-        click.option("--reranker-key-env", default=None, metavar="NAME", help="Env variable holding its API key."),
-        click.option(
-            "--reranker-key-file", default=None, type=click.Path(dir_okay=False), help="File holding its API key."
-        ),
-        click.option(
-            "--reranker-timeout", type=float, default=30.0, show_default=True, help="Seconds per reranker request."
-        ),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    return add_options(func, RERANK_TABLE)
 
 
 def hyde_options(func: F) -> F:
     """``--hyde`` and the chat endpoint it asks."""
-    options = [
-        click.option("--hyde", is_flag=True, help="Search with a chat model's hypothetical answer (HyDE)."),
-        click.option("--hyde-url", default=None, metavar="URL", help="OpenAI-compatible API root, e.g. .../v1."),
-        click.option("--hyde-model", default=None, help="Chat model that writes the hypothetical answer."),
-        click.option(
-            "--hyde-mode",
-            type=click.Choice(HYDE_MODES),
-            default="average",
-            show_default=True,
-            help="average: mean of query and answer vectors; replace: the answer's vector alone.",
-        ),
-        click.option(
-            "--hyde-key-env",
-            default="OPENAI_API_KEY",
-            show_default=True,
-            metavar="NAME",
-            help="Env variable holding the chat API key (none sent when unset).",
-        ),
-        click.option("--hyde-key-file", default=None, type=click.Path(dir_okay=False), help="File holding that key."),
-        click.option("--hyde-timeout", type=float, default=30.0, show_default=True, help="Seconds per chat request."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    return add_options(func, HYDE_TABLE)
 
 
 def closing(*clients: HttpReranker | Hyde | None) -> contextlib.ExitStack:

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragstore.common.fields import fields_dict
 from ragstore.common.files import entry_problem, read_regular
 from ragstore.context.builder import assemble_pack, manifest_entry, manifest_of
 from ragstore.context.models import ContextPack
@@ -30,14 +31,8 @@ class VerifyReport:
 
     def as_dict(self) -> dict[str, object]:
         """The report as plain JSON-able data."""
-        return {
-            "ok": self.ok,
-            "pack_id_ok": self.pack_id_ok,
-            "manifest_id_ok": self.manifest_id_ok,
-            "checked": list(self.checked),
-            "changed": list(self.changed),
-            "missing": list(self.missing),
-        }
+        lists = {name: list(getattr(self, name)) for name in ("checked", "changed", "missing")}
+        return {"ok": self.ok, **fields_dict(self, **lists)}
 
     def lines(self) -> list[str]:
         """One human line per finding, then a verdict line."""

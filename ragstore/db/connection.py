@@ -25,6 +25,9 @@ from ragstore.errors import (
 )
 
 # PostgreSQL's time units, in milliseconds; a bare number is milliseconds, as in postgresql.conf.
+#: A psycopg connection, whatever its row type: the type every function taking ``conn`` is annotated with.
+Conn = psycopg.Connection[Any]
+
 _TIME_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0}
 _DURATION = re.compile(r"\s*(\d{1,15}(?:\.\d{1,6})?)\s*(us|ms|s|min|h|d)?\s*")
 _MAX_TIMEOUT_MS = 2_147_483_647

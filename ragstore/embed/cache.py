@@ -19,18 +19,15 @@ round trip fetches it. Vectors supplied with a record are never cached (their or
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
-import psycopg
 from psycopg import sql
 
-from ragstore.db.connection import db_errors
+from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend, Matrix
 
-Conn = psycopg.Connection[Any]
 EmbedFn = Callable[[list[str]], Matrix]
 
 #: Backends whose vectors are not cached: the offline fingerprint costs less to recompute than to look up;

@@ -35,6 +35,7 @@ import numpy as np
 import psycopg
 
 from ragstore.common.stats import p95
+from ragstore.db.connection import Conn
 from ragstore.embed.base import Backend, Matrix
 from ragstore.errors import InvalidInput
 from ragstore.evaluation.datasets import Qrels, Query
@@ -46,7 +47,6 @@ from ragstore.search.rerank import DEFAULT_DEPTH, Reranker
 
 __all__ = ["MODES", "RERANKS", "EvalResult", "ModeResult", "ModeSpec", "format_table", "p95", "run_eval"]
 
-Conn = psycopg.Connection[Any]
 RERANKS = ("mmr", "blend", "cross")
 EMBED_BATCH = 64
 # Exact mode scores all queries in streamed passes (this many queries per pass) and times real

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import psycopg
 
+from ragstore.common.fields import fields_dict
+from ragstore.db.connection import Conn
 from ragstore.errors import InvalidInput
 from ragstore.evaluation.datasets import Qrels, Query
 from ragstore.evaluation.metrics import ndcg_at_k
@@ -38,7 +39,6 @@ from ragstore.search.fusion import DEFAULT_FUSION, NORMALIZATIONS, Candidate, Fu
 
 __all__ = ["TuneReport", "cross_validate", "default_grid", "fetch_candidates", "score_grid", "tune"]
 
-Conn = psycopg.Connection[Any]
 ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 PER_LEGS = (30, 50, 100)
 
@@ -72,18 +72,17 @@ class TuneReport:
     per_fold: list[tuple[str, float]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
+        ndcg = {
+            "chosen_train": self.chosen_score,
+            "held_out": self.held_out,
+            "untuned": self.untuned,
+            "fts_only": self.fts_only,
+            "vector_only": self.vector_only,
+        }
         return {
-            "family": self.family,
-            "k": self.k,
-            "queries": self.queries,
-            "skipped": self.skipped,
-            "folds": self.folds,
+            **fields_dict(self, "family", "k", "queries", "skipped", "folds"),
             "chosen": self.chosen.as_dict(),
-            "chosen_train_ndcg": round(self.chosen_score, 4),
-            "held_out_ndcg": round(self.held_out, 4),
-            "untuned_ndcg": round(self.untuned, 4),
-            "fts_only_ndcg": round(self.fts_only, 4),
-            "vector_only_ndcg": round(self.vector_only, 4),
+            **{f"{name}_ndcg": round(score, 4) for name, score in ndcg.items()},
             "per_fold": [{"chosen": label, "ndcg": round(score, 4)} for label, score in self.per_fold],
         }
 

@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ragstore.db import citus
-from ragstore.db.connection import db_errors
+from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
@@ -30,7 +30,15 @@ HNSW_MAX_DIM = {"vector": 2000, "halfvec": 4000}
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 
-Conn = psycopg.Connection[Any]
+
+class _TableSuffix:
+    """A read-only attribute of a :class:`Family`: ``<its table>_<suffix>`` (the name of one of its indexes)."""
+
+    def __init__(self, suffix: str) -> None:
+        self.suffix = suffix
+
+    def __get__(self, family: Family, owner: type[Family] | None = None) -> str:
+        return f"{family.table}_{self.suffix}"
 
 
 @dataclass(frozen=True)
@@ -44,17 +52,10 @@ class Family:
     state: str
     options: dict[str, Any]
 
-    @property
-    def hnsw_index(self) -> str:
-        return f"{self.table}_embedding_hnsw"
-
-    @property
-    def package_index(self) -> str:
-        return f"{self.table}_package_path"
-
-    @property
-    def metadata_index(self) -> str:
-        return f"{self.table}_metadata"
+    # The family's indexes, named after its table.
+    hnsw_index = _TableSuffix("embedding_hnsw")
+    package_index = _TableSuffix("package_path")
+    metadata_index = _TableSuffix("metadata")
 
     @property
     def opclass(self) -> str:

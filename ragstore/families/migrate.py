@@ -32,7 +32,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ragstore.db.connection import db_errors
+from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import UNCACHED_BACKENDS, cache_key, embed_cached, key_for, seed_from_family
@@ -40,7 +40,6 @@ from ragstore.errors import Conflict, InvalidInput
 from ragstore.families import Family, ensure_hnsw_index, get_family, give_table_to_owner, vector_type_for
 from ragstore.ingest.records import check_matrix
 
-Conn = psycopg.Connection[Any]
 Progress = Callable[[int], None]
 
 DEFAULT_BATCH = 256

@@ -13,10 +13,12 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from types import MappingProxyType
 from typing import Any, Literal
 
 from ragstore.common.canonical import canonical_bytes, canonical_json
+from ragstore.common.fields import fields_dict
 from ragstore.memory.models import MemoryRecord, Store
 
 __all__ = [
@@ -38,6 +40,23 @@ def format_at(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class JsonForm:
+    """Mixin for memory's dataclasses: :meth:`to_dict`, every field in declaration order, a datetime
+    rendered by :func:`format_at` and an enum (a store) by its value."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {name: _json_value(value) for name, value in fields_dict(self).items()}
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, datetime):
+        return format_at(value)
+    return value.value if isinstance(value, Enum) else value
+
+
 def record_to_dict(record: MemoryRecord) -> dict[str, Any]:
     """The JSON-ready dict of a record, ``at`` rendered by :func:`format_at`."""
     return {
@@ -54,20 +73,16 @@ def record_to_dict(record: MemoryRecord) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class ReadFailure:
+class ReadFailure(JsonForm):
     """A store whose read raised: it contributed nothing. ``error`` is the exception's class name."""
 
     store: Store
     error: str
     message: str
 
-    def to_dict(self) -> dict[str, str]:
-        """JSON-ready form."""
-        return {"store": self.store.value, "error": self.error, "message": self.message}
-
 
 @dataclass(frozen=True, slots=True)
-class Rejection:
+class Rejection(JsonForm):
     """``count`` records a reader of ``store`` returned that composition refused, and why.
 
     ``other_agent``: another agent's record; ``other_store``: a record of another store (a declared
@@ -78,10 +93,6 @@ class Rejection:
     store: Store
     reason: RejectionReason
     count: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"store": self.store.value, "reason": self.reason, "count": self.count}
 
 
 @dataclass(frozen=True, slots=True)

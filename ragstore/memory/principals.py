@@ -16,24 +16,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-import psycopg
-
-from ragstore.db.connection import db_errors
+from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput, NotFound
-from ragstore.memory.bundle import format_at
+from ragstore.memory.bundle import JsonForm
 from ragstore.memory.models import AGENT_ID_PATTERN
 
 __all__ = ["Principal", "grant_agent", "list_principals", "revoke_agent"]
 
-Conn = psycopg.Connection[Any]
 _AGENT = re.compile(AGENT_ID_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
-class Principal:
+class Principal(JsonForm):
     """One binding: ``role`` acts for ``agent``; granted by the login role ``granted_by`` at ``granted_at``."""
 
     agent: str
@@ -41,16 +37,6 @@ class Principal:
     granted_by: str
     granted_at: datetime
     role_exists: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "agent": self.agent,
-            "role": self.role,
-            "granted_by": self.granted_by,
-            "granted_at": format_at(self.granted_at),
-            "role_exists": self.role_exists,
-        }
 
 
 def _check(agent: str, role: str) -> None:

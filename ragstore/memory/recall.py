@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ragstore.common.fields import fields_dict
+from ragstore.db.connection import Conn
 from ragstore.db.sqlfiles import query as sql_block
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput
 from ragstore.memory.bundle import record_to_dict
 from ragstore.memory.models import ALL_STORES, AgentProfile, MemoryRecord, Store
-from ragstore.memory.store import Conn, agent_scope
+from ragstore.memory.store import agent_scope
 from ragstore.search.blend import (
     DEFAULT_COSINE_FLOOR,
     DEFAULT_HALF_LIFE_DAYS,
@@ -80,14 +82,7 @@ class RecallResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "agent": self.agent,
-            "query": self.query,
-            "model": self.model,
-            "embedded": self.embedded,
-            "pending": self.pending,
-            "hits": [hit.to_dict() for hit in self.hits],
-        }
+        return fields_dict(self, hits=[hit.to_dict() for hit in self.hits])
 
 
 def model_key(backend: Backend) -> str:

@@ -31,11 +31,11 @@ from pydantic import ValidationError
 
 from ragstore.common.jsonl import read_objects
 from ragstore.common.like import like_contains
-from ragstore.db.connection import db_errors
+from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from ragstore.memory.binding import Binding, ReadRequest, bind
-from ragstore.memory.bundle import Bundle, canonical_bytes, format_at, record_to_dict
+from ragstore.memory.bundle import Bundle, JsonForm, canonical_bytes, format_at, record_to_dict
 from ragstore.memory.compose import compose_memory
 from ragstore.memory.models import (
     DEFAULT_POLICY,
@@ -62,7 +62,6 @@ __all__ = [
     "record_id_for",
 ]
 
-Conn = psycopg.Connection[Any]
 _BATCH = 1000
 _MIN_PAGE = 64
 
@@ -319,7 +318,7 @@ def compose_from_db(
 
 
 @dataclass(frozen=True, slots=True)
-class ForgetResult:
+class ForgetResult(JsonForm):
     """The erasure-log row of one :func:`forget`: which record, why, by whom and when (never the content)."""
 
     log_id: int
@@ -330,19 +329,6 @@ class ForgetResult:
     forgotten_by: str
     acting_role: str
     forgotten_at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "log_id": self.log_id,
-            "agent": self.agent,
-            "store": self.store,
-            "record_id": self.record_id,
-            "reason": self.reason,
-            "forgotten_by": self.forgotten_by,
-            "acting_role": self.acting_role,
-            "forgotten_at": format_at(self.forgotten_at),
-        }
 
 
 def forget(conn: Conn, agent: str, record_id: str, reason: str) -> ForgetResult:

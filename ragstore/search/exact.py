@@ -14,21 +14,18 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import psycopg
 from psycopg import sql
 
 from ragstore.db.citus import on_citus
-from ragstore.db.connection import db_errors
+from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
 from ragstore.search.filters import Filter, to_float32
 from ragstore.search.types import Hit
 
-Conn = psycopg.Connection[Any]
 F64 = npt.NDArray[np.float64]
 Batch = tuple[list[str], npt.NDArray[np.float32]]
 Ranked = list[tuple[float, str]]

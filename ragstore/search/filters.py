@@ -23,20 +23,17 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ragstore.caches import Caches, caches_for
 from ragstore.common.like import like_prefix
 from ragstore.common.strictjson import check_json_value, loads_strict, text_problem
-from ragstore.db.connection import run_isolated
+from ragstore.db.connection import Conn, run_isolated
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
 from ragstore.search import metafilter
 from ragstore.search.metafilter import uses_operators
-
-Conn = psycopg.Connection[Any]
 
 # A filtered query whose filter keeps at most this many rows (estimated) runs exact in SQL over those rows (recall 1.0);
 # a wider filter runs HNSW with iterative scan. Measured with benchmarks/query.py (docs/search.md), p50 of

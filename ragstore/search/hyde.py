@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import psycopg
 
+from ragstore.common.endpoint import EndpointClient
+from ragstore.db.connection import Conn
 from ragstore.embed import cache as _cache
 from ragstore.embed.base import Backend
 from ragstore.errors import BackendError, InvalidInput, RagstoreError
@@ -41,12 +42,11 @@ from ragstore.errors import BackendError, InvalidInput, RagstoreError
 if TYPE_CHECKING:  # httpx is imported when a client is made: a plain search never loads it
     from typing_extensions import Unpack
 
-    from ragstore.common.http import EndpointOptions, JsonEndpoint
+    from ragstore.common.http import EndpointOptions
 
 __all__ = ["DEFAULT_PROMPT", "HYDE_MODES", "Hyde", "HydeReport", "combine"]
 
 log = logging.getLogger(__name__)
-Conn = psycopg.Connection[Any]
 Vector = npt.NDArray[np.float32]
 
 HYDE_MODES = ("average", "replace")
@@ -73,7 +73,7 @@ class HydeReport:
         return {"used": self.used, "cached": self.cached, "answer": self.answer, "note": self.note}
 
 
-class Hyde:
+class Hyde(EndpointClient):
     """An OpenAI-compatible chat endpoint writing hypothetical answers (see the module docstring).
 
     ``base_url`` is the API root (``http://127.0.0.1:11434/v1``); ``/chat/completions`` is appended
@@ -81,6 +81,8 @@ class Hyde:
     the key (``api_key_env``, by default ``OPENAI_API_KEY``, or ``api_key_file``; none sent when unset),
     the timeout (30 s) and the retries (2).
     """
+
+    _shown = ("model", "mode")
 
     def __init__(
         self,
@@ -109,24 +111,13 @@ class Hyde:
 
         options: EndpointOptions = {"api_key_env": "OPENAI_API_KEY", "max_retries": 2}
         options.update(http)
-        self._http: JsonEndpoint = JsonEndpoint(url, what="HyDE", **options)
+        self._http = JsonEndpoint(url, what="HyDE", **options)
         self.model = model
         self.mode = mode
         self.prompt = prompt
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.last: HydeReport | None = None
-
-    @property
-    def url(self) -> str:
-        """The chat-completions endpoint, without any password."""
-        return self._http.url
-
-    def __repr__(self) -> str:
-        return f"Hyde(url={self.url!r}, model={self.model!r}, mode={self.mode!r}, http={self._http!r})"
-
-    def close(self) -> None:
-        self._http.close()
 
     def _payload(self, query: str) -> dict[str, Any]:
         return {

@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 
 from ragstore.common.stats import p95
-from ragstore.db.connection import db_errors
+from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput
 from ragstore.families import Family, get_family
@@ -33,8 +33,6 @@ from ragstore.search import exact as _exact
 from ragstore.search.api import run_vector
 from ragstore.search.filters import Filter, check_k, make_filter, to_float32
 from ragstore.search.vector import ef_search_for
-
-Conn = psycopg.Connection[Any]
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ragstore.common.closing import Closing
+from ragstore.common.endpoint import EndpointClient
 from ragstore.errors import BackendError, InvalidInput
 from ragstore.search.types import Hit
 
 if TYPE_CHECKING:  # httpx is imported when a client is made: a plain search never loads it
     from typing_extensions import Unpack
 
-    from ragstore.common.http import EndpointOptions, JsonEndpoint
+    from ragstore.common.http import EndpointOptions
 
 __all__ = ["APIS", "DEFAULT_DEPTH", "HttpReranker", "Reranker", "check_results", "cross_rerank"]
 
@@ -52,7 +52,7 @@ class Reranker(Protocol):
     def rerank(self, query: str, documents: Sequence[str]) -> list[tuple[int, float]]: ...
 
 
-class HttpReranker(Closing):
+class HttpReranker(EndpointClient):
     """A ``/rerank`` endpoint (see the module docstring).
 
     ``url`` is the endpoint; a URL whose path does not end in ``/rerank`` gets it appended
@@ -61,6 +61,8 @@ class HttpReranker(Closing):
     the key (``api_key_env`` or ``api_key_file``; none sent by default), the timeout (30 s) and the
     retries (3).
     """
+
+    _shown = ("model", "api")
 
     def __init__(
         self,
@@ -76,20 +78,9 @@ class HttpReranker(Closing):
             raise InvalidInput("the reranker model name is empty")
         from ragstore.common.http import JsonEndpoint
 
-        self._http: JsonEndpoint = JsonEndpoint(_rerank_url(url), what="reranker", **http)
+        self._http = JsonEndpoint(_rerank_url(url), what="reranker", **http)
         self.model = model
         self.api = api
-
-    @property
-    def url(self) -> str:
-        """The endpoint, without any password."""
-        return self._http.url
-
-    def __repr__(self) -> str:
-        return f"HttpReranker(url={self.url!r}, model={self.model!r}, api={self.api!r}, http={self._http!r})"
-
-    def close(self) -> None:
-        self._http.close()
 
     def rerank(self, query: str, documents: Sequence[str], top_n: int | None = None) -> list[tuple[int, float]]:
         """``(index, relevance score)`` for every document (the best ``top_n`` with it), best first."""

@@ -30,14 +30,12 @@ from psycopg import sql
 
 from ragstore.caches import Caches
 from ragstore.db.citus import on_citus
-from ragstore.db.connection import db_errors, run_isolated
+from ragstore.db.connection import Conn, db_errors, run_isolated
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
 from ragstore.search import metafilter
 from ragstore.search.filters import Filter, ShapeFilter, cached_estimate, to_float32
 from ragstore.search.types import Hit
-
-Conn = psycopg.Connection[Any]
 
 # hnsw.ef_search when the caller names none (pgvector's own default is 40), filtered or not. From the
 # recall curve of benchmarks/query.py (README, "Searching"), recall@10 on clustered 100k rows at 384-d:
