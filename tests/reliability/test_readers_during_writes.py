@@ -7,10 +7,14 @@ half of some packages, (c) ``ragstore family migrate`` re-embeds the family with
 another dimension (offline 16-d -> openai 32-d, against the local stub server) and swaps it in.
 
 Proves: no search raises; none returns an empty or partial answer (always k hits, well-formed, each hit's
-text and package those of its chunk id); none stalls (slower than max(10 x idle p95, 3 s): blocked behind
-a writer), the idle p95 measured in the same run per mode and per backend (before the writes for offline,
-after the swap for openai); no search started after a write committed returns what that write replaced or
-removed. Then every table's content hash equals that of a clean run of the same writes with no readers.
+text and package those of its chunk id); none is blocked behind a writer: PostgreSQL itself is asked, not a
+clock. Every reader runs with a lock_timeout, so a search made to wait on a lock longer than the migration's
+own drop may hold one fails with LockNotAvailable (an error, counted as such), and a monitor asks
+``pg_blocking_pids`` about the readers' backends throughout: the only statement ever seen blocking a
+reader is the drop of the swapped-out table (it waits at most its own short lock_timeout a try). No search
+started after a write committed returns what that write replaced or removed. Then every table's content
+hash equals that of a clean run of the same writes with no readers. Search latencies (each against the
+idle p95 of its mode and backend) are printed, never asserted: speed is the benchmarks' business.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from ragstore.caches import caches_for
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.embed.openai import OpenAIBackend
-from ragstore.families.migrate import migrate_family
+from ragstore.families.migrate import DROP_LOCK_TIMEOUT, migrate_family
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from tests.openai_stub import StubServer
@@ -55,12 +59,11 @@ READERS = 2
 K = 10
 MODES = ("auto", "exact", "hybrid")
 PAUSE = 0.005  # between two searches of a reader: continuous, without two spinning readers owning both cores
-# A search "stalls" when it is slower than 10x the idle p95 and than 3 s. This detects a reader BLOCKED behind a
-# writer (a lock wait lasts as long as the write: seconds here), not speed: on a loaded 2-core machine, or with
-# the test suite's other workers, a reader loses scheduler slices to the writer, the stub server and Postgres
-# (searches of 0.7-1.1 s were seen under a load average of 8-9), which says nothing about ragstore. Speed is
-# measured by benchmarks; the report printed here gives the real ratios.
-FACTOR, FLOOR = 10, 3.0
+# A reader waits on a lock at most this long, then its search fails with LockNotAvailable. Ten times the
+# drop's own lock_timeout: a DROP queued ahead of a reader gives up after DROP_LOCK_TIMEOUT, and a writer
+# holding a lock a reader needs for a whole write (a batch, a prune, a swap) would hold it far longer.
+READER_LOCK_TIMEOUT_MS = 10 * int(DROP_LOCK_TIMEOUT.removesuffix("ms"))
+APP = "ragstore-test-reader"
 STUB_DIM, STUB_MODEL = 32, "stub-embed-32"
 ID = re.compile(r"doc-(\d{6})")
 
@@ -89,6 +92,14 @@ def _problems(hits: list[Any]) -> list[str]:
     return out
 
 
+def _as_reader(conn: psycopg.Connection[Any]) -> None:
+    """Mark ``conn`` a reader: the name the blocking monitor looks for, and the reader's lock_timeout."""
+    conn.execute(f"SET application_name = '{APP}'")
+    conn.execute(f"SET lock_timeout = '{READER_LOCK_TIMEOUT_MS}ms'")  # a longer lock wait is an error
+    if not conn.autocommit:
+        conn.commit()  # the session settings outlive the rollback after each search
+
+
 def _reader(dsn: str, out: str, stop: str, ready: str, seed: int, autocommit: bool) -> None:
     """Search family docs until ``stop`` exists; write one record per search to ``out`` (JSON)."""
     from ragstore.search import api
@@ -96,6 +107,7 @@ def _reader(dsn: str, out: str, stop: str, ready: str, seed: int, autocommit: bo
     rng = random.Random(seed)
     records: list[list[Any]] = []
     with connect(dsn, autocommit=autocommit) as conn:
+        _as_reader(conn)
         n = 0
         while not os.path.exists(stop):
             mode = MODES[n % len(MODES)]
@@ -139,6 +151,41 @@ def _start_readers(dsn: str, tmp_path: Path) -> tuple[list[subprocess.Popen[byte
     return procs, stop, outs
 
 
+class _BlockingMonitor:
+    """Asks PostgreSQL, every few milliseconds until stopped, which backends block the readers' (found by
+    their application_name): ``seen`` holds each blocking statement's text once."""
+
+    def __init__(self, dsn: str) -> None:
+        import threading
+
+        self.seen: set[str] = set()
+        self.polls = 0
+        self._stop = threading.Event()
+        self._dsn = dsn
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _BlockingMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            while not self._stop.is_set():
+                rows = conn.execute(
+                    "SELECT b.query FROM pg_stat_activity AS r"
+                    " CROSS JOIN LATERAL unnest(pg_blocking_pids(r.pid)) AS blocker(pid)"
+                    " JOIN pg_stat_activity AS b ON b.pid = blocker.pid WHERE r.application_name = %s",
+                    (APP,),
+                ).fetchall()
+                self.seen.update(row[0] for row in rows)
+                self.polls += 1
+                self._stop.wait(0.005)
+
+
 def _p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1] if len(values) >= 2 else values[0]
 
@@ -179,21 +226,22 @@ def test_searches_stay_whole_and_fast_during_index_prune_and_migration(
         procs, stop, outs = _start_readers(dsn, tmp_path)
         phases: list[tuple[str, float]] = []
         try:
-            phases.append(("idle", time.monotonic()))
-            time.sleep(IDLE_SECONDS)
-            base = ["--dsn", dsn]
-            phases.append(("index", time.monotonic()))
-            big = _cli_ok([*base, "index", "docs", str(large), "--json", "--batch-size", "500"])
-            phases.append(("prune", time.monotonic()))
-            cut = _cli_ok([*base, "index", "docs", str(partial), "--prune", "--json"])
-            phases.append(("migrate", time.monotonic()))
-            moved = _cli_ok(
-                [*base, "family", "migrate", "docs", "--backend", "openai", "--model", STUB_MODEL,
-                 "--base-url", stub.url, "--json", "--batch-size", "256"]
-            )  # fmt: skip
-            phases.append(("idle-after", time.monotonic()))
-            time.sleep(IDLE_SECONDS)
-            phases.append(("end", time.monotonic()))
+            with _BlockingMonitor(dsn) as monitor:
+                phases.append(("idle", time.monotonic()))
+                time.sleep(IDLE_SECONDS)
+                base = ["--dsn", dsn]
+                phases.append(("index", time.monotonic()))
+                big = _cli_ok([*base, "index", "docs", str(large), "--json", "--batch-size", "500"])
+                phases.append(("prune", time.monotonic()))
+                cut = _cli_ok([*base, "index", "docs", str(partial), "--prune", "--json"])
+                phases.append(("migrate", time.monotonic()))
+                moved = _cli_ok(
+                    [*base, "family", "migrate", "docs", "--backend", "openai", "--model", STUB_MODEL,
+                     "--base-url", stub.url, "--json", "--batch-size", "256"]
+                )  # fmt: skip
+                phases.append(("idle-after", time.monotonic()))
+                time.sleep(IDLE_SECONDS)
+                phases.append(("end", time.monotonic()))
         finally:
             stop.touch()
             for p in procs:
@@ -223,7 +271,7 @@ def test_searches_stay_whole_and_fast_during_index_prune_and_migration(
         return max(p for (m, mo), p in idle.items() if m == mode and (mo == model or model == "?"))
 
     ends = {name: phases[n + 1][1] for n, (name, _) in enumerate(phases[:-1])}  # when the next one starts
-    errors, problems, slow, stale = [], [], [], []
+    errors, problems, stale = [], [], []
     worst: dict[str, tuple[float, float]] = {}
     for name in ("index", "prune", "migrate", "idle-after"):
         assert len(by_phase[name]) >= 3 * READERS, f"too few searches during {name}: {len(by_phase[name])}"
@@ -232,8 +280,6 @@ def test_searches_stay_whole_and_fast_during_index_prune_and_migration(
                 errors.append((name, mode, error))
             problems += [(name, mode, p) for p in wrong]
             p95 = idle_p95(mode, model)
-            if seconds > max(FACTOR * p95, FLOOR):
-                slow.append((name, mode, model, round(seconds * 1000, 1), round(p95 * 1000, 1)))
             if name not in worst or seconds / p95 > worst[name][0] / worst[name][1]:
                 worst[name] = (seconds, p95)
             for hit in got:
@@ -248,13 +294,15 @@ def test_searches_stay_whole_and_fast_during_index_prune_and_migration(
     worst_ms = {n: f"{s * 1000:.1f} ms = {s / p:.1f}x" for n, (s, p) in worst.items()}
     print(
         f"readers-during-writes: {len(records)} searches {counts}, {len(errors)} errors, {len(problems)} bad "
-        f"answers, {len(slow)} slow, idle p95 ms {idle_ms}, worst vs its idle p95 per phase {worst_ms}, "
+        f"answers, readers blocked by {sorted(monitor.seen)} ({monitor.polls} polls), idle p95 ms {idle_ms}, "
+        f"worst vs its idle p95 per phase {worst_ms}, "
         f"migration {moved['seconds']}s"
     )
     assert errors == [], errors[:5]
     assert problems == [], problems[:5]
     assert stale == [], stale[:5]
-    assert slow == [], slow[:10]
+    assert monitor.polls > 100  # it watched the whole run
+    assert all(q.lstrip().upper().startswith("DROP TABLE") for q in monitor.seen), monitor.seen
 
     # Nothing lost, nothing half-written: the exact expected rows, every embedding matching its chunk,
     # and every table's content equal to the clean run's.
@@ -265,6 +313,42 @@ def test_searches_stay_whole_and_fast_during_index_prune_and_migration(
     assert got_rows == want
     assert consistent(dsn, table) == []
     assert family_data_hashes(dsn) == family_data_hashes(clean_dsn)
+
+
+def test_a_reader_blocked_behind_a_writer_is_seen_and_fails(dsn: str, tmp_path: Path) -> None:
+    """The two checks above can fail: a writer holding the family's table for longer than a reader may wait
+    makes the reader's search fail (LockNotAvailable), and the monitor names the writer's statement."""
+    import threading
+
+    from ragstore.errors import RagstoreError
+    from ragstore.search import search
+
+    with connect(dsn) as conn:
+        families.create_family(conn, "docs", OfflineBackend())
+        index_sources(conn, "docs", open_sources([str(write_jsonl(tmp_path / "c.jsonl", map(chunk, range(50))))]))
+    outcome: dict[str, Any] = {}
+    with connect(dsn, autocommit=True) as reader, psycopg.connect(dsn) as writer:
+        _as_reader(reader)
+        assert len(search(reader, "docs", "w1 chunk", k=K, mode="exact")) == K
+        writer.execute("LOCK TABLE ragstore.emb_docs IN ACCESS EXCLUSIVE MODE")
+        released = threading.Event()
+
+        def read() -> None:
+            try:
+                search(reader, "docs", "w2 chunk", k=K, mode="exact")
+            except RagstoreError as exc:
+                outcome["error"] = f"{type(exc).__name__}: {exc}"
+            outcome["writer still held the lock"] = not released.is_set()
+
+        with _BlockingMonitor(dsn) as monitor:
+            thread = threading.Thread(target=read)
+            thread.start()
+            _until(lambda: monitor.seen, "the monitor to see the reader blocked")
+            thread.join(timeout=60)
+        writer.rollback()
+        released.set()
+    assert any(q.startswith("LOCK TABLE") for q in monitor.seen), monitor.seen
+    assert "error" in outcome and outcome["writer still held the lock"], outcome
 
 
 def _waiting_for_locks(dsn: str) -> list[str]:
