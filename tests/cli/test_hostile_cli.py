@@ -19,7 +19,7 @@ from ragstore.cli.memory import memory_group
 from ragstore.cli.search import check_recall_command, search_command
 from ragstore.db.connection import connect, run_isolated
 from ragstore.embed.offline import OfflineBackend
-from ragstore.errors import InvalidInput
+from ragstore.errors import DatabaseUnavailable, InvalidInput
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
 from ragstore.search import search
@@ -98,16 +98,20 @@ def test_where_values_the_server_would_refuse_are_refused_first_naming_where(
 
 
 def test_library_metadata_is_checked_before_any_database_call(store: str) -> None:
-    with connect(store) as conn:
-        for metadata in ({"a": float("nan")}, {"a": "\x00"}, {"a": "\udc80"}, {"a": [[[[1]]]] * 1}):
-            nested: object = metadata
-            if metadata == {"a": [[[[1]]]]}:
-                for _ in range(40):
-                    nested = {"a": nested}
-            with pytest.raises(InvalidInput, match=r"^metadata"):
-                search(conn, "docs", "alpha", metadata=nested)  # type: ignore[arg-type]
-        with pytest.raises(InvalidInput, match=r"^package holds a NUL"):
-            search(conn, "docs", "alpha", package="a\x00")
+    # A closed connection fails any statement: a search that reaches it made a database call.
+    conn = connect(store)
+    conn.close()
+    with pytest.raises(DatabaseUnavailable, match="the connection is closed"):  # the control: a valid search
+        search(conn, "docs", "alpha", metadata={"n": 1})  # does call the database
+    for metadata in ({"a": float("nan")}, {"a": "\x00"}, {"a": "\udc80"}, {"a": [[[[1]]]] * 1}):
+        nested: object = metadata
+        if metadata == {"a": [[[[1]]]]}:
+            for _ in range(40):
+                nested = {"a": nested}
+        with pytest.raises(InvalidInput, match=r"^metadata"):
+            search(conn, "docs", "alpha", metadata=nested)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"^package holds a NUL"):
+        search(conn, "docs", "alpha", package="a\x00")
 
 
 def test_a_failing_statement_in_a_pipeline_never_logs_error_ignored(
