@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from ragstore import config, migrate
-from ragstore.cli.app import app, emit_json
+from ragstore.cli.app import app, echo_stopped, emit_json
+from ragstore.common.fields import fields_dict
 from ragstore.db.connection import mask_dsn
 from ragstore.db.server import EmbeddedServer
 
@@ -55,14 +56,8 @@ def _server() -> EmbeddedServer:
 def server_status(as_json: bool) -> None:
     """Show where the embedded server keeps its data and whether it runs."""
     st = _server().status()
-    data = {
-        "data_dir": str(st.data_dir),
-        "initialised": st.initialised,
-        "running": st.running,
-        "pid": st.pid,
-        "dsn": st.dsn,
-        "external_dsn": mask_dsn(config.dsn_from_env() or "") or None,
-    }
+    data = fields_dict(st, "data_dir", "initialised", "running", "pid", "dsn", data_dir=str(st.data_dir))
+    data["external_dsn"] = mask_dsn(config.dsn_from_env() or "") or None
     if as_json:
         emit_json(data)
         return
@@ -84,7 +79,4 @@ def server_start() -> None:
 @server_group.command("stop")
 def server_stop() -> None:
     """Stop the embedded server (data is kept)."""
-    if _server().stop():
-        click.echo("embedded server stopped")
-    else:
-        click.echo("embedded server was not running")
+    echo_stopped("embedded server", _server().stop())

@@ -108,6 +108,11 @@ def count_option(flag: str, most: int, default: int, help_text: str) -> Callable
     return click.option(flag, type=click.IntRange(1, most), default=default, show_default=True, help=help_text)
 
 
+def echo_stopped(what: str, stopped: bool) -> None:
+    """Say whether ``stop`` stopped ``what`` or found it not running."""
+    click.echo(f"{what} stopped" if stopped else f"{what} was not running")
+
+
 def emit_json(data: Any) -> None:
     """Machine-readable output: one JSON document on stdout."""
     click.echo(json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2, default=str))

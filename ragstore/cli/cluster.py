@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from ragstore import config
-from ragstore.cli.app import emit_json
+from ragstore.cli.app import echo_stopped, emit_json
+from ragstore.common.fields import fields_dict
 from ragstore.db.cluster import LocalCluster
 
 
@@ -36,13 +37,8 @@ def cluster_start(workers: int, as_json: bool) -> None:
 def cluster_status(as_json: bool) -> None:
     """Show the nodes of the local cluster and whether each runs."""
     st = _cluster().status()
-    data = {
-        "home": str(st.home),
-        "created": st.created,
-        "running": st.running,
-        "dsn": st.dsn,
-        "nodes": [{"name": n.name, "port": n.port, "running": n.running, "pid": n.pid} for n in st.nodes],
-    }
+    data = fields_dict(st, home=str(st.home), nodes=[fields_dict(node) for node in st.nodes])
+    data["running"] = st.running
     if as_json:
         emit_json(data)
         return
@@ -59,7 +55,4 @@ def cluster_status(as_json: bool) -> None:
 @cluster_group.command("stop")
 def cluster_stop() -> None:
     """Stop every node of the local cluster (data is kept)."""
-    if _cluster().stop():
-        click.echo("citus cluster stopped")
-    else:
-        click.echo("citus cluster was not running")
+    echo_stopped("citus cluster", _cluster().stop())

@@ -6,18 +6,23 @@ Errors are :class:`~ragstore.errors.RagstoreError` and reach the main group, whi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.common.moments import check_aware
 from ragstore.embed.registry import BACKENDS, make_backend
 from ragstore.memory.models import ALL_STORES, load_profile
 from ragstore.memory.principals import grant_agent, list_principals, revoke_agent
 from ragstore.memory.recall import recall
 from ragstore.memory.store import add_records, compose_from_db, forget, import_jsonl, make_record
+
+if TYPE_CHECKING:
+    from ragstore.db.connection import Conn
 
 __all__ = ["memory_group"]
 
@@ -31,9 +36,7 @@ def _now(value: str | None) -> datetime:
         parsed = datetime.fromisoformat(value)
     except ValueError as exc:
         raise CliError(f"--now {value!r} is not an ISO 8601 timestamp") from exc
-    if parsed.tzinfo is None:
-        raise CliError(f"--now {value!r} needs a timezone, e.g. {value}Z or {value}+00:00")
-    return parsed
+    return check_aware(f"--now {value!r}", parsed)
 
 
 @click.group("memory")
@@ -168,26 +171,40 @@ def memory_forget(ctx: click.Context, agent: str, record_id: str, reason: str, a
         )
 
 
-@memory_group.command("grant")
-@click.option("--agent", required=True, help="The memory agent id.")
-@click.option("--role", "role", required=True, help="The database role that acts for it (its members too).")
-@click.pass_context
-def memory_grant(ctx: click.Context, agent: str, role: str) -> None:
-    """Bind AGENT to a database ROLE: that role reads and appends the agent's memory (owner only)."""
-    with app(ctx).connect() as conn:
-        added = grant_agent(conn, agent, role)
-    click.echo(f"{'granted' if added else 'already granted'}: role {role} acts for agent {agent}")
+def _binding_command(name: str, summary: str, role_help: str, change: Callable[[Conn, str, str], str]) -> click.Command:
+    """``memory NAME --agent A --role R``: ``change`` the binding of A to R, then print what it says."""
+
+    @memory_group.command(name, help=summary)
+    @click.option("--agent", required=True, help="The memory agent id.")
+    @click.option("--role", "role", required=True, help=role_help)
+    @click.pass_context
+    def command(ctx: click.Context, agent: str, role: str) -> None:
+        with app(ctx).connect() as conn:
+            said = change(conn, agent, role)
+        click.echo(said)
+
+    return command
 
 
-@memory_group.command("revoke")
-@click.option("--agent", required=True, help="The memory agent id.")
-@click.option("--role", "role", required=True, help="The database role bound to it.")
-@click.pass_context
-def memory_revoke(ctx: click.Context, agent: str, role: str) -> None:
-    """Remove the binding of AGENT to ROLE (owner only)."""
-    with app(ctx).connect() as conn:
-        revoke_agent(conn, agent, role)
-    click.echo(f"revoked: role {role} no longer acts for agent {agent}")
+def _grant(conn: Conn, agent: str, role: str) -> str:
+    added = grant_agent(conn, agent, role)
+    return f"{'granted' if added else 'already granted'}: role {role} acts for agent {agent}"
+
+
+def _revoke(conn: Conn, agent: str, role: str) -> str:
+    revoke_agent(conn, agent, role)
+    return f"revoked: role {role} no longer acts for agent {agent}"
+
+
+memory_grant = _binding_command(
+    "grant",
+    "Bind AGENT to a database ROLE: that role reads and appends the agent's memory (owner only).",
+    "The database role that acts for it (its members too).",
+    _grant,
+)
+memory_revoke = _binding_command(
+    "revoke", "Remove the binding of AGENT to ROLE (owner only).", "The database role bound to it.", _revoke
+)
 
 
 @memory_group.command("principals")

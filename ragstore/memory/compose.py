@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import get_args
 
-from ragstore.errors import InvalidInput
+from ragstore.common.moments import check_aware
 from ragstore.memory.binding import Binding, Reader, ReadRequest
 from ragstore.memory.bundle import (
     Bundle,
@@ -73,8 +73,7 @@ def compose_memory(
     ``KeyboardInterrupt`` propagate). Raises :class:`~ragstore.errors.InvalidInput` — before reading
     anything — only when ``now`` is naive, a caller bug no reader could be blamed for.
     """
-    if now.tzinfo is None or now.utcoffset() is None:
-        raise InvalidInput("compose_memory: now must be timezone-aware")
+    check_aware("compose_memory: now", now)
     hint = normalize_hint(task_hint)
     raw_hint = task_hint.strip() if hint is not None and task_hint is not None else None
     records: dict[Store, tuple[MemoryRecord, ...]] = {}

@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from ragstore.common.fields import fields_dict
+from ragstore.common.moments import check_aware
 from ragstore.db.connection import Conn
 from ragstore.db.sqlfiles import query as sql_block
 from ragstore.embed.base import Backend
@@ -163,8 +164,7 @@ def recall(
         raise InvalidInput(f"k and pool must be at least 1, got k={k}, pool={pool}")
     if not 0 <= embed_limit <= MAX_EMBED_BATCH:
         raise InvalidInput(f"embed limit must be between 0 and {MAX_EMBED_BATCH}, got {embed_limit}")
-    if now.tzinfo is None or now.utcoffset() is None:
-        raise InvalidInput("recall: now must be timezone-aware")
+    check_aware("recall: now", now)
     if backend is None:
         from ragstore.embed.offline import OfflineBackend
 

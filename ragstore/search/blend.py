@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from ragstore.common.moments import check_aware
 from ragstore.errors import InvalidInput
 
 __all__ = [
@@ -118,7 +119,7 @@ def blend(
     if half_life_days <= 0:
         raise InvalidInput(f"half_life_days must be positive, got {half_life_days!r}")
     _check_finite("cosine_floor", cosine_floor)
-    _check_aware("now", now)
+    check_aware("now", now)
     _check_candidates(candidates)
     if not candidates:
         return []
@@ -186,13 +187,6 @@ def _check_finite(name: str, value: object) -> None:
         raise InvalidInput(f"{name} must be finite, got {value!r}")
 
 
-def _check_aware(name: str, value: object) -> None:
-    if not isinstance(value, datetime):
-        raise InvalidInput(f"{name} must be a datetime, got {value!r}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise InvalidInput(f"{name} must be timezone-aware, got the naive datetime {value.isoformat()}")
-
-
 def _check_candidates(candidates: Sequence[Candidate]) -> None:
     seen: set[str] = set()
     for candidate in candidates:
@@ -202,4 +196,4 @@ def _check_candidates(candidates: Sequence[Candidate]) -> None:
         seen.add(candidate.chunk_id)
         _check_finite(f"{label} cosine", candidate.cosine)
         _check_finite(f"{label} lexical", candidate.lexical)
-        _check_aware(f"{label} timestamp", candidate.timestamp)
+        check_aware(f"{label} timestamp", candidate.timestamp)
