@@ -171,3 +171,120 @@ def test_context_inputs_that_are_folders_are_one_line_errors(tmp_path: Path) -> 
         read_state(tmp_path)
     with pytest.raises(NotFound, match="pack file not found"):
         load_pack(tmp_path)
+
+
+# --- fields_dict, Closing, EndpointOptions, check_aware ---------------------------------------------------
+
+
+def test_fields_dict_keeps_declaration_order_and_applies_overrides_and_a_selection() -> None:
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from ragstore.common.fields import fields_dict
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Row:
+        b: int
+        a: str
+        at: datetime
+
+    row = Row(2, "x", datetime(2026, 1, 2, tzinfo=UTC))
+    assert list(fields_dict(row).items()) == [("b", 2), ("a", "x"), ("at", row.at)]
+    assert fields_dict(row, at="2026-01-02") == {"b": 2, "a": "x", "at": "2026-01-02"}
+    assert list(fields_dict(row, "a", "b")) == ["b", "a"]  # declaration order, not the order asked
+    with pytest.raises(ValueError, match="Row has no field c"):
+        fields_dict(row, c=1)
+    with pytest.raises(TypeError, match="not a dataclass instance"):
+        fields_dict(Row)
+
+
+def test_memory_results_keep_their_json_form() -> None:
+    from datetime import UTC, datetime
+
+    from ragstore.memory.bundle import ReadFailure, Rejection
+    from ragstore.memory.models import Store
+    from ragstore.memory.principals import Principal
+
+    at = datetime(2026, 3, 4, 5, 6, 7, 8, tzinfo=UTC)
+    assert Principal("ana", "r", "owner", at, True).to_dict() == {
+        "agent": "ana",
+        "role": "r",
+        "granted_by": "owner",
+        "granted_at": "2026-03-04T05:06:07.000008Z",
+        "role_exists": True,
+    }
+    assert memory_store.ForgetResult(1, "ana", "semantic", "x", "why", "me", "r", at).to_dict()["forgotten_at"] == (
+        "2026-03-04T05:06:07.000008Z"
+    )
+    failure = ReadFailure(Store.EPISODIC, "OSError", "gone").to_dict()
+    assert failure == {"store": "episodic", "error": "OSError", "message": "gone"}
+    assert type(failure["store"]) is str
+    assert Rejection(Store.SEMANTIC, "other_agent", 2).to_dict() == {
+        "store": "semantic",
+        "reason": "other_agent",
+        "count": 2,
+    }
+
+
+def test_closing_closes_at_the_end_of_the_block_even_on_an_exception() -> None:
+    from ragstore.common.closing import Closing
+
+    class Resource(Closing):
+        closed = 0
+
+        def close(self) -> None:
+            self.closed += 1
+
+    resource = Resource()
+    with resource as inside:
+        assert inside is resource and resource.closed == 0
+    assert resource.closed == 1
+    with pytest.raises(KeyError), resource:
+        raise KeyError("boom")
+    assert resource.closed == 2
+
+
+def test_every_http_client_refuses_an_option_it_does_not_know() -> None:
+    from ragstore.common.http import JsonEndpoint
+    from ragstore.embed.registry import make_backend
+    from ragstore.search.hyde import Hyde
+    from ragstore.search.rerank import HttpReranker
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        JsonEndpoint("http://127.0.0.1:9/x", what="test", colour=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="colour"):
+        HttpReranker("http://127.0.0.1:9", colour=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="colour"):
+        Hyde("http://127.0.0.1:9/v1", "m", colour=1)  # type: ignore[call-arg]
+    with pytest.raises(InvalidInput, match=r"bad option for the openai backend: .*colour"):
+        make_backend("openai", model="m", base_url="http://127.0.0.1:9/v1", colour=1)
+
+
+def test_http_clients_keep_their_own_defaults() -> None:
+    from ragstore.embed.openai import OpenAIBackend
+    from ragstore.search.hyde import Hyde
+    from ragstore.search.rerank import HttpReranker
+
+    with OpenAIBackend("http://127.0.0.1:9/v1", "m", dim=4) as backend:
+        assert backend._endpoint._max_retries == 5
+    with Hyde("http://127.0.0.1:9/v1", "m") as hyde:
+        assert hyde._http._max_retries == 2 and repr(hyde).startswith("Hyde(url='http://127.0.0.1:9/v1/chat/")
+    with HttpReranker("http://127.0.0.1:9", max_retries=0) as reranker:
+        assert reranker._http._max_retries == 0
+        assert repr(reranker) == (
+            "HttpReranker(url='http://127.0.0.1:9/rerank', model=None, api='cohere', "
+            "http=JsonEndpoint(url='http://127.0.0.1:9/rerank', api_key=None))"
+        )
+
+
+def test_check_aware_is_the_one_timezone_rule() -> None:
+    from datetime import UTC, datetime
+
+    from ragstore.common.moments import check_aware
+
+    aware = datetime(2026, 1, 1, tzinfo=UTC)
+    assert check_aware("now", aware) is aware
+    with pytest.raises(InvalidInput, match=r"^now must be timezone-aware, .* needs a timezone, e\.g\. 2026"):
+        check_aware("now", datetime(2026, 1, 1))
+    with pytest.raises(InvalidInput, match="now must be a datetime"):
+        check_aware("now", "2026-01-01")
