@@ -184,7 +184,7 @@ def stream_batches(conn: Conn, family: Family, flt: Filter, batch_size: int | No
         return
     step = pages_per_batch(family, batch_size or default_batch(family))
     statement = sql.SQL(query("search", "stream_vectors")).format(
-        table=sql.Identifier(family.table), join=flt.join(), where=flt.where(extra=_PAGE_RANGE), send=sql.SQL(send)
+        table=sql.Identifier(family.table), where=flt.where(extra=_PAGE_RANGE), send=sql.SQL(send)
     )
     relation = sql.Identifier("ragstore", family.table).as_string(conn)
     with db_errors(), conn.cursor(name="ragstore_exact_stream", binary=True) as cur:
@@ -199,7 +199,7 @@ def _stream_rows(conn: Conn, family: Family, flt: Filter, batch_rows: int, send:
     """:func:`stream_batches` on Citus: rows (not heap-page ranges: a ctid means nothing across shards)
     through a server-side cursor, ``batch_rows`` at a time, decoded a batch at once."""
     statement = sql.SQL(query("search_citus", "stream_vectors")).format(
-        table=sql.Identifier(family.table), join=flt.join(), where=flt.where(), send=sql.SQL(send)
+        table=sql.Identifier(family.table), where=flt.where(), send=sql.SQL(send)
     )
     with db_errors(), conn.cursor(name="ragstore_exact_stream", binary=True) as cur:
         cur.itersize = batch_rows

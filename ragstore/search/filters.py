@@ -69,17 +69,10 @@ class Filter:
     def active(self) -> bool:
         return bool(self.package) or bool(self.metadata)
 
-    @property
-    def needs_chunks(self) -> bool:
-        """False: both filters read the family table alone (it keeps a copy of each chunk's metadata,
-        GIN-indexed, so a metadata filter is planned and read like a package filter)."""
-        return False
-
-    def where(
-        self, alias: str = "e", chunks_alias: str = "c", *, extra: sql.Composable | None = None
-    ) -> sql.Composable:
-        """``WHERE …`` (or nothing) over the family table ``alias`` (``chunks_alias`` is unused: the
-        family table holds the metadata too).
+    def where(self, alias: str = "e", *, extra: sql.Composable | None = None) -> sql.Composable:
+        """``WHERE …`` (or nothing) over the family table ``alias``: both filters read it alone (it keeps a
+        copy of each chunk's metadata, GIN-indexed, so a metadata filter is planned and read like a package
+        filter, with no join to the chunks).
 
         ``extra`` is one more condition ANDed in (the HNSW statement's reference to its settings row).
         """
@@ -113,14 +106,6 @@ class Filter:
         if uses_operators(self.metadata):
             return metafilter.shape(metafilter.parse(self.metadata))
         return CONTAINMENT
-
-    def join(self, alias: str = "e", chunks_alias: str = "c") -> sql.Composable:
-        """The join to the family's own chunks the filter needs (nothing for a package-only filter)."""
-        if not self.needs_chunks:
-            return sql.SQL("")
-        return sql.SQL("JOIN ragstore.chunks AS {c} ON {c}.family = {e}.family AND {c}.chunk_id = {e}.chunk_id").format(
-            c=sql.Identifier(chunks_alias), e=sql.Identifier(alias)
-        )
 
 
 CONTAINMENT: metafilter.Shape = ("@>",)
@@ -242,8 +227,8 @@ class RowEstimate:
 def estimate_statements(family: Family, flt: Filter) -> list[tuple[sql.Composed | str, dict[str, Any]]]:
     """The two read-only statements of an estimate: ``EXPLAIN`` of the filtered scan, and the family's
     ``pg_class.reltuples``."""
-    explain = sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM ragstore.{table} AS e {join} {where}").format(
-        table=sql.Identifier(family.table), join=flt.join(), where=flt.where()
+    explain = sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM ragstore.{table} AS e {where}").format(
+        table=sql.Identifier(family.table), where=flt.where()
     )
     relation = f'ragstore."{family.table}"'  # family.table is a checked name: [a-z][a-z0-9_]*
     total_sql = "SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = %(relation)s::regclass"

@@ -101,7 +101,6 @@ def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
         query_terms=sql.SQL(query("hybrid", "query_terms")),
         table=sql.Identifier(family.table),
         vtype=family.identifiers()["vector_type"],
-        join=flt.join(),
         where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.tsv @@ m.wide")),
         where_vec=flt.where(extra=sql.SQL("%(use_vector)s")),
     )

@@ -66,9 +66,7 @@ def recall_at_k(found: Sequence[str], truth: Sequence[str]) -> float:
 def _sample_queries(
     conn: Conn, family: Family, flt: Filter, samples: int, noise: float, seed: int
 ) -> npt.NDArray[np.float32]:
-    statement = sql.SQL(query("search", "sample_vectors")).format(
-        table=sql.Identifier(family.table), join=flt.join(), where=flt.where()
-    )
+    statement = sql.SQL(query("search", "sample_vectors")).format(table=sql.Identifier(family.table), where=flt.where())
     with conn.transaction(), db_errors():
         rows = conn.execute(statement, {**flt.params(), "seed": seed, "n": samples}).fetchall()
         raise psycopg.Rollback()

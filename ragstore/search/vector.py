@@ -189,7 +189,6 @@ def _statement_text(
             embedding=sql.SQL("t.embedding" if vectors else "NULL"),
             table=sql.Identifier(table),
             vtype=sql.SQL(f"{vector_type}({int(dim)})"),  # vector_type is checked by ragstore.families
-            join=shape.join(),
             where=shape.where(extra=_SETTINGS_REF if block == "hnsw" and not citus else None),
         )
         .as_string()

@@ -1,9 +1,9 @@
 -- Full text and hybrid search, read by ragstore.search.fts and ragstore.search.hybrid.
 --
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
--- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms} (the block below),
--- {join} (the join to chunks a metadata filter needs) and {where_fts} / {where_vec} (Filter.where of
--- ragstore.search.filters over the family table "e" and chunks "c": the package/metadata filter ANDed
+-- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms} (the block below)
+-- and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
+-- which holds the metadata too: the package/metadata filter ANDed
 -- with "c.tsv @@ m.wide" for the full-text leg and with "%(use_vector)s" for the vector leg).
 --
 -- A family serves its own chunks only: chunks are read with c.family = %(family)s, joined to the family
@@ -103,7 +103,6 @@ fts AS MATERIALIZED (
 vec_top AS MATERIALIZED (
     SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
     FROM ragstore.{table} AS e
-    {join}
     {where_vec}
     ORDER BY e.embedding <=> %(q)s::{vtype}
     LIMIT %(vec_n)s

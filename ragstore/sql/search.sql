@@ -1,5 +1,5 @@
 -- The read path (ragstore search). {table} is a family table and {vtype} its checked column type
--- (vector(16), halfvec(1024)); {join} and {where} come from ragstore.search.filters.Filter, values are
+-- (vector(16), halfvec(1024)); {where} comes from ragstore.search.filters.Filter, values are
 -- always parameters. Score is cosine similarity 1 - (a <=> b); pgvector returns NaN for a zero vector,
 -- which scores 0 (cosine undefined, 0 is the neutral "orthogonal"). Every block returns
 -- chunk_id, package_path, score, text, metadata, embedding ordered by score DESC, chunk_id ASC.
@@ -30,7 +30,7 @@ FROM (
 CROSS JOIN LATERAL (
     SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding,
            e.embedding <=> %(q)s::{vtype} AS distance
-    FROM ragstore.{table} AS e {join}
+    FROM ragstore.{table} AS e
     {where}
     ORDER BY e.embedding <=> %(q)s::{vtype}
     LIMIT {k}
@@ -49,7 +49,7 @@ SELECT t.chunk_id, t.package_path, t.score, ch.text, NULLIF(ch.metadata, '{{}}':
 FROM (
     SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding,
            1 - CASE WHEN d.distance = 'NaN'::float8 THEN 1 ELSE d.distance END AS score
-    FROM ragstore.{table} AS e {join}
+    FROM ragstore.{table} AS e
     CROSS JOIN LATERAL (SELECT e.embedding <=> %(q)s::{vtype} AS distance) AS d
     {where}
     ORDER BY score DESC, e.chunk_id
@@ -63,7 +63,7 @@ ORDER BY t.score DESC, t.chunk_id
 -- A zero-magnitude query scores 0 against every row: the first k rows by chunk_id ({k} a literal).
 WITH top AS (
     SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding
-    FROM ragstore.{table} AS e {join}
+    FROM ragstore.{table} AS e
     {where}
     ORDER BY e.chunk_id
     LIMIT {k}
@@ -85,7 +85,7 @@ FROM (SELECT pg_relation_size(%(relation)s::regclass) / current_setting('block_s
      generate_series(0, r.pages, %(step)s) AS g(first_page)
 CROSS JOIN LATERAL (
     SELECT array_agg(e.chunk_id) AS ids, string_agg({send}(e.embedding), ''::bytea) AS vectors
-    FROM ragstore.{table} AS e {join}
+    FROM ragstore.{table} AS e
     {where}
 ) AS b
 WHERE b.ids IS NOT NULL
@@ -102,7 +102,7 @@ WHERE e.chunk_id = ANY (%(ids)s::text[])
 -- name: sample_vectors
 -- check-recall: a seeded, repeatable sample of stored vectors (of the filtered rows when filtered).
 SELECT e.embedding
-FROM ragstore.{table} AS e {join}
+FROM ragstore.{table} AS e
 {where}
 ORDER BY md5(e.chunk_id || %(seed)s::text), e.chunk_id
 LIMIT %(n)s

@@ -15,7 +15,7 @@ SELECT t.chunk_id, t.package_path,
 FROM (
     SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding,
            e.embedding <=> %(q)s::{vtype} AS distance
-    FROM ragstore.{table} AS e {join}
+    FROM ragstore.{table} AS e
     {where}
     ORDER BY e.embedding <=> %(q)s::{vtype}
     LIMIT {k}
@@ -30,7 +30,7 @@ FROM (
     SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding,
            1 - CASE WHEN (e.embedding <=> %(q)s::{vtype}) = 'NaN'::float8 THEN 1
                     ELSE (e.embedding <=> %(q)s::{vtype}) END AS score
-    FROM ragstore.{table} AS e {join}
+    FROM ragstore.{table} AS e
     {where}
     ORDER BY score DESC, e.chunk_id
     LIMIT {k}
@@ -43,7 +43,7 @@ ORDER BY t.score DESC, t.chunk_id
 SELECT t.chunk_id, t.package_path, 0::float8 AS score, ch.text, ch.metadata, t.embedding
 FROM (
     SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding
-    FROM ragstore.{table} AS e {join}
+    FROM ragstore.{table} AS e
     {where}
     ORDER BY e.chunk_id
     LIMIT {k}
@@ -56,5 +56,5 @@ ORDER BY t.chunk_id
 -- The exact path: every row passing the filter, its vector in its binary form, read through a
 -- server-side cursor in batches.
 SELECT e.chunk_id, {send}(e.embedding)
-FROM ragstore.{table} AS e {join}
+FROM ragstore.{table} AS e
 {where}
