@@ -7,9 +7,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 from psycopg import sql
@@ -146,3 +147,34 @@ def family_data_hashes(dsn: str) -> dict[str, str]:
         hashes[f"emb@{name}"] = hashes.pop(table)
     hashes["families"] = hashlib.sha256("\n".join(rows).encode()).hexdigest()
     return hashes
+
+
+class Poller:
+    """Calls :meth:`poll` with a connection of its own every ``interval`` seconds, in a thread, from the
+    start of the ``with`` block to its end; ``polls`` counts the calls."""
+
+    interval = 0.01
+
+    def __init__(self, dsn: str) -> None:
+        self.polls = 0
+        self._dsn = dsn
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def poll(self, conn: psycopg.Connection[Any]) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            while not self._stop.is_set():
+                self.poll(conn)
+                self.polls += 1
+                self._stop.wait(self.interval)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)

@@ -44,7 +44,15 @@ from ragstore.families.migrate import DROP_LOCK_TIMEOUT, migrate_family
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from tests.openai_stub import StubServer
-from tests.reliability.helpers import chunk, cli_env, consistent, family_data_hashes, run_cli, write_jsonl
+from tests.reliability.helpers import (
+    Poller,
+    chunk,
+    cli_env,
+    consistent,
+    family_data_hashes,
+    run_cli,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.reliability
 
@@ -151,39 +159,24 @@ def _start_readers(dsn: str, tmp_path: Path) -> tuple[list[subprocess.Popen[byte
     return procs, stop, outs
 
 
-class _BlockingMonitor:
+class _BlockingMonitor(Poller):
     """Asks PostgreSQL, every few milliseconds until stopped, which backends block the readers' (found by
     their application_name): ``seen`` holds each blocking statement's text once."""
 
+    interval = 0.005
+
     def __init__(self, dsn: str) -> None:
-        import threading
-
+        super().__init__(dsn)
         self.seen: set[str] = set()
-        self.polls = 0
-        self._stop = threading.Event()
-        self._dsn = dsn
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> _BlockingMonitor:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        with psycopg.connect(self._dsn, autocommit=True) as conn:
-            while not self._stop.is_set():
-                rows = conn.execute(
-                    "SELECT b.query FROM pg_stat_activity AS r"
-                    " CROSS JOIN LATERAL unnest(pg_blocking_pids(r.pid)) AS blocker(pid)"
-                    " JOIN pg_stat_activity AS b ON b.pid = blocker.pid WHERE r.application_name = %s",
-                    (APP,),
-                ).fetchall()
-                self.seen.update(row[0] for row in rows)
-                self.polls += 1
-                self._stop.wait(0.005)
+    def poll(self, conn: psycopg.Connection[Any]) -> None:
+        rows = conn.execute(
+            "SELECT b.query FROM pg_stat_activity AS r"
+            " CROSS JOIN LATERAL unnest(pg_blocking_pids(r.pid)) AS blocker(pid)"
+            " JOIN pg_stat_activity AS b ON b.pid = blocker.pid WHERE r.application_name = %s",
+            (APP,),
+        ).fetchall()
+        self.seen.update(row[0] for row in rows)
 
 
 def _p95(values: list[float]) -> float:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ import psycopg
 import pytest
 
 from ragstore import AsyncStore, Store
+from tests.reliability.helpers import Poller
 
 pytestmark = pytest.mark.reliability
 
@@ -65,33 +65,16 @@ def queries(dim: int) -> list[tuple[np.ndarray, dict[str, Any]]]:
     return out
 
 
-class ConnectionCounter:
+class ConnectionCounter(Poller):
     """Polls pg_stat_activity for the Store's application_name; ``peak`` is the most seen at once."""
 
     def __init__(self, dsn: str) -> None:
+        super().__init__(dsn)
         self.peak = 0
-        self.samples = 0
-        self._stop = threading.Event()
-        self._conn = psycopg.connect(dsn, autocommit=True)
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            row = self._conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (APP,)
-            ).fetchone()
-            self.peak = max(self.peak, int(row[0]) if row else 0)
-            self.samples += 1
-            time.sleep(0.01)
-
-    def __enter__(self) -> ConnectionCounter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self._conn.close()
+    def poll(self, conn: psycopg.Connection[Any]) -> None:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (APP,)).fetchone()
+        self.peak = max(self.peak, int(row[0]) if row else 0)
 
 
 def _key(hits: list[Any]) -> list[tuple[str, float]]:
@@ -146,7 +129,7 @@ def test_store_32_threads_while_indexing(dsn: str) -> None:
         assert errors == []
         assert mismatches == []
         assert index_runs, "the index must have run during the searches"
-        assert counter.samples > 0 and 1 <= counter.peak <= POOL
+        assert counter.polls > 0 and 1 <= counter.peak <= POOL
 
 
 def test_async_store_32_tasks_while_indexing(dsn: str) -> None:
@@ -189,7 +172,7 @@ def test_async_store_32_tasks_while_indexing(dsn: str) -> None:
                 await asyncio.gather(*(searcher(w) for w in range(WORKERS)))
                 done.set()
                 await writing
-            return errors, mismatches, counter.peak, index_runs, lambda: counter.samples
+            return errors, mismatches, counter.peak, index_runs, lambda: counter.polls
 
     errors, mismatches, peak, index_runs, samples = asyncio.run(scenario())
     assert errors == []
