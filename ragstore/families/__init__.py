@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import psycopg
 from psycopg import sql
@@ -37,8 +37,14 @@ class _TableSuffix:
     def __init__(self, suffix: str) -> None:
         self.suffix = suffix
 
-    def __get__(self, family: Family, owner: type[Family] | None = None) -> str:
-        return f"{family.table}_{self.suffix}"
+    @overload
+    def __get__(self, family: None, owner: type[Family]) -> _TableSuffix: ...
+
+    @overload
+    def __get__(self, family: Family, owner: type[Family] | None = None) -> str: ...
+
+    def __get__(self, family: Family | None, owner: type[Family] | None = None) -> str | _TableSuffix:
+        return self if family is None else f"{family.table}_{self.suffix}"
 
 
 @dataclass(frozen=True)
