@@ -8,10 +8,11 @@ another dimension (offline 16-d -> openai 32-d, against the local stub server) a
 
 Proves: no search raises; none returns an empty or partial answer (always k hits, well-formed, each hit's
 text and package those of its chunk id); none is blocked behind a writer: PostgreSQL itself is asked, not a
-clock. Every reader runs with a lock_timeout, so a search made to wait on a lock longer than the migration's
-own drop may hold one fails with LockNotAvailable (an error, counted as such), and a monitor asks
-``pg_blocking_pids`` about the readers' backends throughout: the only statement ever seen blocking a
-reader is the drop of the swapped-out table (it waits at most its own short lock_timeout a try). No search
+clock. Every reader runs with a lock_timeout (ten times the one the migration's drop of the old table waits
+with), so a search held on a lock for longer fails with LockNotAvailable (an error, counted as such), and
+a monitor asks ``pg_blocking_pids`` about the readers' backends throughout: the only statement ever seen
+blocking a reader is the drop of the swapped-out table (it waits at most its own short lock_timeout a
+try). No search
 started after a write committed returns what that write replaced or removed. Then every table's content
 hash equals that of a clean run of the same writes with no readers. Search latencies (each against the
 idle p95 of its mode and backend) are printed, never asserted: speed is the benchmarks' business.
