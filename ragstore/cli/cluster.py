@@ -11,7 +11,7 @@ from ragstore.db.cluster import LocalCluster
 
 @click.group("cluster")
 def cluster_group() -> None:
-    """A local Citus cluster (a coordinator and workers on 127.0.0.1) for tests and demos."""
+    """A local Citus cluster (a coordinator and workers on this machine, over Unix sockets) for tests and demos."""
 
 
 def _cluster() -> LocalCluster:
@@ -41,7 +41,10 @@ def cluster_status(as_json: bool) -> None:
         "created": st.created,
         "running": st.running,
         "dsn": st.dsn,
-        "nodes": [{"name": n.name, "port": n.port, "running": n.running, "pid": n.pid} for n in st.nodes],
+        "nodes": [
+            {"name": n.name, "port": n.port, "socket_dir": n.socket_dir, "running": n.running, "pid": n.pid}
+            for n in st.nodes
+        ],
     }
     if as_json:
         emit_json(data)
@@ -51,7 +54,7 @@ def cluster_status(as_json: bool) -> None:
         return
     for n in st.nodes:
         state = f"running (pid {n.pid})" if n.running else "stopped"
-        click.echo(f"{n.name}: 127.0.0.1:{n.port} {state}")
+        click.echo(f"{n.name}: {n.socket_dir} port {n.port} {state}")
     if st.dsn:
         click.echo(f"dsn: {st.dsn}")
 

@@ -57,6 +57,13 @@ def on_citus(conn: Conn) -> bool:
     return known
 
 
+def sequential_ddl(conn: Conn) -> None:
+    """On Citus, run this transaction's multi-shard DDL shard by shard (``SET LOCAL``): needed where a
+    statement read a reference table before changing an index of a table with a foreign key to it."""
+    if on_citus(conn):
+        conn.execute(query("citus", "sequential_ddl"))
+
+
 def _exists(conn: Conn, table: str) -> bool:
     row = conn.execute(query("citus", "table_exists"), {"table": table}).fetchone()
     return bool(row and row[0])

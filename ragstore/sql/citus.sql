@@ -61,3 +61,10 @@ WHERE conrelid = to_regclass(format('ragstore.%%I', %(table)s::text))
 DROP TRIGGER IF EXISTS chunks_count_insert ON ragstore.chunks;
 DROP TRIGGER IF EXISTS chunks_count_delete ON ragstore.chunks;
 DROP TRIGGER IF EXISTS chunks_count_truncate ON ragstore.chunks
+
+-- name: sequential_ddl
+-- Before the bulk-load functions (ragstore.family_bulk_*): each reads the registry ragstore.families (a
+-- reference table the family table has a foreign key to), then changes an index of the family table;
+-- Citus refuses parallel DDL on the shards after such a read in one transaction, and runs it shard by
+-- shard over one connection per worker in this mode.
+SET LOCAL citus.multi_shard_modify_mode = 'sequential'
