@@ -57,11 +57,12 @@ def on_citus(conn: Conn) -> bool:
     return known
 
 
-def sequential_ddl(conn: Conn) -> None:
-    """On Citus, run this transaction's multi-shard DDL shard by shard (``SET LOCAL``): needed where a
-    statement read a reference table before changing an index of a table with a foreign key to it."""
+def sequential(conn: Conn) -> None:
+    """On Citus, run this transaction's multi-shard statements shard by shard (``SET LOCAL``): needed where
+    one transaction reads or writes a reference table (the registry) and changes a table with a foreign
+    key to it (``ragstore/sql/citus.sql`` says which)."""
     if on_citus(conn):
-        conn.execute(query("citus", "sequential_ddl"))
+        conn.execute(query("citus", "sequential"))
 
 
 def _exists(conn: Conn, table: str) -> bool:

@@ -62,9 +62,11 @@ DROP TRIGGER IF EXISTS chunks_count_insert ON ragstore.chunks;
 DROP TRIGGER IF EXISTS chunks_count_delete ON ragstore.chunks;
 DROP TRIGGER IF EXISTS chunks_count_truncate ON ragstore.chunks
 
--- name: sequential_ddl
--- Before the bulk-load functions (ragstore.family_bulk_*): each reads the registry ragstore.families (a
--- reference table the family table has a foreign key to), then changes an index of the family table;
--- Citus refuses parallel DDL on the shards after such a read in one transaction, and runs it shard by
--- shard over one connection per worker in this mode.
+-- name: sequential
+-- Citus refuses, in one transaction, parallel multi-shard work on a table with a foreign key to a
+-- reference table next to a write of that reference table, or parallel DDL after a read of it: the
+-- bulk-load functions (ragstore.family_bulk_*) read the registry ragstore.families before changing an
+-- index of the family table; a family migration's swap writes the family table's shards, then the
+-- registry. In this mode the transaction's multi-shard statements run shard by shard over one
+-- connection per worker.
 SET LOCAL citus.multi_shard_modify_mode = 'sequential'
