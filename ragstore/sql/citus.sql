@@ -1,8 +1,9 @@
 -- Citus: how ragstore's tables are laid out on a distributed PostgreSQL. Run on the coordinator.
 -- ragstore.chunks and every family table are distributed on chunk_id and co-located (a chunk's text and
--- its vectors live on the same shard, so the join and the foreign key stay on one node); the small
--- catalogs every node reads and the embedding cache are reference tables (a copy on each node). The rest
--- (agent memory, alembic_version) stays on the coordinator as plain tables (ragstore.db.citus says why).
+-- its vectors live on the same shard, so the join and the foreign key stay on one node); the registry
+-- and the embedding cache are reference tables (a copy on each node). The rest (agent memory and its
+-- bindings ragstore.agent_principals, alembic_version) stays on the coordinator as plain tables
+-- (ragstore.db.citus says why).
 -- Table names come in as parameters (regclass), never spliced.
 
 -- name: is_citus
@@ -32,6 +33,11 @@ SELECT to_regclass(format('ragstore.%%I', %(table)s::text)) IS NOT NULL
 
 -- name: reference_table
 SELECT create_reference_table(format('ragstore.%%I', %(table)s::text)::regclass)
+
+-- name: undistribute_table
+-- A table that must stay a plain table of the coordinator (ragstore.agent_principals), laid out by an
+-- earlier ragstore as a reference table.
+SELECT undistribute_table(format('ragstore.%%I', %(table)s::text)::regclass)
 
 -- name: distributed_table
 -- colocate_with is 'default' for the first table of a group, else the table it shares shards with.
