@@ -90,20 +90,8 @@ class ClusterNode(EmbeddedServer):
     def dsn(self, database: str = DATABASE) -> str:
         return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={self.port}"
 
-    def _write_settings(self) -> None:
-        conf = self.data_dir / "ragstore.conf"
-        conf.write_text(_NODE_SETTINGS.format(port=self.port, socket_dir=self.socket_dir, **memory_settings()))
-        hba = self.data_dir / "pg_hba.conf"
-        hba.write_text(_NODE_HBA)
-        main = self.data_dir / "postgresql.conf"
-        text = main.read_text()
-        if "include_if_exists = 'ragstore.conf'" not in text:
-            main.write_text(text + "\ninclude_if_exists = 'ragstore.conf'\n")
-        for written in (conf, hba):
-            written.chmod(0o600)
-            if _is_root():
-                entry = _server_user()
-                os.chown(written, entry.pw_uid, entry.pw_gid)
+    def _settings_texts(self) -> tuple[str, str]:
+        return _NODE_SETTINGS.format(port=self.port, socket_dir=self.socket_dir, **memory_settings()), _NODE_HBA
 
 
 @dataclass(frozen=True)

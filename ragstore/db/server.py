@@ -381,15 +381,20 @@ class EmbeddedServer:
             timeout=300,
         )
 
-    def _write_settings(self) -> None:
+    def _settings_texts(self) -> tuple[str, str]:
+        """The texts of ragstore.conf and pg_hba.conf, written at every start."""
         memory = memory_settings()
         overridden = [env for env in (SHARED_BUFFERS_ENV, MAINTENANCE_WORK_MEM_ENV) if os.environ.get(env, "").strip()]
         sized = f"sized from this machine's {machine_memory() // _MB}MB"
         note = f"{', '.join(overridden)} set, the rest {sized}" if overridden else sized
+        return _SETTINGS.format(socket_dir=self.socket_dir, memory_note=note, **memory), _HBA
+
+    def _write_settings(self) -> None:
+        settings, access = self._settings_texts()
         conf = self.data_dir / "ragstore.conf"
-        conf.write_text(_SETTINGS.format(socket_dir=self.socket_dir, memory_note=note, **memory))
+        conf.write_text(settings)
         hba = self.data_dir / "pg_hba.conf"
-        hba.write_text(_HBA)
+        hba.write_text(access)
         main = self.data_dir / "postgresql.conf"
         text = main.read_text()
         if "include_if_exists = 'ragstore.conf'" not in text:
