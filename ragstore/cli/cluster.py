@@ -6,7 +6,7 @@ import click
 
 from ragstore import config
 from ragstore.cli.app import emit_json
-from ragstore.db.cluster import LocalCluster
+from ragstore.db.cluster import LocalCluster, citus_available
 
 
 @click.group("cluster")
@@ -22,7 +22,12 @@ def _cluster() -> LocalCluster:
 @click.option("--workers", type=click.IntRange(1, 16), default=2, show_default=True, help="Number of workers.")
 @click.option("--json", "as_json", is_flag=True, help="Print the coordinator's DSN as JSON.")
 def cluster_start(workers: int, as_json: bool) -> None:
-    """Start the coordinator and its workers (created on first use); print the coordinator's DSN."""
+    """Start the coordinator and its workers (created on first use); print the coordinator's DSN.
+
+    Builds Citus into the embedded PostgreSQL first when it is missing (scripts/build_citus.sh: a copy from
+    the per-machine cache, or minutes of compiling)."""
+    if not citus_available():
+        click.echo("installing Citus into the embedded PostgreSQL (once per machine)...", err=True)
     dsn = _cluster().start(workers)
     if as_json:
         emit_json({"dsn": dsn, "workers": workers})

@@ -74,6 +74,29 @@ def citus_available() -> bool:
     return (Path(out.strip()) / "citus.so").exists()
 
 
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_citus.sh"
+
+
+def build_citus() -> None:
+    """Install Citus into the embedded PostgreSQL with ``scripts/build_citus.sh`` of this source checkout
+    (copied from the per-machine cache in seconds, else compiled in minutes). DatabaseUnavailable, in one
+    line, when there is no checkout (an installed package) or the build fails."""
+    import subprocess
+    import sys
+
+    if not BUILD_SCRIPT.exists():
+        raise DatabaseUnavailable(
+            "Citus is not installed in the embedded PostgreSQL: run scripts/build_citus.sh of a ragstore "
+            "checkout, or point --dsn at your own Citus"
+        )
+    done = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True
+    )
+    if done.returncode != 0 or not citus_available():
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        raise DatabaseUnavailable(f"building Citus failed: {lines[-1] if lines else f'exit {done.returncode}'}")
+
+
 class ClusterNode(EmbeddedServer):
     """One node: an embedded server on its own port number (its socket's name), registered in Citus under
     its socket folder."""
@@ -167,13 +190,12 @@ class LocalCluster:
         """Start (creating on first use) the coordinator and its workers; return the coordinator's DSN.
 
         A cluster created with another number of workers is refused (stop it and remove its folder).
+        Citus is installed into the embedded PostgreSQL first when missing (:func:`build_citus`).
         """
         if not 1 <= workers <= MAX_WORKERS:
             raise InvalidInput(f"--workers {workers}: choose 1 to {MAX_WORKERS}")
         if not citus_available():
-            raise DatabaseUnavailable(
-                "Citus is not installed in the embedded PostgreSQL: run scripts/build_citus.sh first"
-            )
+            build_citus()
         layout = self._layout()
         if layout is None:
             self._create_layout(workers)
