@@ -57,15 +57,18 @@ def test_family_migrate_swaps_in_a_distributed_table_while_readers_get_answers(c
             errors.append(exc)
 
     thread = threading.Thread(target=reader)
+
+    def more_reads(n: int) -> None:
+        target = len(hits_seen) + n
+        while len(hits_seen) < target and thread.is_alive():
+            time.sleep(0.01)
+
     thread.start()
     try:
-        while len(hits_seen) < 3 and thread.is_alive():
-            time.sleep(0.01)
+        more_reads(3)  # searches before the migration, during it (below), and after the swap
         with connect(citus_dsn) as conn:
             report = migrate_family(conn, "docs", HashBackend(delay=0.005), batch_size=8)
-        after = len(hits_seen)
-        while len(hits_seen) < after + 3 and thread.is_alive():
-            time.sleep(0.01)
+        more_reads(3)
     finally:
         stop.set()
         thread.join()

@@ -61,6 +61,13 @@ def owner_dsn(citus_dsn: str) -> Iterator[str]:
     yield from login_role(citus_dsn, "ragstore_owner")
 
 
+# How many HNSW indexes each shard of the family table has.
+HNSW_PER_SHARD = """
+SELECT result FROM run_command_on_shards('ragstore.emb_appbulk', $$
+    SELECT count(*) FROM pg_index i
+    JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+    WHERE i.indrelid = '%s'::regclass AND a.amname = 'hnsw'$$)
+"""
 STATE = "SELECT count(*), max(updated_at) FROM ragstore.chunks WHERE family = 'readrole'"
 
 
@@ -125,11 +132,7 @@ def test_the_apps_bulk_load_goes_through_the_owners_definer_functions_on_the_clu
         assert hits[0].chunk_id == "r0042"
     with psycopg.connect(citus_dsn) as conn:
         # The shards of the family table have their HNSW index again, on both workers.
-        shards = conn.execute(
-            "SELECT result FROM run_command_on_shards('ragstore.emb_appbulk', $$SELECT count(*) FROM pg_index i "
-            "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
-            "WHERE i.indrelid = '%s'::regclass AND a.amname = 'hnsw'$$)"
-        ).fetchall()
+        shards = conn.execute(HNSW_PER_SHARD).fetchall()
         assert shards and all(r == ("1",) for r in shards), shards
 
 
