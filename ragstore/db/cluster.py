@@ -213,27 +213,20 @@ class LocalCluster:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
         coordinator, workers_ = nodes[0], nodes[1:]
         with psycopg.connect(coordinator.dsn(), autocommit=True) as conn:
+            known = {int(port): str(name) for _nodeid, name, port in conn.execute(query("cluster", "workers"))}
+            if any(not name.startswith("/") for name in known.values()):
+                raise InvalidInput(
+                    f"the cluster in {self.root} was made by an older ragstore (its nodes talk over TCP): "
+                    "`ragstore cluster stop`, remove that folder, and start again"
+                )
             conn.execute(query("cluster", "set_coordinator"), {"host": coordinator.host, "port": coordinator.port})
-            known = {
-                int(port): (int(nodeid), str(name)) for nodeid, name, port in conn.execute(query("cluster", "workers"))
-            }
-            renamed = False
             for worker in workers_:
-                args = {"host": worker.host, "port": worker.port}
                 if worker.port not in known:
-                    conn.execute(query("cluster", "add_worker"), args)
-                elif known[worker.port][1] != worker.host:
-                    conn.execute(query("cluster", "rename_worker"), {**args, "nodeid": known[worker.port][0]})
-                    renamed = True
-            if renamed:
-                conn.execute(query("cluster", "sync_metadata"))
+                    conn.execute(query("cluster", "add_worker"), {"host": worker.host, "port": worker.port})
             conn.execute(query("cluster", "group_roles"))
         for worker in workers_:
             with psycopg.connect(worker.dsn(), autocommit=True) as conn:
                 conn.execute(query("cluster", "worker_role_logins"))  # several statements, no parameters
-        # The password files of clusters made by older versions (nodes then talked over TCP).
-        for stale in ("pgpass", "password"):
-            (self.root / stale).unlink(missing_ok=True)
         return coordinator.dsn()
 
     def stop(self) -> bool:

@@ -11,14 +11,6 @@ SELECT nodeid, nodename, nodeport FROM pg_catalog.pg_dist_node WHERE groupid <> 
 -- name: add_worker
 SELECT citus_add_node(%(host)s, %(port)s)
 
--- name: rename_worker
--- A worker registered under another name (a cluster made by an older ragstore, over TCP, or a moved home).
-SELECT citus_update_node(%(nodeid)s, %(host)s, %(port)s)
-
--- name: sync_metadata
--- After a rename: the workers learn the new names now, not at the maintenance daemon's next round.
-SELECT start_metadata_sync_to_all_nodes()
-
 -- name: group_roles
 -- The three group roles, NOLOGIN, as migration 0004 makes them (it leaves existing ones alone); made here
 -- already so that the workers' copies can be given LOGIN below before anything runs.
