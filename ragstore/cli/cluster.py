@@ -11,7 +11,7 @@ from ragstore.db.cluster import LocalCluster, citus_available
 
 @click.group("cluster")
 def cluster_group() -> None:
-    """A local Citus cluster (a coordinator and workers on this machine, over Unix sockets) for tests and demos."""
+    """A local Citus cluster (a coordinator and workers over Unix sockets) for tests and demos."""
 
 
 def _cluster() -> LocalCluster:
