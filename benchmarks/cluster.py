@@ -56,11 +56,22 @@ def corpus(path: Path, rows: int, dim: int) -> Path:
     return path
 
 
+def query_vectors(n: int, dim: int, random: bool) -> np.ndarray:
+    """Random vectors (16-d), or, for precomputed vectors, points drawn like the rows: a cluster centre of
+    the corpus plus noise (``--random-queries`` keeps plain random vectors, far from every cluster)."""
+    rng = np.random.default_rng(1)
+    if dim == 16 or random:
+        return rng.standard_normal((n, dim)).astype(np.float32)
+    centers = np.random.default_rng(0).standard_normal((100, dim)).astype(np.float32)
+    picks = rng.integers(100, size=n)
+    return (centers[picks] + 0.3 * rng.standard_normal((n, dim))).astype(np.float32)
+
+
 def backend_for(dim: int) -> Backend:
     return OfflineBackend() if dim == 16 else ExternalBackend("bench", dim)
 
 
-def measure(dsn: str, source: Path, rows: int, queries: int, dim: int) -> dict[str, float]:
+def measure(dsn: str, source: Path, rows: int, queries: int, dim: int, random: bool) -> dict[str, float]:
     result: dict[str, float] = {}
     with connect(dsn) as conn:
         families.create_family(conn, "bench", backend_for(dim), options=None if dim == 16 else {"dimensions": dim})
@@ -68,8 +79,7 @@ def measure(dsn: str, source: Path, rows: int, queries: int, dim: int) -> dict[s
         started = time.perf_counter()
         index_sources(conn, "bench", open_sources([str(source)]))
         result["ingest_rows_s"] = rows / (time.perf_counter() - started)
-        rng = np.random.default_rng(1)
-        vectors = rng.standard_normal((queries, dim)).astype(np.float32)
+        vectors = query_vectors(queries, dim, random)
         for label, package in FILTERS:
             latencies, recalls = [], []
             for q in vectors:
@@ -90,6 +100,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--dim", type=int, default=16, help="16: offline family on texts; else precomputed vectors")
     parser.add_argument("--shards", default="4,8", help="shard counts to measure on the cluster")
+    parser.add_argument("--random-queries", action="store_true", help="precomputed vectors: random queries")
     args = parser.parse_args()
     load_before = os.getloadavg()
     if not citus_available():
@@ -97,12 +108,13 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="ragstore-cluster-bench-"))
     source = corpus(home / "rows.jsonl", args.rows, args.dim)
     results: dict[str, dict[str, float]] = {}
+    case = (source, args.rows, args.queries, args.dim, args.random_queries)
 
     single = EmbeddedServer(home / "single")
     dsn = single.ensure_running()
     try:
         migrate.upgrade(dsn)
-        results["single node"] = measure(dsn, source, args.rows, args.queries, args.dim)
+        results["single node"] = measure(dsn, *case)
     finally:
         single.stop()
 
@@ -115,12 +127,14 @@ def main() -> None:
                 conn.execute("DROP SCHEMA IF EXISTS ragstore CASCADE")
             dsn = make_conninfo(coordinator, options=f"-c citus.shard_count={shards}")
             migrate.upgrade(dsn)
-            results[f"citus 2 workers, {shards} shards"] = measure(dsn, source, args.rows, args.queries, args.dim)
+            results[f"citus 2 workers, {shards} shards"] = measure(dsn, *case)
     finally:
         cluster.stop()
 
     columns = ["ingest_rows_s"] + [f"{m}_{label}" for label, _ in FILTERS for m in ("p50", "p95", "recall")]
     kind = "offline 16-d (texts)" if args.dim == 16 else f"external {args.dim}-d (precomputed vectors)"
+    if args.dim != 16:
+        kind += ", random queries" if args.random_queries else ", queries drawn like the rows"
     print(f"rows={args.rows} queries={args.queries} k=10 {kind}; latency in ms")
     load = " ".join(f"{x:.2f}" for x in load_before) + " before, " + " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"load average (1/5/15 min): {load} after")
