@@ -7,12 +7,12 @@ import click
 from ragstore import config
 from ragstore.cli.app import echo_stopped, emit_json
 from ragstore.common.fields import fields_dict
-from ragstore.db.cluster import LocalCluster
+from ragstore.db.cluster import LocalCluster, citus_available
 
 
 @click.group("cluster")
 def cluster_group() -> None:
-    """A local Citus cluster (a coordinator and workers on 127.0.0.1) for tests and demos."""
+    """A local Citus cluster (a coordinator and workers over Unix sockets) for tests and demos."""
 
 
 def _cluster() -> LocalCluster:
@@ -23,7 +23,12 @@ def _cluster() -> LocalCluster:
 @click.option("--workers", type=click.IntRange(1, 16), default=2, show_default=True, help="Number of workers.")
 @click.option("--json", "as_json", is_flag=True, help="Print the coordinator's DSN as JSON.")
 def cluster_start(workers: int, as_json: bool) -> None:
-    """Start the coordinator and its workers (created on first use); print the coordinator's DSN."""
+    """Start the coordinator and its workers (created on first use); print the coordinator's DSN.
+
+    Builds Citus into the embedded PostgreSQL first when it is missing (scripts/build_citus.sh: a copy from
+    the per-machine cache, or minutes of compiling)."""
+    if not citus_available():
+        click.echo("installing Citus into the embedded PostgreSQL (once per machine)...", err=True)
     dsn = _cluster().start(workers)
     if as_json:
         emit_json({"dsn": dsn, "workers": workers})
@@ -47,7 +52,7 @@ def cluster_status(as_json: bool) -> None:
         return
     for n in st.nodes:
         state = f"running (pid {n.pid})" if n.running else "stopped"
-        click.echo(f"{n.name}: 127.0.0.1:{n.port} {state}")
+        click.echo(f"{n.name}: {n.socket_dir} port {n.port} {state}")
     if st.dsn:
         click.echo(f"dsn: {st.dsn}")
 

@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cluster": (
         "ragstore.cli.cluster",
         "cluster_group",
-        "A local Citus cluster (a coordinator and workers on 127.0.0.1) for tests and demos.",
+        "A local Citus cluster (a coordinator and workers over Unix sockets) for tests and demos.",
     ),
     "context-pack": (
         "ragstore.cli.context",

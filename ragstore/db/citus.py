@@ -5,11 +5,14 @@ The layout (``ragstore/sql/citus.sql`` says the same for DBAs):
 - ``ragstore.chunks`` and every family table ``ragstore.emb_<family>`` are distributed on ``chunk_id``
   and co-located: a chunk's text and its vectors share a shard, so the ``(family, chunk_id)`` join and
   foreign key stay on one node and ``ORDER BY embedding <=> q LIMIT k`` runs on every shard's HNSW index;
-- the small catalogs every node reads (``ragstore.families``, ``ragstore.agent_principals``) and the
-  embedding cache (which a family migration joins to the chunks) are reference tables (a copy on every
-  node);
-- the rest stays on the coordinator as plain tables: ``alembic_version`` and agent
-  memory (``ragstore.memory``, ``ragstore.memory_embeddings``, ``ragstore.memory_forget_log``). Citus
+- the registry every node reads (``ragstore.families``) and the embedding cache (which a family migration
+  joins to the chunks) are reference tables (a copy on every node);
+- the rest stays on the coordinator as plain tables: ``alembic_version``, the agent bindings
+  (``ragstore.agent_principals``) and agent memory (``ragstore.memory``, ``ragstore.memory_embeddings``,
+  ``ragstore.memory_forget_log``). The bindings stay with the memory they guard: memory's row-level
+  security joins them to ``pg_roles``, which Citus, planning a reference table there, would read as
+  ``pg_authid`` with the caller's rights ("permission denied for table pg_authid" for every role but a
+  superuser); a database laid out by an earlier ragstore gets them back with ``undistribute_table``. Citus
   refuses to distribute memory as it is: its row-level security policies hold scalar subqueries ("Subqueries
   are not supported in policies on distributed tables") and its append-only triggers need
   ``citus.enable_unsafe_triggers``. Memory is small next to the chunks, and on the coordinator its
@@ -31,7 +34,9 @@ from ragstore.db.sqlfiles import query
 
 Conn = psycopg.Connection[Any]
 
-REFERENCE_TABLES = ("families", "agent_principals", "embedding_cache")
+REFERENCE_TABLES = ("families", "embedding_cache")
+# Plain tables of the coordinator that an earlier layout made Citus tables: given back (undistribute_table).
+COORDINATOR_TABLES = ("agent_principals",)
 # (table, distribution column, the table it is co-located with or "default" for a new group)
 DISTRIBUTED_TABLES = (("chunks", "chunk_id", "default"),)
 FAMILY_COLUMN = "chunk_id"
@@ -55,6 +60,14 @@ def on_citus(conn: Conn) -> bool:
             known = is_citus(conn)
         _CITUS[conn] = known
     return known
+
+
+def sequential(conn: Conn) -> None:
+    """On Citus, run this transaction's multi-shard statements shard by shard (``SET LOCAL``): needed where
+    one transaction reads or writes a reference table (the registry) and changes a table with a foreign
+    key to it (``ragstore/sql/citus.sql`` says which)."""
+    if on_citus(conn):
+        conn.execute(query("citus", "sequential"))
 
 
 def _exists(conn: Conn, table: str) -> bool:
@@ -95,6 +108,10 @@ def distribute(conn: Conn) -> list[str]:
     family table co-located with it.
     """
     changed: list[str] = []
+    for table in COORDINATOR_TABLES:
+        if _exists(conn, table) and _laid_out(conn, table, reference=True):
+            conn.execute(query("citus", "undistribute_table"), {"table": table})
+            changed.append(table)
     for table in REFERENCE_TABLES:
         if _exists(conn, table) and not _laid_out(conn, table, reference=True):
             conn.execute(query("citus", "reference_table"), {"table": table})

@@ -1,19 +1,21 @@
 """A local Citus cluster (one coordinator, N workers) for tests and demos: ``ragstore cluster``.
 
 Each node is an embedded PostgreSQL (see :mod:`ragstore.db.server`) in ``<home>/cluster/<node>``, run
-by the same unprivileged user, with ``shared_preload_libraries = 'citus'``. The nodes talk to each other
-over TCP on 127.0.0.1 only (Citus opens libpq connections between nodes; a Unix socket is not enough for
-a worker to reach the coordinator's metadata under the name it was registered with).
+by the same unprivileged user, with ``shared_preload_libraries = 'citus'``.
 
-Access:
-- clients reach the coordinator through its Unix socket, in a 0700 folder of the server's user, with
-  ``trust`` as the embedded server does: the DSN printed by ``cluster start --json`` is that socket and
-  carries no password;
-- TCP is admitted from 127.0.0.1 only and needs ``scram-sha-256``: the cluster's password is random,
-  written once to ``<home>/cluster/pgpass`` (0600, the server's user); the nodes read it through
-  ``PGPASSFILE`` for their connections to each other. ``trust`` on 127.0.0.1 would let every local
-  user in, and ``peer`` does not exist for TCP, so scram with a private password file is the choice that
-  keeps the cluster as private as the single embedded server.
+Access: no node listens on TCP. Clients and the nodes themselves reach a node through its Unix socket,
+in a 0700 folder of the server's user, with ``trust``, as the single embedded server does: only that
+user (and root) can reach the sockets, so the cluster is as private as one node, and no password exists
+to keep. Citus opens libpq connections between the nodes (as the coordinator's current role): each node
+is registered under its socket folder as its host name (libpq reads a host name starting with ``/`` as
+a socket folder), and ``citus.local_hostname`` names a node's own folder for its connections to itself.
+The DSN printed by ``cluster start --json`` is the coordinator's socket and carries no password.
+
+Roles: Citus connects to the workers as the current role, which is a NOLOGIN group role after ``SET
+ROLE ragstore_app`` or inside the bulk-load functions (SECURITY DEFINER, owned by ``ragstore_owner``).
+``start`` makes the three group roles on the coordinator (NOLOGIN, as migration 0004 would) and gives
+them LOGIN on the workers only (``ragstore/sql/cluster.sql``): on the coordinator, where clients log in,
+they stay NOLOGIN.
 
 Citus must be built into the embedded PostgreSQL first: ``scripts/build_citus.sh``.
 """
@@ -22,31 +24,24 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 
-from ragstore.db.server import (
-    DATABASE,
-    EmbeddedServer,
-    _bin,
-    _is_root,
-    _server_user,
-    memory_settings,
-    write_settings,
-)
+from ragstore.db.server import DATABASE, EmbeddedServer, _bin, _is_root, _server_user, memory_settings
+from ragstore.db.sqlfiles import query
 from ragstore.errors import DatabaseUnavailable, InvalidInput
 
 _NODE_SETTINGS = """\
 # written by ragstore at every start: a node of the local Citus cluster
-listen_addresses = '127.0.0.1'
+listen_addresses = ''
 port = {port}
 unix_socket_directories = '{socket_dir}'
 unix_socket_permissions = 0700
 shared_preload_libraries = 'citus'
+citus.local_hostname = '{socket_dir}'
 citus.node_conninfo = 'sslmode=disable'
 max_connections = 200
 max_prepared_transactions = 200
@@ -57,12 +52,11 @@ maintenance_work_mem = '{maintenance_work_mem}'
 max_wal_size = '2GB'
 jit = off
 """
-# The socket folder is 0700 (only the server's user and root reach it); TCP from 127.0.0.1 needs the
-# cluster's password; every other address is refused.
+# The socket folder is 0700 (only the server's user and root reach it); no TCP at all (the node does not
+# listen on it, and would refuse it).
 _NODE_HBA = """\
 # written by ragstore at every start
 local   all   all                     trust
-host    all   all   127.0.0.1/32      scram-sha-256
 host    all   all   0.0.0.0/0         reject
 host    all   all   ::/0              reject
 """
@@ -80,31 +74,54 @@ def citus_available() -> bool:
     return (Path(out.strip()) / "citus.so").exists()
 
 
-class ClusterNode(EmbeddedServer):
-    """One node: an embedded server on its own port, listening on 127.0.0.1 too."""
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_citus.sh"
 
-    def __init__(self, home: Path, port: int, pgpass: Path) -> None:
+
+def build_citus() -> None:
+    """Install Citus into the embedded PostgreSQL with ``scripts/build_citus.sh`` of this source checkout
+    (copied from the per-machine cache in seconds, else compiled in minutes). DatabaseUnavailable, in one
+    line, when there is no checkout (an installed package) or the build fails."""
+    import subprocess
+    import sys
+
+    if not BUILD_SCRIPT.exists():
+        raise DatabaseUnavailable(
+            "Citus is not installed in the embedded PostgreSQL: run scripts/build_citus.sh of a ragstore "
+            "checkout, or point --dsn at your own Citus"
+        )
+    done = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True
+    )
+    if done.returncode != 0 or not citus_available():
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        raise DatabaseUnavailable(f"building Citus failed: {lines[-1] if lines else f'exit {done.returncode}'}")
+
+
+class ClusterNode(EmbeddedServer):
+    """One node: an embedded server on its own port number (its socket's name), registered in Citus under
+    its socket folder."""
+
+    def __init__(self, home: Path, port: int) -> None:
         super().__init__(home)
         self.port = port
-        self.pgpass = pgpass
+
+    @property
+    def host(self) -> str:
+        """The node's name in Citus' metadata: its socket folder (libpq connects through the socket)."""
+        return str(self.socket_dir)
 
     def dsn(self, database: str = DATABASE) -> str:
         return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={self.port}"
 
-    def _child_env(self) -> dict[str, str] | None:
-        env = dict(os.environ)
-        env["PGPASSFILE"] = str(self.pgpass)
-        return env
-
-    def _write_settings(self) -> None:
-        settings = _NODE_SETTINGS.format(port=self.port, socket_dir=self.socket_dir, **memory_settings())
-        write_settings(self.data_dir, settings, _NODE_HBA)
+    def _settings_texts(self) -> tuple[str, str]:
+        return _NODE_SETTINGS.format(port=self.port, socket_dir=self.socket_dir, **memory_settings()), _NODE_HBA
 
 
 @dataclass(frozen=True)
 class NodeStatus:
     name: str
     port: int
+    socket_dir: str
     running: bool
     pid: int | None
 
@@ -133,7 +150,6 @@ class LocalCluster:
     def __init__(self, home: Path) -> None:
         self.root = home / "cluster"
         self.layout_file = self.root / "cluster.json"
-        self.pgpass = self.root / "pgpass"
 
     # -- layout --------------------------------------------------------------------------------
     def _layout(self) -> dict[str, int] | None:
@@ -147,7 +163,7 @@ class LocalCluster:
 
     def nodes(self) -> list[ClusterNode]:
         layout = self._layout() or {}
-        return [ClusterNode(self.root / name, port, self.pgpass) for name, port in layout.items()]
+        return [ClusterNode(self.root / name, port) for name, port in layout.items()]
 
     def coordinator(self) -> ClusterNode:
         nodes = self.nodes()
@@ -164,33 +180,22 @@ class LocalCluster:
             while port in ports.values():
                 port = _free_port()
             ports[f"worker{i}"] = port
-        password = secrets.token_urlsafe(24)
-        # The password file: one line for every node, read by libpq in the nodes (PGPASSFILE).
-        self.pgpass.write_text("".join(f"127.0.0.1:{port}:*:postgres:{password}\n" for port in ports.values()))
-        self.pgpass.chmod(0o600)
         if _is_root():
             entry = _server_user()
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
-            os.chown(self.pgpass, entry.pw_uid, entry.pw_gid)
-        (self.root / "password").write_text(password)
-        (self.root / "password").chmod(0o600)
         self.layout_file.write_text(json.dumps({"ports": ports}, indent=2) + "\n")
-
-    def _password(self) -> str:
-        return (self.root / "password").read_text().strip()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, workers: int = 2) -> str:
         """Start (creating on first use) the coordinator and its workers; return the coordinator's DSN.
 
         A cluster created with another number of workers is refused (stop it and remove its folder).
+        Citus is installed into the embedded PostgreSQL first when missing (:func:`build_citus`).
         """
         if not 1 <= workers <= MAX_WORKERS:
             raise InvalidInput(f"--workers {workers}: choose 1 to {MAX_WORKERS}")
         if not citus_available():
-            raise DatabaseUnavailable(
-                "Citus is not installed in the embedded PostgreSQL: run scripts/build_citus.sh first"
-            )
+            build_citus()
         layout = self._layout()
         if layout is None:
             self._create_layout(workers)
@@ -199,7 +204,6 @@ class LocalCluster:
                 f"the cluster in {self.root} has {len(layout) - 1} workers, not {workers}: "
                 "`ragstore cluster stop`, remove that folder, and start again"
             )
-        password = self._password()
         nodes = self.nodes()
         # Every node up first: a statement on the coordinator may reach the workers.
         for node in nodes:
@@ -207,18 +211,22 @@ class LocalCluster:
         for node in nodes:
             with psycopg.connect(node.dsn(), autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
-                # Each node's own password entry (the same password everywhere), not sent to the others.
-                conn.execute("SET citus.enable_alter_role_propagation = off")
-                conn.execute(psycopg.sql.SQL("ALTER ROLE postgres PASSWORD {}").format(psycopg.sql.Literal(password)))
         coordinator, workers_ = nodes[0], nodes[1:]
         with psycopg.connect(coordinator.dsn(), autocommit=True) as conn:
-            conn.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (coordinator.port,))
-            known = {
-                int(row[0]) for row in conn.execute("SELECT nodeport FROM pg_dist_node WHERE groupid <> 0").fetchall()
-            }
+            known = {int(port): str(name) for _nodeid, name, port in conn.execute(query("cluster", "workers"))}
+            if any(not name.startswith("/") for name in known.values()):
+                raise InvalidInput(
+                    f"the cluster in {self.root} was made by an older ragstore (its nodes talk over TCP): "
+                    "`ragstore cluster stop`, remove that folder, and start again"
+                )
+            conn.execute(query("cluster", "set_coordinator"), {"host": coordinator.host, "port": coordinator.port})
             for worker in workers_:
                 if worker.port not in known:
-                    conn.execute("SELECT citus_add_node('127.0.0.1', %s)", (worker.port,))
+                    conn.execute(query("cluster", "add_worker"), {"host": worker.host, "port": worker.port})
+            conn.execute(query("cluster", "group_roles"))
+        for worker in workers_:
+            with psycopg.connect(worker.dsn(), autocommit=True) as conn:
+                conn.execute(query("cluster", "worker_role_logins"))  # several statements, no parameters
         return coordinator.dsn()
 
     def stop(self) -> bool:
@@ -230,7 +238,13 @@ class LocalCluster:
 
     def status(self) -> ClusterStatus:
         nodes = tuple(
-            NodeStatus(name=node.home.name, port=node.port, running=(pid := node.running_pid()) is not None, pid=pid)
+            NodeStatus(
+                name=node.home.name,
+                port=node.port,
+                socket_dir=node.host,
+                running=(pid := node.running_pid()) is not None,
+                pid=pid,
+            )
             for node in self.nodes()
         )
         running = bool(nodes) and all(n.running for n in nodes)

@@ -152,24 +152,6 @@ def _bin(name: str) -> Path:
     return Path(POSTGRES_BIN_PATH) / name
 
 
-def write_settings(data_dir: Path, settings: str, hba: str) -> None:
-    """Write a server's ``ragstore.conf`` (``settings``) and ``pg_hba.conf`` (``hba``) into ``data_dir``,
-    readable by the server's user only, and include ``ragstore.conf`` from ``postgresql.conf`` once."""
-    conf = data_dir / "ragstore.conf"
-    conf.write_text(settings)
-    access = data_dir / "pg_hba.conf"
-    access.write_text(hba)
-    main = data_dir / "postgresql.conf"
-    text = main.read_text()
-    if "include_if_exists = 'ragstore.conf'" not in text:
-        main.write_text(text + "\ninclude_if_exists = 'ragstore.conf'\n")
-    for written in (conf, access):
-        written.chmod(0o600)
-        if _is_root():
-            entry = _server_user()
-            os.chown(written, entry.pw_uid, entry.pw_gid)
-
-
 def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -399,12 +381,29 @@ class EmbeddedServer:
             timeout=300,
         )
 
-    def _write_settings(self) -> None:
+    def _settings_texts(self) -> tuple[str, str]:
+        """The texts of ragstore.conf and pg_hba.conf, written at every start."""
         memory = memory_settings()
         overridden = [env for env in (SHARED_BUFFERS_ENV, MAINTENANCE_WORK_MEM_ENV) if os.environ.get(env, "").strip()]
         sized = f"sized from this machine's {machine_memory() // _MB}MB"
         note = f"{', '.join(overridden)} set, the rest {sized}" if overridden else sized
-        write_settings(self.data_dir, _SETTINGS.format(socket_dir=self.socket_dir, memory_note=note, **memory), _HBA)
+        return _SETTINGS.format(socket_dir=self.socket_dir, memory_note=note, **memory), _HBA
+
+    def _write_settings(self) -> None:
+        settings, access = self._settings_texts()
+        conf = self.data_dir / "ragstore.conf"
+        conf.write_text(settings)
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(access)
+        main = self.data_dir / "postgresql.conf"
+        text = main.read_text()
+        if "include_if_exists = 'ragstore.conf'" not in text:
+            main.write_text(text + "\ninclude_if_exists = 'ragstore.conf'\n")
+        for written in (conf, hba):
+            written.chmod(0o600)
+            if _is_root():
+                entry = _server_user()
+                os.chown(written, entry.pw_uid, entry.pw_gid)
 
     def _start(self) -> None:
         self._write_settings()

@@ -301,6 +301,7 @@ def ensure_hnsw_index(conn: Conn, family: Family) -> None:
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
         if not _may_own(conn, family):
+            citus.sequential(conn)
             conn.execute(query("roles", "build_hnsw"), {"family": family.name})
             return
         conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
@@ -318,6 +319,7 @@ def cluster_by_package(conn: Conn, family: Family) -> None:
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
         if not _may_own(conn, family):  # the app: ragstore.family_bulk_cluster clusters and analyzes
+            citus.sequential(conn)
             conn.execute(query("roles", "bulk_cluster"), {"family": family.name})
             return
         conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
@@ -335,6 +337,7 @@ def drop_hnsw_index(conn: Conn, family: Family) -> bool:
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
         if not _may_own(conn, family):
+            citus.sequential(conn)
             row = conn.execute(query("roles", "bulk_drop_hnsw"), {"family": family.name}).fetchone()
             return bool(row and row[0])
         conn.execute(sql.SQL(query("families", "drop_hnsw_index")).format(**family.identifiers()))

@@ -32,6 +32,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ragstore.db import citus
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
@@ -310,6 +311,10 @@ def _begin(conn: Conn, family: Family, new: Family, target: Target) -> None:
         # The HNSW index comes after the backfill: building once beats maintaining it row by row.
         for block in ("create_table", "create_package_index"):
             conn.execute(sql.SQL(query("families", block)).format(**ids))
+        if citus.is_citus(conn):
+            # Distributed and co-located like the old table: the backfill's joins and the swap's
+            # catch-up run shard by shard, and the new shards sit on every worker.
+            citus.distribute_family(conn, new.table)
         give_table_to_owner(conn, new)
 
 
@@ -373,6 +378,7 @@ def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier,
         options["fts_config"] = old.options["fts_config"]
     conn.commit()
     with conn.transaction(), db_errors():
+        citus.sequential(conn)  # on Citus: the catch-up writes the new table's shards, then the registry
         row = conn.execute(query("family_migrate", "lock_family"), {"name": old.name}).fetchone()
         held = None if row is None else (row[1] or {}).get("target")
         if row is None or row[0] != "migrating" or held != target.as_json():

@@ -166,6 +166,31 @@ def _shape(flt: Filter) -> tuple[bool, metafilter.Shape | None]:
     return bool(flt.package), flt.metadata_shape
 
 
+# The parts of search.sql's hnsw and exact_subset blocks that differ on Citus: the block named
+# "<block>_<part>" of search.sql on one node, of search_citus.sql on Citus (nothing when that file has none).
+_PARTS = ("settings", "lateral", "distance")
+
+
+def _block_text(block: str, citus: bool) -> str:
+    """Block ``block`` of search.sql with its one-node or Citus parts filled in (constant SQL texts of the
+    package, never input)."""
+    text = query("search", block)
+    source = "search_citus" if citus else "search"
+    for part in _PARTS:
+        marker = "{" + part + "}"
+        if marker in text:
+            name = "hnsw_settings" if part == "settings" else f"{block}_{part}"
+            text = text.replace(marker, _part(source, name) + ("\n" if part == "settings" and not citus else ""))
+    return text
+
+
+def _part(source: str, name: str) -> str:
+    try:
+        return query(source, name)
+    except KeyError:
+        return ""
+
+
 @functools.lru_cache(maxsize=512)
 def _statement_text(
     block: str,
@@ -183,7 +208,7 @@ def _statement_text(
     composes nothing."""
     shape = ShapeFilter("x" if package else None, None, metadata)
     return (
-        sql.SQL(query("search_citus" if citus else "search", block))
+        sql.SQL(_block_text(block, citus))
         .format(
             k=sql.Literal(int(k)),
             embedding=sql.SQL("t.embedding" if vectors else "NULL"),

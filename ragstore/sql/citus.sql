@@ -1,8 +1,9 @@
 -- Citus: how ragstore's tables are laid out on a distributed PostgreSQL. Run on the coordinator.
 -- ragstore.chunks and every family table are distributed on chunk_id and co-located (a chunk's text and
--- its vectors live on the same shard, so the join and the foreign key stay on one node); the small
--- catalogs every node reads and the embedding cache are reference tables (a copy on each node). The rest
--- (agent memory, alembic_version) stays on the coordinator as plain tables (ragstore.db.citus says why).
+-- its vectors live on the same shard, so the join and the foreign key stay on one node); the registry
+-- and the embedding cache are reference tables (a copy on each node). The rest (agent memory and its
+-- bindings ragstore.agent_principals, alembic_version) stays on the coordinator as plain tables
+-- (ragstore.db.citus says why).
 -- Table names come in as parameters (regclass), never spliced.
 
 -- name: is_citus
@@ -33,6 +34,11 @@ SELECT to_regclass(format('ragstore.%%I', %(table)s::text)) IS NOT NULL
 -- name: reference_table
 SELECT create_reference_table(format('ragstore.%%I', %(table)s::text)::regclass)
 
+-- name: undistribute_table
+-- A table that must stay a plain table of the coordinator (ragstore.agent_principals), laid out by an
+-- earlier ragstore as a reference table.
+SELECT undistribute_table(format('ragstore.%%I', %(table)s::text)::regclass)
+
 -- name: distributed_table
 -- colocate_with is 'default' for the first table of a group, else the table it shares shards with.
 SELECT create_distributed_table(
@@ -61,3 +67,12 @@ WHERE conrelid = to_regclass(format('ragstore.%%I', %(table)s::text))
 DROP TRIGGER IF EXISTS chunks_count_insert ON ragstore.chunks;
 DROP TRIGGER IF EXISTS chunks_count_delete ON ragstore.chunks;
 DROP TRIGGER IF EXISTS chunks_count_truncate ON ragstore.chunks
+
+-- name: sequential
+-- Citus refuses, in one transaction, parallel multi-shard work on a table with a foreign key to a
+-- reference table next to a write of that reference table, or parallel DDL after a read of it: the
+-- bulk-load functions (ragstore.family_bulk_*) read the registry ragstore.families before changing an
+-- index of the family table; a family migration's swap writes the family table's shards, then the
+-- registry. In this mode the transaction's multi-shard statements run shard by shard over one
+-- connection per worker.
+SET LOCAL citus.multi_shard_modify_mode = 'sequential'

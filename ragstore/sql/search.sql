@@ -8,9 +8,11 @@
 -- the embedding of (ragstore's writer keeps them equal; a row written behind its back is left out).
 
 -- name: hnsw
--- ONE statement: the HNSW settings, then the index scan, then the text of only the k rows found. The
--- subquery s sets hnsw.ef_search / hnsw.iterative_scan with set_config(..., is_local => true); the LATERAL
--- scan references s, so the settings are in place before the index is read. The inner ORDER BY ... LIMIT
+-- ONE statement: the HNSW settings, then the index scan, then the text of only the k rows found. On one
+-- node the settings placeholder after FROM is the hnsw_settings block below: a subquery s that sets
+-- hnsw.ef_search / hnsw.iterative_scan with set_config(..., is_local => true); the LATERAL scan references
+-- s, so the settings are in place before the index is read. On Citus that placeholder is empty
+-- (ragstore/sql/search_citus.sql says why) and the settings are SET LOCAL before the statement. The inner ORDER BY ... LIMIT
 -- is what the HNSW index serves; the outer ORDER BY re-sorts (relaxed_order iterative scans return rows
 -- slightly out of order) and breaks ties by chunk_id. chunks is joined to those k rows only (no query per
 -- hit). There is no check of ragstore.families here (it cost a probe per query): a cached Family whose
@@ -23,11 +25,7 @@
 SELECT t.chunk_id, t.package_path,
        1 - CASE WHEN t.distance = 'NaN'::float8 THEN 1 ELSE t.distance END AS score,
        ch.text, NULLIF(ch.metadata, '{{}}'::jsonb), {embedding}
-FROM (
-    SELECT set_config('hnsw.ef_search', %(ragstore_ef)s, true)
-           || set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true) AS settings
-) AS s
-CROSS JOIN LATERAL (
+FROM {settings}(
     SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding,
            e.embedding <=> %(q)s::{vtype} AS distance
     FROM ragstore.{table} AS e
@@ -39,18 +37,27 @@ JOIN ragstore.chunks AS ch
   ON ch.family = t.family AND ch.chunk_id = t.chunk_id AND ch.content_sha256 = t.content_sha256
 ORDER BY score DESC, t.chunk_id
 
+-- name: hnsw_settings
+(
+    SELECT set_config('hnsw.ef_search', %(ragstore_ef)s, true)
+           || set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true) AS settings
+) AS s
+CROSS JOIN LATERAL
+
 -- name: exact_subset
 -- Exact top-k over the rows a selective filter keeps, read through the package_path btree (a bitmap scan)
 -- or the metadata GIN index. The sort key is the computed score, which the HNSW index cannot serve, so
--- the planner never walks the graph here; the distance is computed once per row (LATERAL) and a top-N
--- heapsort keeps k. (A MATERIALIZED subset CTE, measured: 2x slower at 10,000 rows of 384-d.)
+-- the planner never walks the graph here. On one node the distance is computed once per row: the lateral
+-- placeholder is the exact_subset_lateral block below and the distance placeholder its column; on Citus
+-- the lateral one is empty and the distance one the expression itself (ragstore/sql/search_citus.sql). A top-N heapsort keeps k. (A
+-- MATERIALIZED subset CTE, measured: 2x slower at 10,000 rows of 384-d.)
 -- {k} is a literal and {embedding} t.embedding or NULL, as in the hnsw block.
 SELECT t.chunk_id, t.package_path, t.score, ch.text, NULLIF(ch.metadata, '{{}}'::jsonb), {embedding}
 FROM (
     SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding,
-           1 - CASE WHEN d.distance = 'NaN'::float8 THEN 1 ELSE d.distance END AS score
+           1 - CASE WHEN {distance} = 'NaN'::float8 THEN 1 ELSE {distance} END AS score
     FROM ragstore.{table} AS e
-    CROSS JOIN LATERAL (SELECT e.embedding <=> %(q)s::{vtype} AS distance) AS d
+    {lateral}
     {where}
     ORDER BY score DESC, e.chunk_id
     LIMIT {k}
@@ -58,6 +65,12 @@ FROM (
 JOIN ragstore.chunks AS ch
   ON ch.family = t.family AND ch.chunk_id = t.chunk_id AND ch.content_sha256 = t.content_sha256
 ORDER BY t.score DESC, t.chunk_id
+
+-- name: exact_subset_lateral
+CROSS JOIN LATERAL (SELECT e.embedding <=> %(q)s::{vtype} AS distance) AS d
+
+-- name: exact_subset_distance
+d.distance
 
 -- name: zero_query
 -- A zero-magnitude query scores 0 against every row: the first k rows by chunk_id ({k} a literal).
