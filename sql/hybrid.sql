@@ -1,7 +1,7 @@
 -- ragstore.hybrid_search, ragstore.fts_search and ragstore.search_auto: search for SQL users. hybrid_search
--- was created by migration 0005 and redefined by 0007 (the family's own chunks) and 0009 (fusion by the
--- family's settings); fts_search and search_auto come from migration 0009
--- (migrations/versions/sql/0009_fusion.sql).
+-- was created by migration 0005 and redefined by 0007 (the family's own chunks), 0010 (fusion by the
+-- family's settings) and 0012 (BM25); fts_search comes from 0010 and was redefined by 0012; search_auto
+-- comes from 0010 (migrations/versions/sql/0010_fusion.sql and 0012_bm25.sql).
 --
 -- ragstore.search_auto(family, query_text, query_vector, k) runs the family's DEFAULT mode, the one
 -- `ragstore search` runs: full text for an offline family, hybrid for a semantic family (the query text
@@ -9,8 +9,8 @@
 --
 -- Hybrid: each leg takes its top N chunks of the family (N = the family's per_leg, 50 by default): the
 -- full-text leg matches websearch_to_tsquery of the query (quotes, "or" and -exclusions work; a query of
--- plain words matches chunks holding any of them) ranked by the sum of idf(word) * (holds word +
--- cd/(cd + 1)), cd = ts_rank_cd(tsv, word, 2), N of the idf being the family's chunk count
+-- plain words matches chunks holding any of them) ranked by BM25 (k1 1.2, b 0.75) from the postings in
+-- ragstore.chunk_terms (tf, chunk length, df) and the family's chunk count and total length
 -- (ragstore.family_chunk_deltas); the vector leg orders by cosine distance on the family's HNSW index.
 -- The legs are fused by the family's stored settings (`ragstore family tune`; `ragstore family show`
 -- prints them): by default a convex combination 0.8 * (cosine + 1)/(best cosine + 1) + 0.2 * full-text
@@ -28,10 +28,11 @@
 --   -- an offline family: full text, as `ragstore search` does
 --   SELECT * FROM ragstore.search_auto('docs', 'copy files', NULL, 10);
 --
--- The functions below are the text migration 0009 runs (tests/unit/test_sql_copies.py checks so).
+-- The functions below are the text migrations 0012 (hybrid_search, fts_search) and 0010 (search_auto)
+-- run (tests/unit/test_sql_copies.py checks so).
 
--- ragstore.hybrid_search(family, query_text, query_vector, k): full text + vector over the family's own
--- chunks, fused by the family's stored settings (default: convex combination of cosine and full-text
+-- ragstore.hybrid_search(family, query_text, query_vector, k): full text (BM25) + vector over the family's
+-- own chunks, fused by the family's stored settings (default: convex combination of cosine and BM25
 -- scores, each by theoretical min-max, dense weight 0.8, each leg's top 50). k is at most 1000.
 CREATE OR REPLACE FUNCTION ragstore.hybrid_search(family text, query_text text, query_vector vector, k integer)
 RETURNS TABLE (
@@ -73,34 +74,46 @@ BEGIN
     per_leg := greatest(least((fusion ->> 'per_leg')::integer, 1000), k);
     PERFORM set_config('hnsw.ef_search', least(greatest(per_leg, 100), 1000)::text, true);
     RETURN QUERY EXECUTE format($q$
-        WITH q AS MATERIALIZED (SELECT websearch_to_tsquery($1, $2) AS strict),
-        terms AS MATERIALIZED (
-            SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
-            FROM (
-                SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.family = $6 AND d.tsv @@ x.tq) AS df
-                FROM (
-                    SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
-                    FROM unnest(tsvector_to_array(to_tsvector($1, $2))) AS lexeme
-                ) AS x
-            ) AS l
-            CROSS JOIN (SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n
-                        FROM ragstore.family_chunk_deltas AS d WHERE d.family = $6) AS n
+        WITH q AS MATERIALIZED (
+            SELECT websearch_to_tsquery($1, $2) AS strict,
+                   ARRAY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector($1, $2))) AS w) AS words
         ),
-        m AS MATERIALIZED (
-            SELECT CASE WHEN $5 THEN coalesce((SELECT string_agg(t.tq::text, ' | ') FROM terms AS t), '')::tsquery
-                        ELSE q.strict END AS wide
-            FROM q
+        corpus AS MATERIALIZED (
+            SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n,
+                   greatest(coalesce(sum(d.tokens), 0), 1)::float8 / greatest(coalesce(sum(d.delta), 0), 1)::float8
+                     AS avgdl
+            FROM ragstore.family_chunk_deltas AS d WHERE d.family = $6
+        ),
+        postings AS MATERIALIZED (
+            SELECT t.lexeme, t.chunk_id, t.tf, t.dl FROM ragstore.chunk_terms AS t
+            WHERE t.family = $6 AND t.lexeme = ANY ((SELECT q.words FROM q)::text[])
+        ),
+        bm25 AS MATERIALIZED (
+            SELECT p.chunk_id, sum(w.idf * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / s.avgdl))) AS score
+            FROM postings AS p
+            JOIN (SELECT x.lexeme, ln(1.0 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+                  FROM postings AS x CROSS JOIN corpus AS s GROUP BY x.lexeme, s.n) AS w ON w.lexeme = p.lexeme
+            CROSS JOIN corpus AS s
+            GROUP BY p.chunk_id
+        ),
+        candidates AS (
+            SELECT b.chunk_id, b.score FROM bm25 AS b WHERE $5
+            UNION ALL
+            SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
+            FROM q JOIN ragstore.chunks AS c ON c.family = $6 AND c.tsv @@ q.strict
+            LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
+            WHERE NOT $5
         ),
         fts_top AS MATERIALIZED (
-            SELECT c.chunk_id,
-                   coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-                             FROM terms AS t
-                             CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, 2)::float8 AS cd) AS r), 0.0) AS score
-            FROM m CROSS JOIN ragstore.chunks AS c
-            JOIN ragstore.%1$I AS e
-              ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
-            WHERE c.family = $6 AND c.tsv @@ m.wide
-            ORDER BY score DESC, c.chunk_id LIMIT $7
+            SELECT f.chunk_id, f.score
+            FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
+            WHERE EXISTS (
+                SELECT 1 FROM ragstore.chunks AS c
+                JOIN ragstore.%1$I AS e
+                  ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
+                WHERE c.family = $6 AND c.chunk_id = f.chunk_id
+            )
+            ORDER BY f.score DESC, f.chunk_id LIMIT $7
         ),
         fts AS MATERIALIZED (
             SELECT t.chunk_id, t.score, row_number() OVER (ORDER BY t.score DESC, t.chunk_id) AS rank
@@ -129,17 +142,16 @@ BEGIN
             FROM fts AS f FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
         ),
         filled AS MATERIALIZED (
-            SELECT p.*, c.package_path, c.text,
+            SELECT p.*,
                    coalesce(p.vector_score,
                             coalesce(nullif(1.0::float8 - (e.embedding <=> $3::%2$s), 'NaN'::float8), 0.0::float8))
                      AS cosine,
-                   coalesce(p.fts_score, (SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-                        FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, 2)::float8 AS cd) AS r), 0.0)
-                     AS lexical
+                   coalesce(p.fts_score, b.score, 0.0::float8) AS lexical
             FROM pool AS p
             JOIN ragstore.%1$I AS e ON e.chunk_id = p.chunk_id
             JOIN ragstore.chunks AS c
               ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
+            LEFT JOIN bm25 AS b ON b.chunk_id = p.chunk_id
         ),
         normed AS (
             SELECT x.*,
@@ -166,20 +178,20 @@ BEGIN
                    END AS fused_score
             FROM normed AS n
         )
-        SELECT u.chunk_id, u.package_path, u.fused_score, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score,
-               u.text
-        FROM fused AS u
+        SELECT u.chunk_id, c.package_path, u.fused_score, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score,
+               c.text
+        FROM (SELECT * FROM fused ORDER BY fused_score DESC, chunk_id LIMIT $4) AS u
+        JOIN ragstore.chunks AS c ON c.family = $6 AND c.chunk_id = u.chunk_id
         ORDER BY u.fused_score DESC, u.chunk_id
-        LIMIT $4
     $q$, fam.table_name, format('%s(%s)', fam.vector_type, fam.dim::integer))
     USING config, query_text, query_vector, k, plain, fam.name, per_leg, fusion ->> 'fusion',
           fusion ->> 'normalization', (fusion ->> 'alpha')::float8, (fusion ->> 'rrf_k')::integer;
 END
 $fn$;
 COMMENT ON FUNCTION ragstore.hybrid_search(text, text, vector, integer) IS
-    'ragstore hybrid search: full text + vector over the family''s chunks fused by its stored settings (default convex combination, theoretical min-max, dense weight 0.8, 50 per leg); ranks and scores per leg';
+    'ragstore hybrid search: full text (BM25) + vector over the family''s chunks fused by its stored settings (default convex combination, theoretical min-max, dense weight 0.8, 50 per leg); ranks and scores per leg';
 
--- ragstore.fts_search(family, query_text, k): the full-text leg alone, over the family's own chunks.
+-- ragstore.fts_search(family, query_text, k): the full-text leg alone (BM25), over the family's own chunks.
 CREATE OR REPLACE FUNCTION ragstore.fts_search(family text, query_text text, k integer DEFAULT 10)
 RETURNS TABLE (chunk_id text, package_path text, score float8, text text)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -200,34 +212,46 @@ BEGIN
     config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
     plain := query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
     RETURN QUERY EXECUTE format($q$
-        WITH q AS MATERIALIZED (SELECT websearch_to_tsquery($1, $2) AS strict),
-        terms AS MATERIALIZED (
-            SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
-            FROM (
-                SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.family = $4 AND d.tsv @@ x.tq) AS df
-                FROM (
-                    SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
-                    FROM unnest(tsvector_to_array(to_tsvector($1, $2))) AS lexeme
-                ) AS x
-            ) AS l
-            CROSS JOIN (SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n
-                        FROM ragstore.family_chunk_deltas AS d WHERE d.family = $4) AS n
+        WITH q AS MATERIALIZED (
+            SELECT websearch_to_tsquery($1, $2) AS strict,
+                   ARRAY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector($1, $2))) AS w) AS words
         ),
-        m AS MATERIALIZED (
-            SELECT CASE WHEN $5 THEN coalesce((SELECT string_agg(t.tq::text, ' | ') FROM terms AS t), '')::tsquery
-                        ELSE q.strict END AS wide
-            FROM q
+        corpus AS MATERIALIZED (
+            SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n,
+                   greatest(coalesce(sum(d.tokens), 0), 1)::float8 / greatest(coalesce(sum(d.delta), 0), 1)::float8
+                     AS avgdl
+            FROM ragstore.family_chunk_deltas AS d WHERE d.family = $4
+        ),
+        postings AS MATERIALIZED (
+            SELECT t.lexeme, t.chunk_id, t.tf, t.dl FROM ragstore.chunk_terms AS t
+            WHERE t.family = $4 AND t.lexeme = ANY ((SELECT q.words FROM q)::text[])
+        ),
+        bm25 AS MATERIALIZED (
+            SELECT p.chunk_id, sum(w.idf * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / s.avgdl))) AS score
+            FROM postings AS p
+            JOIN (SELECT x.lexeme, ln(1.0 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+                  FROM postings AS x CROSS JOIN corpus AS s GROUP BY x.lexeme, s.n) AS w ON w.lexeme = p.lexeme
+            CROSS JOIN corpus AS s
+            GROUP BY p.chunk_id
+        ),
+        candidates AS (
+            SELECT b.chunk_id, b.score FROM bm25 AS b WHERE $5
+            UNION ALL
+            SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
+            FROM q JOIN ragstore.chunks AS c ON c.family = $4 AND c.tsv @@ q.strict
+            LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
+            WHERE NOT $5
         ),
         top AS MATERIALIZED (
-            SELECT c.chunk_id,
-                   coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-                             FROM terms AS t
-                             CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, 2)::float8 AS cd) AS r), 0.0) AS score
-            FROM m CROSS JOIN ragstore.chunks AS c
-            JOIN ragstore.%1$I AS e
-              ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
-            WHERE c.family = $4 AND c.tsv @@ m.wide
-            ORDER BY score DESC, c.chunk_id LIMIT $3
+            SELECT f.chunk_id, f.score
+            FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
+            WHERE EXISTS (
+                SELECT 1 FROM ragstore.chunks AS c
+                JOIN ragstore.%1$I AS e
+                  ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
+                WHERE c.family = $4 AND c.chunk_id = f.chunk_id
+            )
+            ORDER BY f.score DESC, f.chunk_id LIMIT $3
         )
         SELECT t.chunk_id, c.package_path, t.score, c.text
         FROM top AS t
@@ -238,7 +262,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION ragstore.fts_search(text, text, integer) IS
-    'ragstore full-text search over the family''s own chunks (idf-weighted ts_rank_cd; plain words match any)';
+    'ragstore full-text search over the family''s own chunks (BM25 k1 1.2, b 0.75; plain words match any)';
 
 -- ragstore.search_auto(family, query_text, query_vector, k): the family's default search mode, as
 -- `ragstore search` runs it: full text for an offline family (its vectors are fingerprints); hybrid for a

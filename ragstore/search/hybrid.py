@@ -34,7 +34,7 @@ from ragstore.families import Family
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.filters import check_k, make_filter
-from ragstore.search.fts import DEFAULT_NORMALIZATION, fts_search, statement, text_params
+from ragstore.search.fts import fts_search, statement, text_params
 from ragstore.search.fusion import Candidate as FusionCandidate
 from ragstore.search.fusion import FusionSettings, settings_of
 from ragstore.search.rrf import DEFAULT_RRF_K
@@ -109,7 +109,6 @@ def _candidates(
     weights: Mapping[str, float] | None,
     package: str | None,
     metadata: dict[str, Any] | None,
-    normalization: int,
     match: str,
 ) -> list[tuple[Any, ...]]:
     k = check_k(k)
@@ -118,7 +117,7 @@ def _candidates(
     vector = _check_vector(family, query_vector)
     flt = make_filter(package, metadata)
     params: dict[str, Any] = {
-        **text_params(family, query_text, normalization=normalization, match=match),
+        **text_params(family, query_text, match=match),
         **flt.params(),
         "q": _vector.query_param(family, vector),
         "use_vector": bool(np.any(vector)),
@@ -178,7 +177,6 @@ def hybrid_search(
     weights: Mapping[str, float] | None = None,
     package: str | None = None,
     metadata: dict[str, Any] | None = None,
-    normalization: int = DEFAULT_NORMALIZATION,
     match: str = "auto",
     settings: FusionSettings | None = None,
 ) -> list[Hit]:
@@ -187,14 +185,14 @@ def hybrid_search(
     ``settings`` (default: the family's stored settings, else
     :data:`~ragstore.search.fusion.DEFAULT_FUSION`) say how to fuse; ``per_leg`` and ``rrf_k`` override
     theirs. ``weights`` are RRF's: ``"fts"``/``"vector"`` to non-negative weights (1.0 when absent); a leg
-    of weight 0 still reports its ranks. ``normalization`` and ``match`` go to the full-text leg
+    of weight 0 still reports its ranks. ``match`` goes to the full-text leg
     (:mod:`ragstore.search.fts`). Raises InvalidInput (k, per_leg over 1,000, rrf_k, weights, fusion
     settings, filters), ModelMismatch (a query vector of another dimension), and the mapped database errors.
     """
     chosen = resolve_settings(family, settings, per_leg=per_leg, rrf_k=rrf_k)
     rows = _candidates(
         conn, family, query_text, query_vector, k=k, settings=chosen, weights=weights,
-        package=package, metadata=metadata, normalization=normalization, match=match,
+        package=package, metadata=metadata, match=match,
     )  # fmt: skip
     return [_row_to_hit(row) for row in rows]
 
@@ -214,7 +212,7 @@ def fusion_candidates(
     chosen = resolve_settings(family, FusionSettings(fusion="rrf"), per_leg=per_leg)
     rows = _candidates(
         conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
-        package=package, metadata=metadata, normalization=DEFAULT_NORMALIZATION, match="auto",
+        package=package, metadata=metadata, match="auto",
     )  # fmt: skip
     return [
         FusionCandidate(
@@ -254,7 +252,6 @@ def blended_search(
     cosine_floor: float = DEFAULT_COSINE_FLOOR,
     package: str | None = None,
     metadata: dict[str, Any] | None = None,
-    normalization: int = DEFAULT_NORMALIZATION,
 ) -> list[Hit]:
     """Blended ranking over every hybrid candidate (the union of both legs' top ``per_leg``).
 
@@ -268,7 +265,7 @@ def blended_search(
     chosen = resolve_settings(family, FusionSettings(fusion="rrf", rrf_k=DEFAULT_RRF_K), per_leg=per_leg)
     rows = _candidates(
         conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
-        package=package, metadata=metadata, normalization=normalization, match="auto",
+        package=package, metadata=metadata, match="auto",
     )  # fmt: skip
     by_id = {row[0]: row for row in rows}
     candidates = [Candidate(row[0], float(row[11]), float(row[12]), row[6]) for row in rows]

@@ -2,70 +2,94 @@
 --
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
 -- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms} (the block below),
--- {join} (the join to chunks a metadata filter needs) and {where_fts} / {where_vec} (Filter.where of
--- ragstore.search.filters over the family table "e" and chunks "c": the package/metadata filter ANDed
--- with "c.tsv @@ m.wide" for the full-text leg and with "%(use_vector)s" for the vector leg).
+-- {corpus} (block corpus on one node, corpus_citus on Citus), {join} (the join to chunks a metadata
+-- filter needs) and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family
+-- table "e": the package/metadata filter ANDed with the candidate's key for the full-text leg and with
+-- "%(use_vector)s" for the vector leg).
 --
 -- A family serves its own chunks only: chunks are read with c.family = %(family)s, joined to the family
 -- table on (family, chunk_id) and on equal content_sha256 (the vector is the embedding of the text).
 --
--- Parameters: family (the family's name), query (text), fts_config (regconfig name), any (true: a plain-words query also matches
--- chunks holding only some of its words, chunks holding all of them ranked first), norm (ts_rank_cd
--- normalisation flags), fts_n / vec_n (top-N per leg), q (the query vector), use_vector (false for a
--- zero-magnitude query: the vector leg is empty), fusion ('rrf' or 'cc'), w_fts / w_vec (RRF leg
+-- Parameters: family (the family's name), query (text), fts_config (regconfig name), any (true: a
+-- plain-words query matches chunks holding any of its words; false: websearch_to_tsquery's strict
+-- meaning), k1 and b (BM25's), fts_n / vec_n (top-N per leg), q (the query vector), use_vector (false for
+-- a zero-magnitude query: the vector leg is empty), fusion ('rrf' or 'cc'), w_fts / w_vec (RRF leg
 -- weights), rrf_k, norm_kind ('minmax', 'zscore' or 'tmm') and alpha (the dense weight of 'cc'), k.
 
+-- name: corpus
+-- N (the family's chunk count) and the average chunk length in lexeme occurrences, from the ledger the
+-- triggers on ragstore.chunks keep (one row per write statement, not per chunk).
+SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n,
+       greatest(coalesce(sum(d.tokens), 0), 1)::float8 / greatest(coalesce(sum(d.delta), 0), 1)::float8 AS avgdl
+FROM ragstore.family_chunk_deltas AS d WHERE d.family = %(family)s
+
+-- name: corpus_citus
+-- The same two numbers on Citus (no triggers run there): counted over every shard from each chunk's
+-- length row in ragstore.chunk_terms (lexeme '').
+SELECT greatest(count(*), 1)::float8 AS n,
+       greatest(coalesce(sum(t.tf), 0), 1)::float8 / greatest(count(*), 1)::float8 AS avgdl
+FROM ragstore.chunk_terms AS t WHERE t.family = %(family)s AND t.lexeme = ''
+
 -- name: query_terms
--- The CTEs both blocks start with ({query_terms}): q, the query as a strict tsquery; terms, each distinct
--- word (lexeme) of the query with its inverse document frequency over the family's chunks (N, the family's
--- chunk count, is the sum of its rows in ragstore.family_chunk_deltas, kept by triggers on the chunks); m, the tsquery a
--- chunk must match (strict, or any of the words when the "any" parameter is true).
+-- The CTEs both blocks start with. q: the query as a strict tsquery and its distinct
+-- words (lexemes). postings: the family's (word, chunk, tf, chunk length) rows of ragstore.chunk_terms
+-- for those words, read through its primary key. bm25: every chunk holding a query word with its BM25
+-- score, Σ over the words it holds of idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl)), with
+-- idf = ln(1 + (N − df + 0.5) / (df + 0.5)) and df the word's number of postings.
 q AS MATERIALIZED (
-    SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
+    SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict,
+           ARRAY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))) AS w)
+             AS words
 ),
--- each distinct word (lexeme) of the query, with its inverse document frequency over the family's chunks
--- (df is MATERIALIZED on its own: the idf formula reads it twice, and inlined it was counted twice)
-dfs AS MATERIALIZED (
-    SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.family = %(family)s AND d.tsv @@ x.tq) AS df
-    FROM (
-        SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
-        FROM unnest(tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))) AS lexeme
-    ) AS x
+corpus AS MATERIALIZED ({corpus}),
+postings AS MATERIALIZED (
+    SELECT t.lexeme, t.chunk_id, t.tf, t.dl
+    FROM ragstore.chunk_terms AS t
+    WHERE t.family = %(family)s AND t.lexeme = ANY ((SELECT q.words FROM q)::text[])
 ),
-terms AS MATERIALIZED (
-    SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
-    FROM dfs AS l
-    CROSS JOIN (SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n
-                FROM ragstore.family_chunk_deltas AS d WHERE d.family = %(family)s) AS n
+bm25 AS MATERIALIZED (
+    SELECT p.chunk_id,
+           sum(w.idf * p.tf * (%(k1)s::float8 + 1.0)
+               / (p.tf + %(k1)s::float8 * (1.0 - %(b)s::float8 + %(b)s::float8 * p.dl / s.avgdl))) AS score
+    FROM postings AS p
+    JOIN (SELECT x.lexeme, ln(1.0 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+          FROM postings AS x CROSS JOIN corpus AS s GROUP BY x.lexeme, s.n) AS w ON w.lexeme = p.lexeme
+    CROSS JOIN corpus AS s
+    GROUP BY p.chunk_id
 ),
-m AS MATERIALIZED (
-    SELECT q.strict,
-           CASE WHEN %(any)s
-                THEN coalesce((SELECT string_agg(t.tq::text, ' | ') FROM terms AS t), '')::tsquery
-                ELSE q.strict END AS wide
+-- The full-text candidates: with "any", every chunk holding a word; otherwise the chunks matching the
+-- strict query (through the GIN index), scored by the same BM25 (0 when they hold none of the words,
+-- e.g. a query of exclusions only).
+candidates AS (
+    SELECT b.chunk_id, b.score FROM bm25 AS b WHERE %(any)s
+    UNION ALL
+    SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
     FROM q
+    JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.tsv @@ q.strict
+    LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
+    WHERE NOT %(any)s
+),
+-- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
+-- pass the filter, walked best first: the walk stops once fts_n are found.
+fts_top AS MATERIALIZED (
+    SELECT f.chunk_id, f.score
+    FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
+    WHERE EXISTS (
+        SELECT 1 FROM ragstore.chunks AS c
+        JOIN ragstore.{table} AS e
+          ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
+        {where_fts}
+    )
+    ORDER BY f.score DESC, f.chunk_id
+    LIMIT %(fts_n)s
 )
 
 -- name: fts
--- The full-text leg alone: chunks of the family matching the query, best first. A chunk's score is
--- Σ over the query's words of idf(word) · (1 + cd/(cd + 1)) where cd = ts_rank_cd of the chunk for that
--- word alone, > 0 exactly when the chunk holds the word (tsv keeps positions): rare words count more, and
--- more (denser) occurrences add a bounded bonus. One ts_rank_cd call per (chunk, word).
-WITH {query_terms},
-fts AS (
-    SELECT c.chunk_id, coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-            FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0) AS score
-    FROM m
-    CROSS JOIN ragstore.chunks AS c
-    JOIN ragstore.{table} AS e
-      ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
-    {where_fts}
-    ORDER BY score DESC, c.chunk_id
-    LIMIT %(k)s
-)
+-- The full-text leg alone: the family's chunks by BM25, best first.
+WITH {query_terms}
 SELECT f.chunk_id, c.package_path, f.score, c.text, c.metadata, e.embedding, c.created_at,
        row_number() OVER (ORDER BY f.score DESC, f.chunk_id) AS fts_rank
-FROM fts AS f
+FROM fts_top AS f
 JOIN ragstore.{table} AS e ON e.chunk_id = f.chunk_id
 JOIN ragstore.chunks AS c
   ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
@@ -74,26 +98,16 @@ ORDER BY fts_rank;
 -- name: hybrid
 -- Both legs, each top-N (fts_n, vec_n; ranks 1-based), then fused. Every candidate (the union of the two
 -- lists) gets BOTH leg scores: its cosine to the query (computed when the vector leg missed it) and its
--- full-text score (computed when the full-text leg missed it, 0 when it holds none of the words).
+-- BM25 score (from bm25 when the full-text leg missed it, 0 when it holds none of the words).
 -- fusion = 'rrf': score = Σ w_leg / (rrf_k + rank_leg) over the legs that found it.
 -- fusion = 'cc' (convex combination): score = alpha · norm(cosine) + (1 − alpha) · norm(full text), where
 -- norm uses each leg's own top-N list: 'minmax' (x − min) / (max − min); 'zscore' (x − mean) / stddev;
 -- 'tmm' (theoretical min-max) (x − lo) / (max − lo) with lo the score's floor (−1 for cosine, 0 for
 -- full text). An empty leg (no word matched, a zero query vector) adds 0; a degenerate spread
 -- (max = min, stddev 0) gives 1 to the leg's best and 0 below it (minmax) or 0 (zscore).
--- The chunk_id breaks ties. ranks and scores of a leg that missed the chunk are null.
+-- The chunk_id breaks ties. ranks and scores of a leg that missed the chunk are null. Text, metadata and
+-- vector are read for the k hits only.
 WITH {query_terms},
-fts_top AS MATERIALIZED (
-    SELECT c.chunk_id, coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-            FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0) AS score
-    FROM m
-    CROSS JOIN ragstore.chunks AS c
-    JOIN ragstore.{table} AS e
-      ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
-    {where_fts}
-    ORDER BY score DESC, c.chunk_id
-    LIMIT %(fts_n)s
-),
 fts AS MATERIALIZED (
     SELECT chunk_id, score, row_number() OVER (ORDER BY score DESC, chunk_id) AS rank
     FROM fts_top
@@ -125,17 +139,16 @@ pool AS MATERIALIZED (
     FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
 ),
 filled AS MATERIALIZED (
-    SELECT p.*, c.package_path, c.text, c.metadata, e.embedding, c.created_at,
+    SELECT p.*,
            coalesce(p.vector_score, CASE WHEN %(use_vector)s
                 THEN coalesce(nullif(1.0::float8 - (e.embedding <=> %(q)s::{vtype}), 'NaN'::float8), 0.0::float8)
                 ELSE 0.0::float8 END) AS cosine,
-           coalesce(p.fts_score, (SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-                FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0)
-             AS lexical
+           coalesce(p.fts_score, b.score, 0.0::float8) AS lexical
     FROM pool AS p
     JOIN ragstore.{table} AS e ON e.chunk_id = p.chunk_id
     JOIN ragstore.chunks AS c
       ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
+    LEFT JOIN bm25 AS b ON b.chunk_id = p.chunk_id
 ),
 normed AS (
     SELECT x.*,
@@ -163,11 +176,12 @@ fused AS (
            END AS score
     FROM normed AS n
 )
-SELECT u.chunk_id, u.package_path, u.score, u.text, u.metadata, u.embedding, u.created_at,
+SELECT u.chunk_id, c.package_path, u.score, c.text, c.metadata, e.embedding, c.created_at,
        u.fts_rank, u.fts_score, u.vector_rank, u.vector_score, u.cosine, u.lexical
-FROM fused AS u
-ORDER BY u.score DESC, u.chunk_id
-LIMIT %(k)s;
+FROM (SELECT * FROM fused ORDER BY score DESC, chunk_id LIMIT %(k)s) AS u
+JOIN ragstore.{table} AS e ON e.chunk_id = u.chunk_id
+JOIN ragstore.chunks AS c ON c.family = e.family AND c.chunk_id = e.chunk_id
+ORDER BY u.score DESC, u.chunk_id;
 
 -- name: store_fusion
 -- A family's fusion settings (ragstore family tune): option "fusion" set to a JSON object, or removed
