@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from ragstore.db.connection import db_errors
+from ragstore.db.citus import on_citus
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
 from ragstore.search import vector as _vector
@@ -131,13 +131,14 @@ def _candidates(
         "alpha": settings.alpha,
         "k": k,
     }
-    rows: list[tuple[Any, ...]] = []
-    with conn.transaction():
-        _vector.apply_settings(conn, ef_search=_vector.ef_search_for(per_leg, None), iterative=flt.active)
-        with db_errors():
-            rows = conn.execute(statement(family, "hybrid", flt), params, prepare=False).fetchall()
-        raise psycopg.Rollback()  # read-only: undo the SET LOCALs, leave the caller's transaction as it was
-    return rows
+    # One statement sets ef_search and runs both legs, isolated so that no setting outlives it.
+    return _vector.run_with_settings(
+        conn,
+        statement(family, "hybrid", flt, citus=on_citus(conn)),
+        params,
+        ef_search=_vector.ef_search_for(per_leg, None),
+        iterative=flt.active,
+    )
 
 
 def resolve_settings(

@@ -31,31 +31,33 @@ SELECT greatest(count(*), 1)::float8 AS n,
 FROM ragstore.chunk_terms AS t WHERE t.family = %(family)s AND t.lexeme = ''
 
 -- name: query_terms
--- The CTEs both blocks start with. q: the query as a strict tsquery and its distinct
--- words (lexemes). postings: the family's (word, chunk, tf, chunk length) rows of ragstore.chunk_terms
--- for those words, read through its primary key. bm25: every chunk holding a query word with its BM25
--- score, Σ over the words it holds of idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl)), with
--- idf = ln(1 + (N − df + 0.5) / (df + 0.5)) and df the word's number of postings.
+-- The CTEs both blocks start with. q: the query as a strict tsquery and its distinct words (lexemes).
+-- weights: per query word the family holds, idf · (k1 + 1) with idf = ln(1 + (N − df + 0.5) / (df + 0.5))
+-- and df the word's number of rows in ragstore.chunk_terms (counted through its primary key), and the
+-- length terms k1 · (1 − b) and k1 · b / avgdl. bm25: every chunk holding a query word with its BM25
+-- score, Σ over the words it holds of idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl)).
 q AS MATERIALIZED (
     SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict,
            ARRAY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))) AS w)
              AS words
 ),
 corpus AS MATERIALIZED ({corpus}),
-postings AS MATERIALIZED (
-    SELECT t.lexeme, t.chunk_id, t.tf, t.dl
+weights AS MATERIALIZED (
+    SELECT t.lexeme,
+           ln(1.0::float8 + (s.n - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) * (%(k1)s::float8 + 1.0::float8)
+             AS w,
+           %(k1)s::float8 * (1.0::float8 - %(b)s::float8) AS c0,
+           %(k1)s::float8 * %(b)s::float8 / s.avgdl AS c1
     FROM ragstore.chunk_terms AS t
+    CROSS JOIN corpus AS s
     WHERE t.family = %(family)s AND t.lexeme = ANY ((SELECT q.words FROM q)::text[])
+    GROUP BY t.lexeme, s.n, s.avgdl
 ),
 bm25 AS MATERIALIZED (
-    SELECT p.chunk_id,
-           sum(w.idf * p.tf * (%(k1)s::float8 + 1.0)
-               / (p.tf + %(k1)s::float8 * (1.0 - %(b)s::float8 + %(b)s::float8 * p.dl / s.avgdl))) AS score
-    FROM postings AS p
-    JOIN (SELECT x.lexeme, ln(1.0 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-          FROM postings AS x CROSS JOIN corpus AS s GROUP BY x.lexeme, s.n) AS w ON w.lexeme = p.lexeme
-    CROSS JOIN corpus AS s
-    GROUP BY p.chunk_id
+    SELECT t.chunk_id, sum(w.w * t.tf / (t.tf + w.c0 + w.c1 * t.dl)) AS score
+    FROM weights AS w
+    JOIN ragstore.chunk_terms AS t ON t.family = %(family)s AND t.lexeme = w.lexeme
+    GROUP BY t.chunk_id
 ),
 -- The full-text candidates: with "any", every chunk holding a word; otherwise the chunks matching the
 -- strict query (through the GIN index), scored by the same BM25 (0 when they hold none of the words,
@@ -70,16 +72,18 @@ candidates AS (
     WHERE NOT %(any)s
 ),
 -- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
--- pass the filter, walked best first: the walk stops once fts_n are found.
+-- pass the filter, walked best first: the walk stops once fts_n are found (a LATERAL probe per candidate
+-- by primary key; as EXISTS, the planner hashed both whole tables instead).
 fts_top AS MATERIALIZED (
     SELECT f.chunk_id, f.score
     FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
-    WHERE EXISTS (
+    CROSS JOIN LATERAL (
         SELECT 1 FROM ragstore.chunks AS c
         JOIN ragstore.{table} AS e
           ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
         {where_fts}
-    )
+        LIMIT 1
+    ) AS served
     ORDER BY f.score DESC, f.chunk_id
     LIMIT %(fts_n)s
 )
@@ -114,14 +118,7 @@ fts AS MATERIALIZED (
 ),
 -- MATERIALIZED, then re-ranked: with iterative index scans (filtered queries) pgvector may return rows
 -- slightly out of order, so the rank comes from the exact distance, not from the scan order.
-vec_top AS MATERIALIZED (
-    SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
-    FROM ragstore.{table} AS e
-    {join}
-    {where_vec}
-    ORDER BY e.embedding <=> %(q)s::{vtype}
-    LIMIT %(vec_n)s
-),
+{vec_top},
 vec AS MATERIALIZED (
     SELECT chunk_id, 1.0::float8 - distance AS score, row_number() OVER (ORDER BY distance, chunk_id) AS rank
     FROM vec_top
@@ -138,6 +135,10 @@ pool AS MATERIALIZED (
     FROM fts AS f
     FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
 ),
+-- The BM25 scores of the pool's chunks (a hashed lookup; joining bm25 itself would rescan it per row).
+pool_bm25 AS MATERIALIZED (
+    SELECT b.chunk_id, b.score FROM bm25 AS b WHERE b.chunk_id IN (SELECT chunk_id FROM pool)
+),
 filled AS MATERIALIZED (
     SELECT p.*,
            coalesce(p.vector_score, CASE WHEN %(use_vector)s
@@ -148,7 +149,7 @@ filled AS MATERIALIZED (
     JOIN ragstore.{table} AS e ON e.chunk_id = p.chunk_id
     JOIN ragstore.chunks AS c
       ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
-    LEFT JOIN bm25 AS b ON b.chunk_id = p.chunk_id
+    LEFT JOIN pool_bm25 AS b ON b.chunk_id = p.chunk_id
 ),
 normed AS (
     SELECT x.*,
@@ -182,6 +183,40 @@ FROM (SELECT * FROM fused ORDER BY score DESC, chunk_id LIMIT %(k)s) AS u
 JOIN ragstore.{table} AS e ON e.chunk_id = u.chunk_id
 JOIN ragstore.chunks AS c ON c.family = e.family AND c.chunk_id = e.chunk_id
 ORDER BY u.score DESC, u.chunk_id;
+
+-- name: vec_top
+-- The vector leg's top vec_n. The subquery s sets hnsw.ef_search / hnsw.iterative_scan with
+-- set_config(..., is_local => true) and the LATERAL scan references it ({where_vec} holds
+-- "s.settings IS NOT NULL"), so the settings are in place before the index is read: the whole search is
+-- one statement (ragstore.search.vector.run_with_settings runs it as its own transaction, or between a
+-- savepoint and its rollback, so no setting outlives it).
+vec_top AS MATERIALIZED (
+    SELECT t.chunk_id, t.distance
+    FROM (
+        SELECT set_config('hnsw.ef_search', %(ragstore_ef)s, true)
+               || set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true) AS settings
+    ) AS s
+    CROSS JOIN LATERAL (
+        SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
+        FROM ragstore.{table} AS e
+        {join}
+        {where_vec}
+        ORDER BY e.embedding <=> %(q)s::{vtype}
+        LIMIT %(vec_n)s
+    ) AS t
+)
+
+-- name: vec_top_citus
+-- The same on Citus, where the settings are SET LOCAL on every worker connection before the statement
+-- (a LIMIT subquery laterally joined to another subquery is not pushed down to the shards).
+vec_top AS MATERIALIZED (
+    SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
+    FROM ragstore.{table} AS e
+    {join}
+    {where_vec}
+    ORDER BY e.embedding <=> %(q)s::{vtype}
+    LIMIT %(vec_n)s
+)
 
 -- name: store_fusion
 -- A family's fusion settings (ragstore family tune): option "fusion" set to a JSON object, or removed
