@@ -228,8 +228,8 @@ def fusion_candidates(
 
 
 def _row_to_hit(row: tuple[Any, ...]) -> Hit:
-    f_rank, f_score, v_rank, v_score = row[7:11]
-    return row_to_hit(
+    f_rank, f_score, v_rank, v_score, cosine = row[7:12]
+    hit = row_to_hit(
         row,
         ranks={"fts": None if f_rank is None else int(f_rank), "vector": None if v_rank is None else int(v_rank)},
         scores={
@@ -237,6 +237,7 @@ def _row_to_hit(row: tuple[Any, ...]) -> Hit:
             "vector": None if v_score is None else float(v_score),
         },
     )
+    return replace(hit, cosine=float(cosine))
 
 
 def blended_search(

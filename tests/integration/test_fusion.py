@@ -143,3 +143,26 @@ def test_min_score_means_cosine_in_hybrid_and_the_full_text_score_in_fts(conn: A
     text = search(conn, "docs", "apple", k=10, mode="fts")
     floor = text[1].score
     assert search(conn, "docs", "apple", k=10, mode="fts", min_score=floor) == [h for h in text if h.score >= floor]
+
+
+def test_hybrid_hits_carry_the_statements_cosine_and_min_score_and_mmr_use_it(conn: Any, family: Any) -> None:
+    from ragstore.search.api import search
+
+    class Fixed(OfflineBackend):
+        def embed(self, texts: Any) -> Any:
+            return np.stack([QUERY for _ in texts])
+
+    full = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed())
+    q = "[" + ",".join(str(float(x)) for x in QUERY) + "]"
+    for hit in full:  # the statement's own float8 cosine, for hits of either leg
+        (expected,) = conn.execute(
+            "SELECT 1 - (embedding <=> %s::vector) FROM ragstore.emb_docs WHERE chunk_id = %s", (q, hit.chunk_id)
+        ).fetchone()
+        assert hit.cosine == pytest.approx(expected, abs=1e-12)
+    for floor_hit in full:  # a floor equal to a hit's cosine keeps that hit: the same number on both sides
+        kept = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed(), min_score=floor_hit.cosine)
+        assert [h.chunk_id for h in kept] == [h.chunk_id for h in full if h.cosine >= floor_hit.cosine]
+        assert floor_hit.chunk_id in {h.chunk_id for h in kept}
+    diverse = search(conn, "docs", "apple", k=3, mode="hybrid", backend=Fixed(), rerank="mmr", mmr_lambda=1.0)
+    by_id = {h.chunk_id: h for h in full}
+    assert [h.score for h in diverse] == [by_id[h.chunk_id].cosine for h in diverse]  # relevance is that cosine
