@@ -166,3 +166,28 @@ def test_hybrid_hits_carry_the_statements_cosine_and_min_score_and_mmr_use_it(co
     diverse = search(conn, "docs", "apple", k=3, mode="hybrid", backend=Fixed(), rerank="mmr", mmr_lambda=1.0)
     by_id = {h.chunk_id: h for h in full}
     assert [h.score for h in diverse] == [by_id[h.chunk_id].cosine for h in diverse]  # relevance is that cosine
+
+
+def test_k_above_the_per_leg_depth_widens_both_legs_in_search_and_in_sql(conn: Any, family: Any) -> None:
+    from pgvector import Vector
+
+    from ragstore.search.api import search
+
+    class Fixed(OfflineBackend):
+        def embed(self, texts: Any) -> Any:
+            return np.stack([QUERY for _ in texts])
+
+    store_settings(conn, "docs", FusionSettings(per_leg=2))
+    # 7 chunks, 5 of them hold "apple": with 2 per leg the union could hold at most 4; k = 7 needs all 7.
+    api = search(conn, "docs", "apple", k=7, mode="hybrid", backend=Fixed())
+    assert len(api) == 7
+    assert max(h.ranks["vector"] or 0 for h in api) == 7 and max(h.ranks["fts"] or 0 for h in api) == 5
+    sql_rows = conn.execute(
+        "SELECT chunk_id, fts_rank, vector_rank FROM ragstore.hybrid_search('docs', 'apple', %s, 7)", (Vector(QUERY),)
+    ).fetchall()
+    assert [r[0] for r in sql_rows] == [h.chunk_id for h in api]
+    assert max(r[2] for r in sql_rows) == 7 and max(r[1] or 0 for r in sql_rows) == 5
+    # the library function keeps the depth it is given (the tuner compares fused lists at fixed depths)
+    fam = families.get_family(conn, "docs")
+    assert len(hybrid_search(conn, fam, "apple", QUERY, k=7)) == 4
+    assert len(search(conn, "docs", "apple", k=2, mode="hybrid", backend=Fixed())) == 2
