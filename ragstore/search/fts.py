@@ -86,21 +86,20 @@ def text_params(family: Family, query_text: str, *, match: str = "auto") -> dict
     }
 
 
-def statement(family: Family, block: str, flt: Filter, *, citus: bool = False) -> sql.Composed:
-    """Block ``block`` of ``ragstore/sql/hybrid.sql`` with the family's names and the filter filled in
-    (``citus``: N and the average chunk length counted over the shards, block ``corpus_citus``)."""
+def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
+    """Block ``block`` of ``ragstore/sql/hybrid.sql`` with the family's names and the filter filled in."""
     text = (
         query("hybrid", block)
         .replace("{query_terms}", query("hybrid", "query_terms"))
-        .replace("{vec_top}", query("hybrid", "vec_top_citus" if citus else "vec_top"))
+        .replace("{vec_top}", query("hybrid", "vec_top"))
     )
     return sql.SQL(text).format(
-        corpus=sql.SQL(query("hybrid", "corpus_citus" if citus else "corpus")),
+        corpus=sql.SQL(query("hybrid", "corpus")),
         table=sql.Identifier(family.table),
         vtype=family.identifiers()["vector_type"],
         join=flt.join(),
         where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.chunk_id = f.chunk_id")),
-        where_vec=flt.where(extra=sql.SQL("%(use_vector)s" if citus else "%(use_vector)s AND s.settings IS NOT NULL")),
+        where_vec=flt.where(extra=sql.SQL("%(use_vector)s AND s.settings IS NOT NULL")),
     )
 
 

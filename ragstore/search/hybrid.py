@@ -7,8 +7,9 @@ Reciprocal Rank Fusion (``rrf``, ``Σ w_leg / (rrf_k + rank_leg)``, exactly :fun
 The settings are the family's stored ones (``ragstore family tune``) unless the caller passes others.
 Hits are ordered by fused score descending, then chunk_id ascending; each carries ``ranks`` and
 ``scores`` for ``"fts"`` (the full-text score) and ``"vector"`` (cosine), ``None`` for the leg that missed
-it, and the family's vector (for MMR). ``hnsw.ef_search`` is set to at least ``per_leg``
-with ``SET LOCAL`` in a transaction that is rolled back at the end, so nothing leaks to the session;
+it, the family's vector (for MMR) and ``cosine`` (the statement's cosine to the query). One statement
+sets ``hnsw.ef_search`` (at least ``per_leg``) with ``set_config(..., true)`` and runs both legs, in one
+round trip, as its own transaction or between a savepoint and its rollback, so nothing leaks to the session;
 filtered queries use pgvector's iterative index scan so the vector leg still fills its N.
 
 A zero-magnitude query vector has no cosine to anything: its vector leg is empty and the result is the
@@ -28,7 +29,6 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from ragstore.db.citus import on_citus
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
 from ragstore.search import vector as _vector
@@ -134,7 +134,7 @@ def _candidates(
     # One statement sets ef_search and runs both legs, isolated so that no setting outlives it.
     return _vector.run_with_settings(
         conn,
-        statement(family, "hybrid", flt, citus=on_citus(conn)),
+        statement(family, "hybrid", flt),
         params,
         ef_search=_vector.ef_search_for(per_leg, None),
         iterative=flt.active,

@@ -2,7 +2,7 @@
 --
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
 -- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms} (the block below),
--- {corpus} (block corpus on one node, corpus_citus on Citus), {join} (the join to chunks a metadata
+-- {corpus} and {vec_top} (the blocks of those names), {join} (the join to chunks a metadata
 -- filter needs) and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family
 -- table "e": the package/metadata filter ANDed with the candidate's key for the full-text leg and with
 -- "%(use_vector)s" for the vector leg).
@@ -22,13 +22,6 @@
 SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n,
        greatest(coalesce(sum(d.tokens), 0), 1)::float8 / greatest(coalesce(sum(d.delta), 0), 1)::float8 AS avgdl
 FROM ragstore.family_chunk_deltas AS d WHERE d.family = %(family)s
-
--- name: corpus_citus
--- The same two numbers on Citus (no triggers run there): counted over every shard from each chunk's
--- length row in ragstore.chunk_terms (lexeme '').
-SELECT greatest(count(*), 1)::float8 AS n,
-       greatest(coalesce(sum(t.tf), 0), 1)::float8 / greatest(count(*), 1)::float8 AS avgdl
-FROM ragstore.chunk_terms AS t WHERE t.family = %(family)s AND t.lexeme = ''
 
 -- name: query_terms
 -- The CTEs both blocks start with. q: the query as a strict tsquery and its distinct words (lexemes).
@@ -189,7 +182,8 @@ ORDER BY u.score DESC, u.chunk_id;
 -- set_config(..., is_local => true) and the LATERAL scan references it ({where_vec} holds
 -- "s.settings IS NOT NULL"), so the settings are in place before the index is read: the whole search is
 -- one statement (ragstore.search.vector.run_with_settings runs it as its own transaction, or between a
--- savepoint and its rollback, so no setting outlives it).
+-- savepoint and its rollback, so no setting outlives it). A LIMIT subquery laterally joined to another is
+-- not pushed down by Citus: full text and hybrid are refused there (ragstore.search.api).
 vec_top AS MATERIALIZED (
     SELECT t.chunk_id, t.distance
     FROM (
@@ -204,18 +198,6 @@ vec_top AS MATERIALIZED (
         ORDER BY e.embedding <=> %(q)s::{vtype}
         LIMIT %(vec_n)s
     ) AS t
-)
-
--- name: vec_top_citus
--- The same on Citus, where the settings are SET LOCAL on every worker connection before the statement
--- (a LIMIT subquery laterally joined to another subquery is not pushed down to the shards).
-vec_top AS MATERIALIZED (
-    SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
-    FROM ragstore.{table} AS e
-    {join}
-    {where_vec}
-    ORDER BY e.embedding <=> %(q)s::{vtype}
-    LIMIT %(vec_n)s
 )
 
 -- name: store_fusion
