@@ -28,8 +28,93 @@
 --   -- an offline family: full text, as `ragstore search` does
 --   SELECT * FROM ragstore.search_auto('docs', 'copy files', NULL, 10);
 --
--- The functions below are the text migrations 0012 (hybrid_search, fts_search) and 0010 (search_auto)
+-- The functions below are the text migrations 0012 (fts_scores, fts_top, hybrid_search, fts_search) and
+-- 0010 (search_auto)
 -- run (tests/unit/test_sql_copies.py checks so).
+
+-- ragstore.fts_scores(family, config, query_text, k1, b): every chunk of the family holding a word of the
+-- query, with its BM25 score, Σ over the words it holds of idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b ·
+-- dl / avgdl)), idf = ln(1 + (N − df + 0.5) / (df + 0.5)). tf, dl and df (a word's rows) come from
+-- ragstore.chunk_terms through its primary key; N and avgdl from the family's ledger. only_chunks, when
+-- given, keeps those chunks' scores alone (the df still count every chunk). The same scores `ragstore
+-- search` computes (ragstore/sql/hybrid.sql calls this function).
+CREATE FUNCTION ragstore.fts_scores(family text, config regconfig, query_text text, k1 float8 DEFAULT 1.2,
+                                    b float8 DEFAULT 0.75, only_chunks text[] DEFAULT NULL)
+RETURNS TABLE (chunk_id text, score float8)
+LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    WITH corpus AS MATERIALIZED (
+        SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n,
+               greatest(coalesce(sum(d.tokens), 0), 1)::float8 / greatest(coalesce(sum(d.delta), 0), 1)::float8
+                 AS avgdl
+        FROM ragstore.family_chunk_deltas AS d WHERE d.family = fts_scores.family
+    ),
+    weights AS MATERIALIZED (
+        SELECT t.lexeme,
+               ln(1.0::float8 + (s.n - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) * (k1 + 1.0::float8) AS w,
+               k1 * (1.0::float8 - b) AS c0,
+               k1 * b / s.avgdl AS c1
+        FROM ragstore.chunk_terms AS t
+        CROSS JOIN corpus AS s
+        WHERE t.family = fts_scores.family
+          AND t.lexeme = ANY (ARRAY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector(config, query_text))) AS w))
+        GROUP BY t.lexeme, s.n, s.avgdl
+    )
+    SELECT t.chunk_id, sum(w.w * t.tf / (t.tf + w.c0 + w.c1 * t.dl))
+    FROM weights AS w
+    JOIN ragstore.chunk_terms AS t ON t.family = fts_scores.family AND t.lexeme = w.lexeme
+    WHERE only_chunks IS NULL OR t.chunk_id = ANY (only_chunks)
+    GROUP BY t.chunk_id
+$fn$;
+COMMENT ON FUNCTION ragstore.fts_scores(text, regconfig, text, float8, float8, text[]) IS
+    'ragstore: BM25 score of every chunk of the family holding a word of the query (postings in ragstore.chunk_terms)';
+
+-- ragstore.fts_top(family, query_text, k): the family's top k chunks by BM25 (chunk_id, score), chunk_id
+-- breaking ties; only chunks the family serves (its vector embeds the current text). A query of plain
+-- words matches chunks holding any of them; quotes, "or" and -exclusions keep websearch_to_tsquery's strict
+-- meaning (those chunks, 0 when they hold none of the words). The full-text leg of both functions below.
+CREATE FUNCTION ragstore.fts_top(family text, query_text text, k integer)
+RETURNS TABLE (chunk_id text, score float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $fn$
+DECLARE
+    fam    ragstore.families%ROWTYPE;
+    config regconfig;
+BEGIN
+    IF k IS NULL OR k < 1 OR k > 1000 THEN
+        RAISE EXCEPTION 'ragstore.fts_top: k must be an integer from 1 to 1000, got %', k
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'ragstore.fts_top: no family named %', family USING ERRCODE = 'undefined_object';
+    END IF;
+    config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
+    RETURN QUERY EXECUTE format($q$
+        WITH bm25 AS MATERIALIZED (SELECT s.chunk_id, s.score FROM ragstore.fts_scores($3, $1, $2) AS s),
+        candidates AS (
+            SELECT b.chunk_id, b.score FROM bm25 AS b WHERE $5
+            UNION ALL
+            SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
+            FROM ragstore.chunks AS c LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
+            WHERE NOT $5 AND c.family = $3 AND c.tsv @@ websearch_to_tsquery($1, $2)
+        )
+        SELECT f.chunk_id, f.score
+        FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM ragstore.chunks AS c
+            JOIN ragstore.%1$I AS e
+              ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
+            WHERE c.family = $3 AND c.chunk_id = f.chunk_id
+            LIMIT 1
+        ) AS served
+        ORDER BY f.score DESC, f.chunk_id
+        LIMIT $4
+    $q$, fam.table_name)
+    USING config, query_text, fam.name, k, query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
+END
+$fn$;
+COMMENT ON FUNCTION ragstore.fts_top(text, text, integer) IS
+    'ragstore: the family''s top k chunks by BM25 (plain words match any; websearch operators keep their meaning)';
 
 -- ragstore.hybrid_search(family, query_text, query_vector, k): full text (BM25) + vector over the family's
 -- own chunks, fused by the family's stored settings (default: convex combination of cosine and BM25
@@ -51,7 +136,6 @@ AS $fn$
 DECLARE
     fam     ragstore.families%ROWTYPE;
     config  regconfig;
-    plain   boolean;
     fusion  jsonb;
     per_leg integer;
 BEGIN
@@ -68,60 +152,18 @@ BEGIN
             vector_dims(query_vector), family, fam.dim USING ERRCODE = 'data_exception';
     END IF;
     config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
-    plain := query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
     fusion := '{"fusion": "cc", "normalization": "tmm", "alpha": 0.8, "per_leg": 50, "rrf_k": 60}'::jsonb
               || coalesce(fam.options -> 'fusion', '{}'::jsonb);
     per_leg := greatest(least((fusion ->> 'per_leg')::integer, 1000), k);
     PERFORM set_config('hnsw.ef_search', least(greatest(per_leg, 100), 1000)::text, true);
     RETURN QUERY EXECUTE format($q$
-        WITH q AS MATERIALIZED (
-            SELECT websearch_to_tsquery($1, $2) AS strict,
-                   ARRAY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector($1, $2))) AS w) AS words
-        ),
-        corpus AS MATERIALIZED (
-            SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n,
-                   greatest(coalesce(sum(d.tokens), 0), 1)::float8 / greatest(coalesce(sum(d.delta), 0), 1)::float8
-                     AS avgdl
-            FROM ragstore.family_chunk_deltas AS d WHERE d.family = $6
-        ),
-        postings AS MATERIALIZED (
-            SELECT t.lexeme, t.chunk_id, t.tf, t.dl FROM ragstore.chunk_terms AS t
-            WHERE t.family = $6 AND t.lexeme = ANY ((SELECT q.words FROM q)::text[])
-        ),
-        bm25 AS MATERIALIZED (
-            SELECT p.chunk_id, sum(w.idf * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / s.avgdl))) AS score
-            FROM postings AS p
-            JOIN (SELECT x.lexeme, ln(1.0 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-                  FROM postings AS x CROSS JOIN corpus AS s GROUP BY x.lexeme, s.n) AS w ON w.lexeme = p.lexeme
-            CROSS JOIN corpus AS s
-            GROUP BY p.chunk_id
-        ),
-        candidates AS (
-            SELECT b.chunk_id, b.score FROM bm25 AS b WHERE $5
-            UNION ALL
-            SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
-            FROM q JOIN ragstore.chunks AS c ON c.family = $6 AND c.tsv @@ q.strict
-            LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
-            WHERE NOT $5
-        ),
-        fts_top AS MATERIALIZED (
-            SELECT f.chunk_id, f.score
-            FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
-            WHERE EXISTS (
-                SELECT 1 FROM ragstore.chunks AS c
-                JOIN ragstore.%1$I AS e
-                  ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
-                WHERE c.family = $6 AND c.chunk_id = f.chunk_id
-            )
-            ORDER BY f.score DESC, f.chunk_id LIMIT $7
-        ),
-        fts AS MATERIALIZED (
+        WITH fts AS MATERIALIZED (
             SELECT t.chunk_id, t.score, row_number() OVER (ORDER BY t.score DESC, t.chunk_id) AS rank
-            FROM fts_top AS t
+            FROM ragstore.fts_top($5, $2, $6) AS t
         ),
         vec_top AS MATERIALIZED (
             SELECT e.chunk_id, (e.embedding <=> $3::%2$s)::float8 AS distance
-            FROM ragstore.%1$I AS e ORDER BY e.embedding <=> $3::%2$s LIMIT $7
+            FROM ragstore.%1$I AS e ORDER BY e.embedding <=> $3::%2$s LIMIT $6
         ),
         vec AS MATERIALIZED (
             SELECT t.chunk_id, 1.0::float8 - t.distance AS score,
@@ -141,6 +183,11 @@ BEGIN
                    f.rank AS fts_rank, f.score AS fts_score, v.rank AS vector_rank, v.score AS vector_score
             FROM fts AS f FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
         ),
+        pool_bm25 AS MATERIALIZED (
+            SELECT b.chunk_id, b.score
+            FROM ragstore.fts_scores($5, $1, $2, 1.2, 0.75,
+                                     ARRAY(SELECT p.chunk_id FROM pool AS p WHERE p.fts_rank IS NULL)) AS b
+        ),
         filled AS MATERIALIZED (
             SELECT p.*,
                    coalesce(p.vector_score,
@@ -151,17 +198,17 @@ BEGIN
             JOIN ragstore.%1$I AS e ON e.chunk_id = p.chunk_id
             JOIN ragstore.chunks AS c
               ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
-            LEFT JOIN bm25 AS b ON b.chunk_id = p.chunk_id
+            LEFT JOIN pool_bm25 AS b ON b.chunk_id = p.chunk_id
         ),
         normed AS (
             SELECT x.*,
-                   CASE $9
+                   CASE $8
                        WHEN 'minmax' THEN coalesce((x.cosine - s.v_min) / nullif(s.v_max - s.v_min, 0.0),
                                                    CASE WHEN x.cosine >= s.v_max THEN 1.0 ELSE 0.0 END)
                        WHEN 'zscore' THEN coalesce((x.cosine - s.v_mean) / nullif(s.v_sd, 0.0), 0.0)
                        ELSE coalesce((x.cosine + 1.0) / nullif(s.v_max + 1.0, 0.0), 0.0)
                    END::float8 AS v_norm,
-                   CASE $9
+                   CASE $8
                        WHEN 'minmax' THEN coalesce((x.lexical - s.f_min) / nullif(s.f_max - s.f_min, 0.0),
                                                    CASE WHEN x.lexical >= s.f_max THEN 1.0 ELSE 0.0 END)
                        WHEN 'zscore' THEN coalesce((x.lexical - s.f_mean) / nullif(s.f_sd, 0.0), 0.0)
@@ -171,20 +218,20 @@ BEGIN
         ),
         fused AS (
             SELECT n.*,
-                   CASE WHEN $8 = 'rrf'
-                        THEN coalesce(1.0::float8 / ($11 + n.fts_rank), 0.0::float8)
-                             + coalesce(1.0::float8 / ($11 + n.vector_rank), 0.0::float8)
-                        ELSE $10 * n.v_norm + (1.0::float8 - $10) * n.f_norm
+                   CASE WHEN $7 = 'rrf'
+                        THEN coalesce(1.0::float8 / ($10 + n.fts_rank), 0.0::float8)
+                             + coalesce(1.0::float8 / ($10 + n.vector_rank), 0.0::float8)
+                        ELSE $9 * n.v_norm + (1.0::float8 - $9) * n.f_norm
                    END AS fused_score
             FROM normed AS n
         )
         SELECT u.chunk_id, c.package_path, u.fused_score, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score,
                c.text
         FROM (SELECT * FROM fused ORDER BY fused_score DESC, chunk_id LIMIT $4) AS u
-        JOIN ragstore.chunks AS c ON c.family = $6 AND c.chunk_id = u.chunk_id
+        JOIN ragstore.chunks AS c ON c.family = $5 AND c.chunk_id = u.chunk_id
         ORDER BY u.fused_score DESC, u.chunk_id
     $q$, fam.table_name, format('%s(%s)', fam.vector_type, fam.dim::integer))
-    USING config, query_text, query_vector, k, plain, fam.name, per_leg, fusion ->> 'fusion',
+    USING config, query_text, query_vector, k, fam.name, per_leg, fusion ->> 'fusion',
           fusion ->> 'normalization', (fusion ->> 'alpha')::float8, (fusion ->> 'rrf_k')::integer;
 END
 $fn$;
@@ -194,72 +241,12 @@ COMMENT ON FUNCTION ragstore.hybrid_search(text, text, vector, integer) IS
 -- ragstore.fts_search(family, query_text, k): the full-text leg alone (BM25), over the family's own chunks.
 CREATE OR REPLACE FUNCTION ragstore.fts_search(family text, query_text text, k integer DEFAULT 10)
 RETURNS TABLE (chunk_id text, package_path text, score float8, text text)
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $fn$
-DECLARE
-    fam    ragstore.families%ROWTYPE;
-    config regconfig;
-    plain  boolean;
-BEGIN
-    IF k IS NULL OR k < 1 OR k > 1000 THEN
-        RAISE EXCEPTION 'ragstore.fts_search: k must be an integer from 1 to 1000, got %', k
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'ragstore.fts_search: no family named %', family USING ERRCODE = 'undefined_object';
-    END IF;
-    config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
-    plain := query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
-    RETURN QUERY EXECUTE format($q$
-        WITH q AS MATERIALIZED (
-            SELECT websearch_to_tsquery($1, $2) AS strict,
-                   ARRAY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector($1, $2))) AS w) AS words
-        ),
-        corpus AS MATERIALIZED (
-            SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n,
-                   greatest(coalesce(sum(d.tokens), 0), 1)::float8 / greatest(coalesce(sum(d.delta), 0), 1)::float8
-                     AS avgdl
-            FROM ragstore.family_chunk_deltas AS d WHERE d.family = $4
-        ),
-        postings AS MATERIALIZED (
-            SELECT t.lexeme, t.chunk_id, t.tf, t.dl FROM ragstore.chunk_terms AS t
-            WHERE t.family = $4 AND t.lexeme = ANY ((SELECT q.words FROM q)::text[])
-        ),
-        bm25 AS MATERIALIZED (
-            SELECT p.chunk_id, sum(w.idf * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / s.avgdl))) AS score
-            FROM postings AS p
-            JOIN (SELECT x.lexeme, ln(1.0 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-                  FROM postings AS x CROSS JOIN corpus AS s GROUP BY x.lexeme, s.n) AS w ON w.lexeme = p.lexeme
-            CROSS JOIN corpus AS s
-            GROUP BY p.chunk_id
-        ),
-        candidates AS (
-            SELECT b.chunk_id, b.score FROM bm25 AS b WHERE $5
-            UNION ALL
-            SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
-            FROM q JOIN ragstore.chunks AS c ON c.family = $4 AND c.tsv @@ q.strict
-            LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
-            WHERE NOT $5
-        ),
-        top AS MATERIALIZED (
-            SELECT f.chunk_id, f.score
-            FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
-            WHERE EXISTS (
-                SELECT 1 FROM ragstore.chunks AS c
-                JOIN ragstore.%1$I AS e
-                  ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
-                WHERE c.family = $4 AND c.chunk_id = f.chunk_id
-            )
-            ORDER BY f.score DESC, f.chunk_id LIMIT $3
-        )
-        SELECT t.chunk_id, c.package_path, t.score, c.text
-        FROM top AS t
-        JOIN ragstore.chunks AS c ON c.family = $4 AND c.chunk_id = t.chunk_id
-        ORDER BY t.score DESC, t.chunk_id
-    $q$, fam.table_name)
-    USING config, query_text, k, fam.name, plain;
-END
+    SELECT t.chunk_id, c.package_path, t.score, c.text
+    FROM ragstore.fts_top(fts_search.family, fts_search.query_text, fts_search.k) AS t
+    JOIN ragstore.chunks AS c ON c.family = fts_search.family AND c.chunk_id = t.chunk_id
+    ORDER BY t.score DESC, t.chunk_id
 $fn$;
 COMMENT ON FUNCTION ragstore.fts_search(text, text, integer) IS
     'ragstore full-text search over the family''s own chunks (BM25 k1 1.2, b 0.75; plain words match any)';

@@ -94,7 +94,6 @@ def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
         .replace("{vec_top}", query("hybrid", "vec_top"))
     )
     return sql.SQL(text).format(
-        corpus=sql.SQL(query("hybrid", "corpus")),
         table=sql.Identifier(family.table),
         vtype=family.identifiers()["vector_type"],
         join=flt.join(),

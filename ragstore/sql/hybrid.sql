@@ -1,8 +1,8 @@
 -- Full text and hybrid search, read by ragstore.search.fts and ragstore.search.hybrid.
 --
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
--- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms} (the block below),
--- {corpus} and {vec_top} (the blocks of those names), {join} (the join to chunks a metadata
+-- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms} and {vec_top} (the
+-- blocks of those names), {join} (the join to chunks a metadata
 -- filter needs) and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family
 -- table "e": the package/metadata filter ANDed with the candidate's key for the full-text leg and with
 -- "%(use_vector)s" for the vector leg).
@@ -16,41 +16,17 @@
 -- a zero-magnitude query: the vector leg is empty), fusion ('rrf' or 'cc'), w_fts / w_vec (RRF leg
 -- weights), rrf_k, norm_kind ('minmax', 'zscore' or 'tmm') and alpha (the dense weight of 'cc'), k.
 
--- name: corpus
--- N (the family's chunk count) and the average chunk length in lexeme occurrences, from the ledger the
--- triggers on ragstore.chunks keep (one row per write statement, not per chunk).
-SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n,
-       greatest(coalesce(sum(d.tokens), 0), 1)::float8 / greatest(coalesce(sum(d.delta), 0), 1)::float8 AS avgdl
-FROM ragstore.family_chunk_deltas AS d WHERE d.family = %(family)s
-
 -- name: query_terms
--- The CTEs both blocks start with. q: the query as a strict tsquery and its distinct words (lexemes).
--- weights: per query word the family holds, idf · (k1 + 1) with idf = ln(1 + (N − df + 0.5) / (df + 0.5))
--- and df the word's number of rows in ragstore.chunk_terms (counted through its primary key), and the
--- length terms k1 · (1 − b) and k1 · b / avgdl. bm25: every chunk holding a query word with its BM25
--- score, Σ over the words it holds of idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl)).
+-- The CTEs both blocks start with. q: the query as a strict tsquery. bm25: every chunk of the family
+-- holding a word of the query with its BM25 score, from ragstore.fts_scores (migration 0012): postings in
+-- ragstore.chunk_terms (tf, chunk length, and df as a word's rows, read through its primary key), N and
+-- the average chunk length from the family's ledger (ragstore.family_chunk_deltas, kept by triggers).
 q AS MATERIALIZED (
-    SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict,
-           ARRAY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))) AS w)
-             AS words
-),
-corpus AS MATERIALIZED ({corpus}),
-weights AS MATERIALIZED (
-    SELECT t.lexeme,
-           ln(1.0::float8 + (s.n - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) * (%(k1)s::float8 + 1.0::float8)
-             AS w,
-           %(k1)s::float8 * (1.0::float8 - %(b)s::float8) AS c0,
-           %(k1)s::float8 * %(b)s::float8 / s.avgdl AS c1
-    FROM ragstore.chunk_terms AS t
-    CROSS JOIN corpus AS s
-    WHERE t.family = %(family)s AND t.lexeme = ANY ((SELECT q.words FROM q)::text[])
-    GROUP BY t.lexeme, s.n, s.avgdl
+    SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
 ),
 bm25 AS MATERIALIZED (
-    SELECT t.chunk_id, sum(w.w * t.tf / (t.tf + w.c0 + w.c1 * t.dl)) AS score
-    FROM weights AS w
-    JOIN ragstore.chunk_terms AS t ON t.family = %(family)s AND t.lexeme = w.lexeme
-    GROUP BY t.chunk_id
+    SELECT s.chunk_id, s.score
+    FROM ragstore.fts_scores(%(family)s, %(fts_config)s::regconfig, %(query)s, %(k1)s, %(b)s) AS s
 ),
 -- The full-text candidates: with "any", every chunk holding a word; otherwise the chunks matching the
 -- strict query (through the GIN index), scored by the same BM25 (0 when they hold none of the words,
