@@ -27,6 +27,7 @@ Hits carry the full-text score as ``score`` and in ``scores["fts"]``, the 1-base
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -37,7 +38,8 @@ from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput
 from ragstore.families import Family
-from ragstore.search.filters import Filter, check_k, make_filter
+from ragstore.search import metafilter
+from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
 from ragstore.search.types import Hit
 from ragstore.search.vector import row_to_hit
 
@@ -86,19 +88,50 @@ def text_params(family: Family, query_text: str, *, match: str = "auto") -> dict
     }
 
 
-def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
-    """Block ``block`` of ``ragstore/sql/hybrid.sql`` with the family's names and the filter filled in."""
+def statement(
+    family: Family, block: str, flt: Filter, *, any_words: bool, fts_n: int, vec_n: int = 0, k: int = 0
+) -> str:
+    """Block ``block`` of ``ragstore/sql/hybrid.sql`` for ``family`` and the shape of ``flt``, with the
+    match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape."""
+    return _statement_text(
+        block, family.table, family.vector_type, family.dim, bool(flt.package), flt.metadata_shape,
+        any_words, fts_n, vec_n, k,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=512)
+def _statement_text(
+    block: str,
+    table: str,
+    vector_type: str,
+    dim: int,
+    package: bool,
+    metadata: metafilter.Shape | None,
+    any_words: bool,
+    fts_n: int,
+    vec_n: int,
+    k: int,
+) -> str:
+    shape = ShapeFilter("x" if package else None, None, metadata)
     text = (
         query("hybrid", block)
         .replace("{query_terms}", query("hybrid", "query_terms"))
         .replace("{vec_top}", query("hybrid", "vec_top"))
     )
-    return sql.SQL(text).format(
-        table=sql.Identifier(family.table),
-        vtype=family.identifiers()["vector_type"],
-        join=flt.join(),
-        where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.chunk_id = f.chunk_id")),
-        where_vec=flt.where(extra=sql.SQL("%(use_vector)s AND s.settings IS NOT NULL")),
+    return (
+        sql.SQL(text)
+        .format(
+            table=sql.Identifier(table),
+            vtype=sql.SQL(f"{vector_type}({int(dim)})"),  # vector_type is checked by ragstore.families
+            join=shape.join(),
+            where_fts=shape.where(extra=sql.SQL("c.family = %(family)s AND c.chunk_id = f.chunk_id")),
+            where_vec=shape.where(extra=sql.SQL("%(use_vector)s AND s.settings IS NOT NULL")),
+            any=sql.Literal(bool(any_words)),
+            fts_n=sql.Literal(int(fts_n)),
+            vec_n=sql.Literal(int(vec_n)),
+            k=sql.Literal(int(k)),
+        )
+        .as_string()
     )
 
 
@@ -119,8 +152,8 @@ def fts_search(
     """
     k = check_k(k)
     flt = make_filter(package, metadata)
-    params = {**text_params(family, query_text, match=match), **flt.params(), "fts_n": k}
+    params = {**text_params(family, query_text, match=match), **flt.params()}
+    text = statement(family, "fts", flt, any_words=params.pop("any"), fts_n=k)
     with db_errors():
-        # prepare=False: planned with the actual values every time, so the planner sees the filters' values
-        rows = conn.execute(statement(family, "fts", flt), params, prepare=False).fetchall()
+        rows = conn.execute(text, params).fetchall()
     return [row_to_hit(row, ranks={"fts": int(row[7])}, scores={"fts": float(row[2])}) for row in rows]

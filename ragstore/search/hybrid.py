@@ -121,20 +121,18 @@ def _candidates(
         **flt.params(),
         "q": _vector.query_param(family, vector),
         "use_vector": bool(np.any(vector)),
-        "fts_n": per_leg,
-        "vec_n": per_leg,
         "fusion": settings.fusion,
         "w_fts": leg_weights["fts"],
         "w_vec": leg_weights["vector"],
         "rrf_k": settings.rrf_k,
         "norm_kind": settings.normalization,
         "alpha": settings.alpha,
-        "k": k,
     }
+    text = statement(family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k)
     # One statement sets ef_search and runs both legs, isolated so that no setting outlives it.
     return _vector.run_with_settings(
         conn,
-        statement(family, "hybrid", flt),
+        text,
         params,
         ef_search=_vector.ef_search_for(per_leg, None),
         iterative=flt.active,

@@ -10,11 +10,13 @@
 -- A family serves its own chunks only: chunks are read with c.family = %(family)s, joined to the family
 -- table on (family, chunk_id) and on equal content_sha256 (the vector is the embedding of the text).
 --
--- Parameters: family (the family's name), query (text), fts_config (regconfig name), any (true: a
--- plain-words query matches chunks holding any of its words; false: websearch_to_tsquery's strict
--- meaning), k1 and b (BM25's), fts_n / vec_n (top-N per leg), q (the query vector), use_vector (false for
--- a zero-magnitude query: the vector leg is empty), fusion ('rrf' or 'cc'), w_fts / w_vec (RRF leg
--- weights), rrf_k, norm_kind ('minmax', 'zscore' or 'tmm') and alpha (the dense weight of 'cc'), k.
+-- Literals (so that a prepared statement's generic plan is the plan its values need, and Postgres need
+-- not plan every call): {any} (true: a plain-words query matches chunks holding any of its words; false:
+-- websearch_to_tsquery's strict meaning), {fts_n} / {vec_n} (top-N per leg) and {k}.
+-- Parameters: family (the family's name), query (text), fts_config (regconfig name), k1 and b (BM25's),
+-- q (the query vector), use_vector (false for a zero-magnitude query: the vector leg is empty), fusion
+-- ('rrf' or 'cc'), w_fts / w_vec (RRF leg weights), rrf_k, norm_kind ('minmax', 'zscore' or 'tmm'),
+-- alpha (the dense weight of 'cc'), ragstore_ef / ragstore_iterative (the HNSW settings).
 
 -- name: query_terms
 -- The CTEs both blocks start with. q: the query as a strict tsquery. bm25: every chunk of the family
@@ -32,13 +34,13 @@ bm25 AS MATERIALIZED (
 -- strict query (through the GIN index), scored by the same BM25 (0 when they hold none of the words,
 -- e.g. a query of exclusions only).
 candidates AS (
-    SELECT b.chunk_id, b.score FROM bm25 AS b WHERE %(any)s
+    SELECT b.chunk_id, b.score FROM bm25 AS b WHERE {any}
     UNION ALL
     SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
     FROM q
     JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.tsv @@ q.strict
     LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
-    WHERE NOT %(any)s
+    WHERE NOT {any}
 ),
 -- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
 -- pass the filter, walked best first: the walk stops once fts_n are found (a LATERAL probe per candidate
@@ -54,7 +56,7 @@ fts_top AS MATERIALIZED (
         LIMIT 1
     ) AS served
     ORDER BY f.score DESC, f.chunk_id
-    LIMIT %(fts_n)s
+    LIMIT {fts_n}
 )
 
 -- name: fts
@@ -148,7 +150,7 @@ fused AS (
 )
 SELECT u.chunk_id, c.package_path, u.score, c.text, c.metadata, e.embedding, c.created_at,
        u.fts_rank, u.fts_score, u.vector_rank, u.vector_score, u.cosine, u.lexical
-FROM (SELECT * FROM fused ORDER BY score DESC, chunk_id LIMIT %(k)s) AS u
+FROM (SELECT * FROM fused ORDER BY score DESC, chunk_id LIMIT {k}) AS u
 JOIN ragstore.{table} AS e ON e.chunk_id = u.chunk_id
 JOIN ragstore.chunks AS c ON c.family = e.family AND c.chunk_id = e.chunk_id
 ORDER BY u.score DESC, u.chunk_id;
@@ -172,7 +174,7 @@ vec_top AS MATERIALIZED (
         {join}
         {where_vec}
         ORDER BY e.embedding <=> %(q)s::{vtype}
-        LIMIT %(vec_n)s
+        LIMIT {vec_n}
     ) AS t
 )
 

@@ -346,8 +346,8 @@ $grants$;
 
 -- section: downgrade
 -- Then the migration re-runs 0010's definitions of the two search functions and of the count trigger functions.
-DROP FUNCTION ragstore.fts_top(text, text, integer);
-DROP FUNCTION ragstore.fts_scores(text, regconfig, text, float8, float8, text[]);
+DROP FUNCTION IF EXISTS ragstore.fts_top(text, text, integer);
+DROP FUNCTION IF EXISTS ragstore.fts_scores(text, regconfig, text, float8, float8, text[]);
 DROP TRIGGER chunks_terms_update ON ragstore.chunks;
 DROP FUNCTION ragstore.chunks_terms_updated();
 DROP TABLE ragstore.chunk_terms;
