@@ -80,14 +80,7 @@ DECLARE
     fam    ragstore.families%ROWTYPE;
     config regconfig;
 BEGIN
-    IF k IS NULL OR k < 1 OR k > 1000 THEN
-        RAISE EXCEPTION 'ragstore.fts_top: k must be an integer from 1 to 1000, got %', k
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'ragstore.fts_top: no family named %', family USING ERRCODE = 'undefined_object';
-    END IF;
+    fam := ragstore.search_family('ragstore.fts_top', family, k);
     config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
     RETURN QUERY EXECUTE format($q$
         WITH bm25 AS MATERIALIZED (SELECT s.chunk_id, s.score FROM ragstore.fts_scores($3, $1, $2) AS s),
@@ -116,6 +109,27 @@ $fn$;
 COMMENT ON FUNCTION ragstore.fts_top(text, text, integer) IS
     'ragstore: the family''s top k chunks by BM25 (plain words match any; websearch operators keep their meaning)';
 
+-- ragstore.search_family(caller, family, k): the family's registry row for a search function named
+-- caller, after checking k (1 to 1000) and that the family exists; one message shape for every caller.
+CREATE FUNCTION ragstore.search_family(caller text, family text, k integer) RETURNS ragstore.families
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+DECLARE
+    fam ragstore.families%ROWTYPE;
+BEGIN
+    IF k IS NULL OR k < 1 OR k > 1000 THEN
+        RAISE EXCEPTION '%: k must be an integer from 1 to 1000, got %', caller, k
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = search_family.family;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: no family named %', caller, family USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN fam;
+END
+$fn$;
+COMMENT ON FUNCTION ragstore.search_family(text, text, integer) IS
+    'ragstore: a search function''s family row, after checking k (1 to 1000) and that the family exists';
+
 -- ragstore.hybrid_search(family, query_text, query_vector, k): full text (BM25) + vector over the family's
 -- own chunks, fused by the family's stored settings (default: convex combination of cosine and BM25
 -- scores, each by theoretical min-max, dense weight 0.8, each leg's top 50). k is at most 1000.
@@ -139,14 +153,7 @@ DECLARE
     fusion  jsonb;
     per_leg integer;
 BEGIN
-    IF k IS NULL OR k < 1 OR k > 1000 THEN
-        RAISE EXCEPTION 'ragstore.hybrid_search: k must be an integer from 1 to 1000, got %', k
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'ragstore.hybrid_search: no family named %', family USING ERRCODE = 'undefined_object';
-    END IF;
+    fam := ragstore.search_family('ragstore.hybrid_search', family, k);
     IF vector_dims(query_vector) <> fam.dim THEN
         RAISE EXCEPTION 'ragstore.hybrid_search: the query vector has % dimensions, family % holds %-d vectors',
             vector_dims(query_vector), family, fam.dim USING ERRCODE = 'data_exception';

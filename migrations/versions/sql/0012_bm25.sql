@@ -148,6 +148,27 @@ $fn$;
 COMMENT ON FUNCTION ragstore.fts_scores(text, regconfig, text, float8, float8, text[]) IS
     'ragstore: BM25 score of every chunk of the family holding a word of the query (postings in ragstore.chunk_terms)';
 
+-- ragstore.search_family(caller, family, k): the family's registry row for a search function named
+-- caller, after checking k (1 to 1000) and that the family exists; one message shape for every caller.
+CREATE FUNCTION ragstore.search_family(caller text, family text, k integer) RETURNS ragstore.families
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+DECLARE
+    fam ragstore.families%ROWTYPE;
+BEGIN
+    IF k IS NULL OR k < 1 OR k > 1000 THEN
+        RAISE EXCEPTION '%: k must be an integer from 1 to 1000, got %', caller, k
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = search_family.family;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: no family named %', caller, family USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN fam;
+END
+$fn$;
+COMMENT ON FUNCTION ragstore.search_family(text, text, integer) IS
+    'ragstore: a search function''s family row, after checking k (1 to 1000) and that the family exists';
+
 -- ragstore.fts_top(family, query_text, k): the family's top k chunks by BM25 (chunk_id, score), chunk_id
 -- breaking ties; only chunks the family serves (its vector embeds the current text). A query of plain
 -- words matches chunks holding any of them; quotes, "or" and -exclusions keep websearch_to_tsquery's strict
@@ -160,14 +181,7 @@ DECLARE
     fam    ragstore.families%ROWTYPE;
     config regconfig;
 BEGIN
-    IF k IS NULL OR k < 1 OR k > 1000 THEN
-        RAISE EXCEPTION 'ragstore.fts_top: k must be an integer from 1 to 1000, got %', k
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'ragstore.fts_top: no family named %', family USING ERRCODE = 'undefined_object';
-    END IF;
+    fam := ragstore.search_family('ragstore.fts_top', family, k);
     config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
     RETURN QUERY EXECUTE format($q$
         WITH bm25 AS MATERIALIZED (SELECT s.chunk_id, s.score FROM ragstore.fts_scores($3, $1, $2) AS s),
@@ -219,14 +233,7 @@ DECLARE
     fusion  jsonb;
     per_leg integer;
 BEGIN
-    IF k IS NULL OR k < 1 OR k > 1000 THEN
-        RAISE EXCEPTION 'ragstore.hybrid_search: k must be an integer from 1 to 1000, got %', k
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'ragstore.hybrid_search: no family named %', family USING ERRCODE = 'undefined_object';
-    END IF;
+    fam := ragstore.search_family('ragstore.hybrid_search', family, k);
     IF vector_dims(query_vector) <> fam.dim THEN
         RAISE EXCEPTION 'ragstore.hybrid_search: the query vector has % dimensions, family % holds %-d vectors',
             vector_dims(query_vector), family, fam.dim USING ERRCODE = 'data_exception';
@@ -339,8 +346,10 @@ BEGIN
     END IF;
     ALTER FUNCTION ragstore.fts_scores(text, regconfig, text, float8, float8, text[]) OWNER TO ragstore_owner;
     ALTER FUNCTION ragstore.fts_top(text, text, integer) OWNER TO ragstore_owner;
+    ALTER FUNCTION ragstore.search_family(text, text, integer) OWNER TO ragstore_owner;
     GRANT EXECUTE ON FUNCTION ragstore.fts_scores(text, regconfig, text, float8, float8, text[]),
-        ragstore.fts_top(text, text, integer) TO ragstore_app, ragstore_reader;
+        ragstore.fts_top(text, text, integer), ragstore.search_family(text, text, integer)
+        TO ragstore_app, ragstore_reader;
 END
 $grants$;
 
@@ -348,6 +357,7 @@ $grants$;
 -- Then the migration re-runs 0010's definitions of the two search functions and of the count trigger functions.
 DROP FUNCTION IF EXISTS ragstore.fts_top(text, text, integer);
 DROP FUNCTION IF EXISTS ragstore.fts_scores(text, regconfig, text, float8, float8, text[]);
+DROP FUNCTION IF EXISTS ragstore.search_family(text, text, integer);
 DROP TRIGGER chunks_terms_update ON ragstore.chunks;
 DROP FUNCTION ragstore.chunks_terms_updated();
 DROP TABLE ragstore.chunk_terms;
