@@ -33,7 +33,7 @@ Conn = psycopg.Connection[Any]
 
 REFERENCE_TABLES = ("families", "agent_principals", "embedding_cache")
 # (table, distribution column, the table it is co-located with or "default" for a new group)
-DISTRIBUTED_TABLES = (("chunks", "chunk_id", "default"),)
+DISTRIBUTED_TABLES = (("chunks", "chunk_id", "default"), ("chunk_terms", "chunk_id", "ragstore.chunks"))
 FAMILY_COLUMN = "chunk_id"
 FAMILY_COLOCATE = "ragstore.chunks"
 

@@ -278,8 +278,8 @@ def _fresh(
             "text, not meanings, so diversity by them would drop relevant hits; use a semantic family"
         )
     if on_citus(conn):
-        # Full text and hybrid are single-node only for now: their per-chunk scoring correlates a
-        # subquery over the query's terms, which Citus does not push to the shards.
+        # Full text and hybrid are single-node only for now: their statement walks the BM25 candidates
+        # with LATERAL probes, which Citus does not push to the shards.
         if mode in ("fts", "hybrid"):
             raise InvalidInput(f"mode {mode!r} does not run on Citus yet: use --mode hnsw or --mode exact")
         mode = "hnsw" if mode == "auto" else mode
