@@ -93,43 +93,31 @@ def statement(
 ) -> str:
     """Block ``block`` of ``ragstore/sql/hybrid.sql`` for ``family`` and the shape of ``flt``, with the
     match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape."""
-    return _statement_text(
-        block, family.table, family.vector_type, family.dim, bool(flt.package), flt.metadata_shape,
-        any_words, fts_n, vec_n, k,
-    )  # fmt: skip
+    table = (family.table, f"{family.vector_type}({int(family.dim)})")  # vector_type is checked by families
+    literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
+    return _statement_text(block, table, (bool(flt.package), flt.metadata_shape), literals)
 
 
 @functools.lru_cache(maxsize=512)
 def _statement_text(
-    block: str,
-    table: str,
-    vector_type: str,
-    dim: int,
-    package: bool,
-    metadata: metafilter.Shape | None,
-    any_words: bool,
-    fts_n: int,
-    vec_n: int,
-    k: int,
+    block: str, table: tuple[str, str], shape: tuple[bool, metafilter.Shape | None], literals: tuple[Any, ...]
 ) -> str:
-    shape = ShapeFilter("x" if package else None, None, metadata)
+    flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
     text = (
         query("hybrid", block)
         .replace("{query_terms}", query("hybrid", "query_terms"))
         .replace("{vec_top}", query("hybrid", "vec_top"))
     )
+    values = dict(zip(("any", "fts_n", "vec_n", "k"), map(sql.Literal, literals), strict=True))
     return (
         sql.SQL(text)
         .format(
-            table=sql.Identifier(table),
-            vtype=sql.SQL(f"{vector_type}({int(dim)})"),  # vector_type is checked by ragstore.families
-            join=shape.join(),
-            where_fts=shape.where(extra=sql.SQL("c.family = %(family)s AND c.chunk_id = f.chunk_id")),
-            where_vec=shape.where(extra=sql.SQL("%(use_vector)s AND s.settings IS NOT NULL")),
-            any=sql.Literal(bool(any_words)),
-            fts_n=sql.Literal(int(fts_n)),
-            vec_n=sql.Literal(int(vec_n)),
-            k=sql.Literal(int(k)),
+            table=sql.Identifier(table[0]),
+            vtype=sql.SQL(table[1]),
+            join=flt.join(),
+            where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.chunk_id = f.chunk_id")),
+            where_vec=flt.where(extra=sql.SQL("%(use_vector)s AND s.settings IS NOT NULL")),
+            **values,
         )
         .as_string()
     )

@@ -98,19 +98,6 @@ CREATE TRIGGER chunks_terms_update AFTER UPDATE ON ragstore.chunks
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT
     EXECUTE FUNCTION ragstore.chunks_terms_updated();
 REVOKE ALL ON FUNCTION ragstore.chunks_terms_updated() FROM PUBLIC;
-DO $grants$
-BEGIN
-    IF (SELECT count(*) FROM pg_roles
-        WHERE rolname IN ('ragstore_owner', 'ragstore_app', 'ragstore_reader')) < 3 THEN
-        RAISE NOTICE 'ragstore: the ragstore roles are missing; ask a DBA to run sql/roles.sql, then migrate again';
-        RETURN;
-    END IF;
-    GRANT SELECT ON ragstore.chunk_terms TO ragstore_app, ragstore_reader;
-    ALTER TABLE ragstore.chunk_terms OWNER TO ragstore_owner;
-    ALTER FUNCTION ragstore.tsv_terms(tsvector) OWNER TO ragstore_owner;
-    ALTER FUNCTION ragstore.chunks_terms_updated() OWNER TO ragstore_owner;
-END
-$grants$;
 
 -- ragstore.fts_scores(family, config, query_text, k1, b): every chunk of the family holding a word of the
 -- query, with its BM25 score, Σ over the words it holds of idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b ·
@@ -344,6 +331,10 @@ BEGIN
         RAISE NOTICE 'ragstore: the ragstore roles are missing; ask a DBA to run sql/roles.sql, then migrate again';
         RETURN;
     END IF;
+    GRANT SELECT ON ragstore.chunk_terms TO ragstore_app, ragstore_reader;
+    ALTER TABLE ragstore.chunk_terms OWNER TO ragstore_owner;
+    ALTER FUNCTION ragstore.tsv_terms(tsvector) OWNER TO ragstore_owner;
+    ALTER FUNCTION ragstore.chunks_terms_updated() OWNER TO ragstore_owner;
     ALTER FUNCTION ragstore.fts_scores(text, regconfig, text, float8, float8, text[]) OWNER TO ragstore_owner;
     ALTER FUNCTION ragstore.fts_top(text, text, integer) OWNER TO ragstore_owner;
     ALTER FUNCTION ragstore.search_family(text, text, integer) OWNER TO ragstore_owner;
