@@ -197,21 +197,14 @@ def hybrid_search(
 
 
 def fusion_candidates(
-    conn: Conn,
-    family: Family,
-    query_text: str,
-    query_vector: Any,
-    *,
-    per_leg: int,
-    package: str | None = None,
-    metadata: dict[str, Any] | None = None,
+    conn: Conn, family: Family, query_text: str, query_vector: Any, *, per_leg: int
 ) -> list[FusionCandidate]:
-    """Every hybrid candidate (the union of both legs' top ``per_leg``) with its ranks and both scores,
-    for :func:`ragstore.search.fusion.fuse` (the tuner fetches once and fuses many ways)."""
+    """Every hybrid candidate (the union of both legs' top ``per_leg``, unfiltered) with its ranks and both
+    scores, for :func:`ragstore.search.fusion.fuse` (the tuner fetches once and fuses many ways)."""
     chosen = resolve_settings(family, FusionSettings(fusion="rrf"), per_leg=per_leg)
     rows = _candidates(
         conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
-        package=package, metadata=metadata, match="auto",
+        package=None, metadata=None, match="auto",
     )  # fmt: skip
     return [
         FusionCandidate(
