@@ -12,12 +12,14 @@ arithmetic of the SQL statement: the two single legs, RRF, and convex combinatio
 and dense weight. The table prints nDCG@10 per set × mode, the 5-fold cross-validated tuned score
 (held out), and which mode is the default. Then latency: ``search()`` as users call it, the default
 hybrid against HNSW alone, interleaved query by query on the same connection (query vectors embedded
-off the clock), mean and p95 ms and the ratio.
+off the clock), each query timed ``--latency-reps`` times and its median kept; the mean and p95 of those
+medians, the ratio, and the 1-minute load average when the set's timing ended.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -56,8 +58,9 @@ def ensure_indexed(name: str, corpus: Path) -> None:
     print(f"{name}: {report.summary()} (wall {time.perf_counter() - started:.1f}s)", file=sys.stderr)
 
 
-def latency(family: str, texts: list[str], n: int) -> dict[str, Any]:
-    """Mean/p95 ms of search() hybrid (the default) and hnsw, interleaved, query vectors embedded first."""
+def latency(family: str, texts: list[str], n: int, reps: int) -> dict[str, Any]:
+    """Per query, the median of ``reps`` timed runs of search() hybrid (the default) and of hnsw, interleaved
+    run by run, query vectors embedded first; the mean and p95 of those medians."""
     with connect(autocommit=True) as conn:
         fam = get_family(conn, family)
         vectors = backend_for(fam).embed(texts[:n])
@@ -77,17 +80,23 @@ def latency(family: str, texts: list[str], n: int) -> dict[str, Any]:
         hn: list[float] = []
         for text, vector in zip(texts[:n], vectors, strict=True):
             search(conn, family, text, k=10, backend=cached)  # warm this query's pages for both
-            t0 = time.perf_counter()
-            search(conn, family, text, k=10, backend=cached)
-            hy.append((time.perf_counter() - t0) * 1000)
-            t0 = time.perf_counter()
             search(conn, family, vector=vector, k=10, mode="hnsw")
-            hn.append((time.perf_counter() - t0) * 1000)
+            runs: tuple[list[float], list[float]] = ([], [])
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                search(conn, family, text, k=10, backend=cached)
+                runs[0].append((time.perf_counter() - t0) * 1000)
+                t0 = time.perf_counter()
+                search(conn, family, vector=vector, k=10, mode="hnsw")
+                runs[1].append((time.perf_counter() - t0) * 1000)
+            hy.append(statistics.median(runs[0]))
+            hn.append(statistics.median(runs[1]))
     return {
         "hybrid_mean": statistics.fmean(hy),
         "hybrid_p95": p95(hy),
         "hnsw_mean": statistics.fmean(hn),
         "hnsw_p95": p95(hn),
+        "load": os.getloadavg()[0],
     }
 
 
@@ -97,6 +106,7 @@ def main() -> None:
     parser.add_argument("--index", action="store_true", help="create and index the families first")
     parser.add_argument("--subset", type=int, default=None, help="only the first N queries of each set")
     parser.add_argument("--latency-queries", type=int, default=200, help="queries timed per set (0: skip)")
+    parser.add_argument("--latency-reps", type=int, default=3, help="timed runs per query (their median counts)")
     args = parser.parse_args()
     grid = default_grid()
     table: dict[str, dict[str, float]] = {}
@@ -125,8 +135,9 @@ def main() -> None:
         row["tuned (held out)"] = report.held_out
         notes[name] = f"{len(judged)} queries; candidates {fetched:.0f}s; tuned choice {report.chosen.label}"
         if args.latency_queries:
-            lat = latency(family, [q.text for q in judged], args.latency_queries)
-            row.update({f"ms {key}": value for key, value in lat.items()})
+            lat = latency(family, [q.text for q in judged], args.latency_queries, args.latency_reps)
+            row.update({f"ms {key}": value for key, value in lat.items() if key != "load"})
+            row["load average"] = lat["load"]
             row["hybrid/hnsw"] = lat["hybrid_mean"] / lat["hnsw_mean"]
         table[name] = row
         print(f"{name}: {notes[name]}", file=sys.stderr)
@@ -139,7 +150,9 @@ def main() -> None:
         cells = []
         for n in names:
             v = table[n].get(label)
-            cells.append("" if v is None else (f"{v:.2f}" if label.startswith(("ms", "hybrid/")) else f"{v:.3f}"))
+            cells.append(
+                "" if v is None else (f"{v:.2f}" if label.startswith(("ms", "hybrid/", "load")) else f"{v:.3f}")
+            )
         print(f"| {label} | " + " | ".join(cells) + " |")
     for n in names:
         best_leg = max(table[n]["fts"], table[n]["vector"])

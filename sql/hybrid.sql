@@ -1,7 +1,7 @@
 -- ragstore.hybrid_search, ragstore.fts_search and ragstore.search_auto: search for SQL users. hybrid_search
--- was created by migration 0005 and redefined by 0007 (the family's own chunks) and 0009 (fusion by the
--- family's settings); fts_search and search_auto come from migration 0009
--- (migrations/versions/sql/0009_fusion.sql).
+-- was created by migration 0005 and redefined by 0007 (the family's own chunks), 0010 (fusion by the
+-- family's settings) and 0012 (BM25); fts_search comes from 0010 and was redefined by 0012; search_auto
+-- comes from 0010 (migrations/versions/sql/0010_fusion.sql and 0012_bm25.sql).
 --
 -- ragstore.search_auto(family, query_text, query_vector, k) runs the family's DEFAULT mode, the one
 -- `ragstore search` runs: full text for an offline family, hybrid for a semantic family (the query text
@@ -9,8 +9,8 @@
 --
 -- Hybrid: each leg takes its top N chunks of the family (N = the family's per_leg, 50 by default): the
 -- full-text leg matches websearch_to_tsquery of the query (quotes, "or" and -exclusions work; a query of
--- plain words matches chunks holding any of them) ranked by the sum of idf(word) * (holds word +
--- cd/(cd + 1)), cd = ts_rank_cd(tsv, word, 2), N of the idf being the family's chunk count
+-- plain words matches chunks holding any of them) ranked by BM25 (k1 1.2, b 0.75) from the postings in
+-- ragstore.chunk_terms (tf, chunk length, df) and the family's chunk count and total length
 -- (ragstore.family_chunk_deltas); the vector leg orders by cosine distance on the family's HNSW index.
 -- The legs are fused by the family's stored settings (`ragstore family tune`; `ragstore family show`
 -- prints them): by default a convex combination 0.8 * (cosine + 1)/(best cosine + 1) + 0.2 * full-text
@@ -28,10 +28,110 @@
 --   -- an offline family: full text, as `ragstore search` does
 --   SELECT * FROM ragstore.search_auto('docs', 'copy files', NULL, 10);
 --
--- The functions below are the text migration 0009 runs (tests/unit/test_sql_copies.py checks so).
+-- The functions below are the text migrations 0012 (fts_scores, fts_top, hybrid_search, fts_search) and
+-- 0010 (search_auto)
+-- run (tests/unit/test_sql_copies.py checks so).
 
--- ragstore.hybrid_search(family, query_text, query_vector, k): full text + vector over the family's own
--- chunks, fused by the family's stored settings (default: convex combination of cosine and full-text
+-- ragstore.fts_scores(family, config, query_text, k1, b): every chunk of the family holding a word of the
+-- query, with its BM25 score, Σ over the words it holds of idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b ·
+-- dl / avgdl)), idf = ln(1 + (N − df + 0.5) / (df + 0.5)). tf, dl and df (a word's rows) come from
+-- ragstore.chunk_terms through its primary key; N and avgdl from the family's ledger. only_chunks, when
+-- given, keeps those chunks' scores alone (the df still count every chunk). The same scores `ragstore
+-- search` computes (ragstore/sql/hybrid.sql calls this function).
+CREATE FUNCTION ragstore.fts_scores(family text, config regconfig, query_text text, k1 float8 DEFAULT 1.2,
+                                    b float8 DEFAULT 0.75, only_chunks text[] DEFAULT NULL)
+RETURNS TABLE (chunk_id text, score float8)
+LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    WITH corpus AS MATERIALIZED (
+        SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n,
+               greatest(coalesce(sum(d.tokens), 0), 1)::float8 / greatest(coalesce(sum(d.delta), 0), 1)::float8
+                 AS avgdl
+        FROM ragstore.family_chunk_deltas AS d WHERE d.family = fts_scores.family
+    ),
+    weights AS MATERIALIZED (
+        SELECT t.lexeme,
+               ln(1.0::float8 + (s.n - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) * (k1 + 1.0::float8) AS w,
+               k1 * (1.0::float8 - b) AS c0,
+               k1 * b / s.avgdl AS c1
+        FROM ragstore.chunk_terms AS t
+        CROSS JOIN corpus AS s
+        WHERE t.family = fts_scores.family
+          AND t.lexeme = ANY (ARRAY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector(config, query_text))) AS w))
+        GROUP BY t.lexeme, s.n, s.avgdl
+    )
+    SELECT t.chunk_id, sum(w.w * t.tf / (t.tf + w.c0 + w.c1 * t.dl))
+    FROM weights AS w
+    JOIN ragstore.chunk_terms AS t ON t.family = fts_scores.family AND t.lexeme = w.lexeme
+    WHERE only_chunks IS NULL OR t.chunk_id = ANY (only_chunks)
+    GROUP BY t.chunk_id
+$fn$;
+COMMENT ON FUNCTION ragstore.fts_scores(text, regconfig, text, float8, float8, text[]) IS
+    'ragstore: BM25 score of every chunk of the family holding a word of the query (postings in ragstore.chunk_terms)';
+
+-- ragstore.fts_top(family, query_text, k): the family's top k chunks by BM25 (chunk_id, score), chunk_id
+-- breaking ties; only chunks the family serves (its vector embeds the current text). A query of plain
+-- words matches chunks holding any of them; quotes, "or" and -exclusions keep websearch_to_tsquery's strict
+-- meaning (those chunks, 0 when they hold none of the words). The full-text leg of both functions below.
+CREATE FUNCTION ragstore.fts_top(family text, query_text text, k integer)
+RETURNS TABLE (chunk_id text, score float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $fn$
+DECLARE
+    fam    ragstore.families%ROWTYPE;
+    config regconfig;
+BEGIN
+    fam := ragstore.search_family('ragstore.fts_top', family, k);
+    config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
+    RETURN QUERY EXECUTE format($q$
+        WITH bm25 AS MATERIALIZED (SELECT s.chunk_id, s.score FROM ragstore.fts_scores($3, $1, $2) AS s),
+        candidates AS (
+            SELECT b.chunk_id, b.score FROM bm25 AS b WHERE $5
+            UNION ALL
+            SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
+            FROM ragstore.chunks AS c LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
+            WHERE NOT $5 AND c.family = $3 AND c.tsv @@ websearch_to_tsquery($1, $2)
+        )
+        SELECT f.chunk_id, f.score
+        FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM ragstore.chunks AS c
+            JOIN ragstore.%1$I AS e
+              ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
+            WHERE c.family = $3 AND c.chunk_id = f.chunk_id
+            LIMIT 1
+        ) AS served
+        ORDER BY f.score DESC, f.chunk_id
+        LIMIT $4
+    $q$, fam.table_name)
+    USING config, query_text, fam.name, k, query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
+END
+$fn$;
+COMMENT ON FUNCTION ragstore.fts_top(text, text, integer) IS
+    'ragstore: the family''s top k chunks by BM25 (plain words match any; websearch operators keep their meaning)';
+
+-- ragstore.search_family(caller, family, k): the family's registry row for a search function named
+-- caller, after checking k (1 to 1000) and that the family exists; one message shape for every caller.
+CREATE FUNCTION ragstore.search_family(caller text, family text, k integer) RETURNS ragstore.families
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+DECLARE
+    fam ragstore.families%ROWTYPE;
+BEGIN
+    IF k IS NULL OR k < 1 OR k > 1000 THEN
+        RAISE EXCEPTION '%: k must be an integer from 1 to 1000, got %', caller, k
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = search_family.family;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: no family named %', caller, family USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN fam;
+END
+$fn$;
+COMMENT ON FUNCTION ragstore.search_family(text, text, integer) IS
+    'ragstore: a search function''s family row, after checking k (1 to 1000) and that the family exists';
+
+-- ragstore.hybrid_search(family, query_text, query_vector, k): full text (BM25) + vector over the family's
+-- own chunks, fused by the family's stored settings (default: convex combination of cosine and BM25
 -- scores, each by theoretical min-max, dense weight 0.8, each leg's top 50). k is at most 1000.
 CREATE OR REPLACE FUNCTION ragstore.hybrid_search(family text, query_text text, query_vector vector, k integer)
 RETURNS TABLE (
@@ -50,65 +150,27 @@ AS $fn$
 DECLARE
     fam     ragstore.families%ROWTYPE;
     config  regconfig;
-    plain   boolean;
     fusion  jsonb;
     per_leg integer;
 BEGIN
-    IF k IS NULL OR k < 1 OR k > 1000 THEN
-        RAISE EXCEPTION 'ragstore.hybrid_search: k must be an integer from 1 to 1000, got %', k
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'ragstore.hybrid_search: no family named %', family USING ERRCODE = 'undefined_object';
-    END IF;
+    fam := ragstore.search_family('ragstore.hybrid_search', family, k);
     IF vector_dims(query_vector) <> fam.dim THEN
         RAISE EXCEPTION 'ragstore.hybrid_search: the query vector has % dimensions, family % holds %-d vectors',
             vector_dims(query_vector), family, fam.dim USING ERRCODE = 'data_exception';
     END IF;
     config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
-    plain := query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
     fusion := '{"fusion": "cc", "normalization": "tmm", "alpha": 0.8, "per_leg": 50, "rrf_k": 60}'::jsonb
               || coalesce(fam.options -> 'fusion', '{}'::jsonb);
     per_leg := greatest(least((fusion ->> 'per_leg')::integer, 1000), k);
     PERFORM set_config('hnsw.ef_search', least(greatest(per_leg, 100), 1000)::text, true);
     RETURN QUERY EXECUTE format($q$
-        WITH q AS MATERIALIZED (SELECT websearch_to_tsquery($1, $2) AS strict),
-        terms AS MATERIALIZED (
-            SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
-            FROM (
-                SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.family = $6 AND d.tsv @@ x.tq) AS df
-                FROM (
-                    SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
-                    FROM unnest(tsvector_to_array(to_tsvector($1, $2))) AS lexeme
-                ) AS x
-            ) AS l
-            CROSS JOIN (SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n
-                        FROM ragstore.family_chunk_deltas AS d WHERE d.family = $6) AS n
-        ),
-        m AS MATERIALIZED (
-            SELECT CASE WHEN $5 THEN coalesce((SELECT string_agg(t.tq::text, ' | ') FROM terms AS t), '')::tsquery
-                        ELSE q.strict END AS wide
-            FROM q
-        ),
-        fts_top AS MATERIALIZED (
-            SELECT c.chunk_id,
-                   coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-                             FROM terms AS t
-                             CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, 2)::float8 AS cd) AS r), 0.0) AS score
-            FROM m CROSS JOIN ragstore.chunks AS c
-            JOIN ragstore.%1$I AS e
-              ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
-            WHERE c.family = $6 AND c.tsv @@ m.wide
-            ORDER BY score DESC, c.chunk_id LIMIT $7
-        ),
-        fts AS MATERIALIZED (
+        WITH fts AS MATERIALIZED (
             SELECT t.chunk_id, t.score, row_number() OVER (ORDER BY t.score DESC, t.chunk_id) AS rank
-            FROM fts_top AS t
+            FROM ragstore.fts_top($5, $2, $6) AS t
         ),
         vec_top AS MATERIALIZED (
             SELECT e.chunk_id, (e.embedding <=> $3::%2$s)::float8 AS distance
-            FROM ragstore.%1$I AS e ORDER BY e.embedding <=> $3::%2$s LIMIT $7
+            FROM ragstore.%1$I AS e ORDER BY e.embedding <=> $3::%2$s LIMIT $6
         ),
         vec AS MATERIALIZED (
             SELECT t.chunk_id, 1.0::float8 - t.distance AS score,
@@ -128,28 +190,32 @@ BEGIN
                    f.rank AS fts_rank, f.score AS fts_score, v.rank AS vector_rank, v.score AS vector_score
             FROM fts AS f FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
         ),
+        pool_bm25 AS MATERIALIZED (
+            SELECT b.chunk_id, b.score
+            FROM ragstore.fts_scores($5, $1, $2, 1.2, 0.75,
+                                     ARRAY(SELECT p.chunk_id FROM pool AS p WHERE p.fts_rank IS NULL)) AS b
+        ),
         filled AS MATERIALIZED (
-            SELECT p.*, c.package_path, c.text,
+            SELECT p.*,
                    coalesce(p.vector_score,
                             coalesce(nullif(1.0::float8 - (e.embedding <=> $3::%2$s), 'NaN'::float8), 0.0::float8))
                      AS cosine,
-                   coalesce(p.fts_score, (SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-                        FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, 2)::float8 AS cd) AS r), 0.0)
-                     AS lexical
+                   coalesce(p.fts_score, b.score, 0.0::float8) AS lexical
             FROM pool AS p
             JOIN ragstore.%1$I AS e ON e.chunk_id = p.chunk_id
             JOIN ragstore.chunks AS c
               ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
+            LEFT JOIN pool_bm25 AS b ON b.chunk_id = p.chunk_id
         ),
         normed AS (
             SELECT x.*,
-                   CASE $9
+                   CASE $8
                        WHEN 'minmax' THEN coalesce((x.cosine - s.v_min) / nullif(s.v_max - s.v_min, 0.0),
                                                    CASE WHEN x.cosine >= s.v_max THEN 1.0 ELSE 0.0 END)
                        WHEN 'zscore' THEN coalesce((x.cosine - s.v_mean) / nullif(s.v_sd, 0.0), 0.0)
                        ELSE coalesce((x.cosine + 1.0) / nullif(s.v_max + 1.0, 0.0), 0.0)
                    END::float8 AS v_norm,
-                   CASE $9
+                   CASE $8
                        WHEN 'minmax' THEN coalesce((x.lexical - s.f_min) / nullif(s.f_max - s.f_min, 0.0),
                                                    CASE WHEN x.lexical >= s.f_max THEN 1.0 ELSE 0.0 END)
                        WHEN 'zscore' THEN coalesce((x.lexical - s.f_mean) / nullif(s.f_sd, 0.0), 0.0)
@@ -159,86 +225,38 @@ BEGIN
         ),
         fused AS (
             SELECT n.*,
-                   CASE WHEN $8 = 'rrf'
-                        THEN coalesce(1.0::float8 / ($11 + n.fts_rank), 0.0::float8)
-                             + coalesce(1.0::float8 / ($11 + n.vector_rank), 0.0::float8)
-                        ELSE $10 * n.v_norm + (1.0::float8 - $10) * n.f_norm
+                   CASE WHEN $7 = 'rrf'
+                        THEN coalesce(1.0::float8 / ($10 + n.fts_rank), 0.0::float8)
+                             + coalesce(1.0::float8 / ($10 + n.vector_rank), 0.0::float8)
+                        ELSE $9 * n.v_norm + (1.0::float8 - $9) * n.f_norm
                    END AS fused_score
             FROM normed AS n
         )
-        SELECT u.chunk_id, u.package_path, u.fused_score, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score,
-               u.text
-        FROM fused AS u
+        SELECT u.chunk_id, c.package_path, u.fused_score, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score,
+               c.text
+        FROM (SELECT * FROM fused ORDER BY fused_score DESC, chunk_id LIMIT $4) AS u
+        JOIN ragstore.chunks AS c ON c.family = $5 AND c.chunk_id = u.chunk_id
         ORDER BY u.fused_score DESC, u.chunk_id
-        LIMIT $4
     $q$, fam.table_name, format('%s(%s)', fam.vector_type, fam.dim::integer))
-    USING config, query_text, query_vector, k, plain, fam.name, per_leg, fusion ->> 'fusion',
+    USING config, query_text, query_vector, k, fam.name, per_leg, fusion ->> 'fusion',
           fusion ->> 'normalization', (fusion ->> 'alpha')::float8, (fusion ->> 'rrf_k')::integer;
 END
 $fn$;
 COMMENT ON FUNCTION ragstore.hybrid_search(text, text, vector, integer) IS
-    'ragstore hybrid search: full text + vector over the family''s chunks fused by its stored settings (default convex combination, theoretical min-max, dense weight 0.8, 50 per leg); ranks and scores per leg';
+    'ragstore hybrid search: full text (BM25) + vector over the family''s chunks fused by its stored settings (default convex combination, theoretical min-max, dense weight 0.8, 50 per leg); ranks and scores per leg';
 
--- ragstore.fts_search(family, query_text, k): the full-text leg alone, over the family's own chunks.
+-- ragstore.fts_search(family, query_text, k): the full-text leg alone (BM25), over the family's own chunks.
 CREATE OR REPLACE FUNCTION ragstore.fts_search(family text, query_text text, k integer DEFAULT 10)
 RETURNS TABLE (chunk_id text, package_path text, score float8, text text)
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $fn$
-DECLARE
-    fam    ragstore.families%ROWTYPE;
-    config regconfig;
-    plain  boolean;
-BEGIN
-    IF k IS NULL OR k < 1 OR k > 1000 THEN
-        RAISE EXCEPTION 'ragstore.fts_search: k must be an integer from 1 to 1000, got %', k
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO fam FROM ragstore.families AS f WHERE f.name = family;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'ragstore.fts_search: no family named %', family USING ERRCODE = 'undefined_object';
-    END IF;
-    config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
-    plain := query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
-    RETURN QUERY EXECUTE format($q$
-        WITH q AS MATERIALIZED (SELECT websearch_to_tsquery($1, $2) AS strict),
-        terms AS MATERIALIZED (
-            SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
-            FROM (
-                SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.family = $4 AND d.tsv @@ x.tq) AS df
-                FROM (
-                    SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
-                    FROM unnest(tsvector_to_array(to_tsvector($1, $2))) AS lexeme
-                ) AS x
-            ) AS l
-            CROSS JOIN (SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n
-                        FROM ragstore.family_chunk_deltas AS d WHERE d.family = $4) AS n
-        ),
-        m AS MATERIALIZED (
-            SELECT CASE WHEN $5 THEN coalesce((SELECT string_agg(t.tq::text, ' | ') FROM terms AS t), '')::tsquery
-                        ELSE q.strict END AS wide
-            FROM q
-        ),
-        top AS MATERIALIZED (
-            SELECT c.chunk_id,
-                   coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-                             FROM terms AS t
-                             CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, 2)::float8 AS cd) AS r), 0.0) AS score
-            FROM m CROSS JOIN ragstore.chunks AS c
-            JOIN ragstore.%1$I AS e
-              ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
-            WHERE c.family = $4 AND c.tsv @@ m.wide
-            ORDER BY score DESC, c.chunk_id LIMIT $3
-        )
-        SELECT t.chunk_id, c.package_path, t.score, c.text
-        FROM top AS t
-        JOIN ragstore.chunks AS c ON c.family = $4 AND c.chunk_id = t.chunk_id
-        ORDER BY t.score DESC, t.chunk_id
-    $q$, fam.table_name)
-    USING config, query_text, k, fam.name, plain;
-END
+    SELECT t.chunk_id, c.package_path, t.score, c.text
+    FROM ragstore.fts_top(fts_search.family, fts_search.query_text, fts_search.k) AS t
+    JOIN ragstore.chunks AS c ON c.family = fts_search.family AND c.chunk_id = t.chunk_id
+    ORDER BY t.score DESC, t.chunk_id
 $fn$;
 COMMENT ON FUNCTION ragstore.fts_search(text, text, integer) IS
-    'ragstore full-text search over the family''s own chunks (idf-weighted ts_rank_cd; plain words match any)';
+    'ragstore full-text search over the family''s own chunks (BM25 k1 1.2, b 0.75; plain words match any)';
 
 -- ragstore.search_auto(family, query_text, query_vector, k): the family's default search mode, as
 -- `ragstore search` runs it: full text for an offline family (its vectors are fingerprints); hybrid for a

@@ -38,7 +38,7 @@ REFERENCE_TABLES = ("families", "embedding_cache")
 # Plain tables of the coordinator that an earlier layout made Citus tables: given back (undistribute_table).
 COORDINATOR_TABLES = ("agent_principals",)
 # (table, distribution column, the table it is co-located with or "default" for a new group)
-DISTRIBUTED_TABLES = (("chunks", "chunk_id", "default"),)
+DISTRIBUTED_TABLES = (("chunks", "chunk_id", "default"), ("chunk_terms", "chunk_id", "ragstore.chunks"))
 FAMILY_COLUMN = "chunk_id"
 FAMILY_COLOCATE = "ragstore.chunks"
 

@@ -278,8 +278,8 @@ def _fresh(
             "text, not meanings, so diversity by them would drop relevant hits; use a semantic family"
         )
     if on_citus(conn):
-        # Full text and hybrid are single-node only for now: their per-chunk scoring correlates a
-        # subquery over the query's terms, which Citus does not push to the shards.
+        # Full text and hybrid are single-node only for now: their statement walks the BM25 candidates
+        # with LATERAL probes, which Citus does not push to the shards.
         if mode in ("fts", "hybrid"):
             raise InvalidInput(f"mode {mode!r} does not run on Citus yet: use --mode hnsw or --mode exact")
         mode = "hnsw" if mode == "auto" else mode
@@ -337,6 +337,8 @@ def _with_cosine_relevance(hits: list[Hit], query_vector: npt.NDArray[np.float32
     (an RRF score of 0.03 or a text rank of 6 would drown or be drowned by it). The order stays the
     search's; MMR's first pick is then the hit nearest the query.
     """
+    if hits and all(hit.cosine is not None for hit in hits):  # hybrid: the statement's own cosine
+        return [replace(hit, score=hit.cosine) for hit in hits if hit.cosine is not None]
     with_vectors = [i for i, hit in enumerate(hits) if hit.vector is not None]
     if not with_vectors:
         return hits  # mmr() names the problem: it needs the hits' vectors
@@ -506,8 +508,8 @@ def _text_modes(
             settings=settings,
         )  # fmt: skip
         if tuning.floor is not None and query_vector is not None:
-            # min_score means cosine in hybrid: each hit's cosine to the query (the vector leg's misses
-            # included) against the floor; the hits keep their fused score and order.
+            # min_score means cosine in hybrid: each hit's cosine to the query as the statement computed it
+            # (the vector leg's misses included) against the floor; the hits keep their fused score and order.
             cosines = _cosines(hits, query_vector)
             hits = [hit for hit, cos in zip(hits, cosines, strict=True) if cos >= tuning.floor]
             tuning.floored = True
@@ -515,7 +517,10 @@ def _text_modes(
 
 
 def _cosines(hits: list[Hit], query_vector: npt.NDArray[np.float32]) -> list[float]:
-    """Each hit's cosine to the query (0 for a hit without a vector or a zero query)."""
+    """Each hit's cosine to the query: the hybrid statement's (``Hit.cosine``), else computed from the
+    hits' vectors (0 for a hit without a vector or a zero query)."""
+    if all(hit.cosine is not None for hit in hits):
+        return [float(hit.cosine) for hit in hits if hit.cosine is not None]
     if not hits or not np.any(query_vector) or any(hit.vector is None for hit in hits):
         return [0.0] * len(hits)
     matrix = np.stack([np.asarray(hit.vector, dtype=np.float32) for hit in hits])

@@ -1,4 +1,4 @@
-"""The full-text leg: ``websearch_to_tsquery`` over the chunks' generated ``tsvector``.
+"""The full-text leg: BM25 over precomputed term statistics of the chunks' ``tsvector``.
 
 Why this scoring: docs/decisions.md, "Full-text scoring".
 
@@ -9,16 +9,15 @@ Promises of :func:`fts_search`:
   ``simple`` available); the chunks' ``tsv`` column was built with the same configuration at index time.
 - A query of plain words (no quote, no ``or``, no ``-``) matches chunks holding ANY of its words
   (``match="auto"``): on the manpages set the strict AND of ``websearch_to_tsquery`` finds nothing for
-  about half the queries (docs/hybrid-eval.md). A query with operators keeps its strict meaning;
-  ``match="all"`` forces the strict meaning for every query.
-- Chunks are ranked by an IDF-weighted ``ts_rank_cd``: ``Σ over the query's words w that the chunk holds
-  of idf(w) · (1 + cd/(cd + 1))`` where ``cd = ts_rank_cd(tsv, w, normalization)`` and
-  ``idf(w) = ln(1 + (N − df + 0.5)/(df + 0.5))`` over the chunk table (BM25's idf); then chunk_id
-  ascending. Plain ``ts_rank_cd`` of the whole query has no notion of rare words and ranked the manpages
-  set at nDCG@10 0.51 at best; this reaches ~0.64 (BM25: 0.674). ``normalization`` is ts_rank_cd's flags
-  (default :data:`DEFAULT_NORMALIZATION`, 2 = divide by the chunk length, chosen by measurement). Only
-  the family's own chunks are read, returned and counted (N and df of the idf): another family's chunks
-  never change a score here.
+  about half the queries. A query with operators keeps its strict meaning (the chunks it matches, through
+  the GIN index); ``match="all"`` forces the strict meaning for every query.
+- Chunks are ranked by BM25 (``k1`` :data:`BM25_K1`, ``b`` :data:`BM25_B`): ``Σ over the query's words w
+  the chunk holds of idf(w) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))`` with
+  ``idf(w) = ln(1 + (N − df + 0.5)/(df + 0.5))``, tf the word's occurrences in the chunk and dl the
+  chunk's length (lexeme occurrences of its ``tsv``); then chunk_id ascending. tf, dl and df come from
+  ``ragstore.chunk_terms`` (one row per chunk and lexeme, kept by triggers on the chunks); N and the
+  average length from the family's ledger (``ragstore.family_chunk_deltas``). Only the family's own
+  chunks are read, returned and counted: another family's chunks never change a score here.
 - An empty or stopword-only query gives ``[]``, never an error. ``package`` (a package_path prefix,
   LIKE wildcards escaped) and ``metadata`` (jsonb ``@>``) filter the chunks.
 
@@ -28,6 +27,7 @@ Hits carry the full-text score as ``score`` and in ``scores["fts"]``, the 1-base
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -38,18 +38,19 @@ from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput
 from ragstore.families import Family
-from ragstore.search.filters import Filter, check_k, make_filter
+from ragstore.search import metafilter
+from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
 from ragstore.search.types import Hit
 from ragstore.search.vector import row_to_hit
 
-__all__ = ["DEFAULT_FTS_CONFIG", "DEFAULT_NORMALIZATION", "MATCHES", "fts_config_of", "fts_search"]
+__all__ = ["BM25_B", "BM25_K1", "DEFAULT_FTS_CONFIG", "MATCHES", "fts_config_of", "fts_search"]
 
 Conn = psycopg.Connection[Any]
 
 DEFAULT_FTS_CONFIG = "english"
-# ts_rank_cd flags inside the IDF-weighted score: 2 divides by the chunk length. Measured on the first 300
-# manpages queries (english): 0 → nDCG@10 0.628, 1 → 0.627, 2 → 0.643 (docs/hybrid-eval.md).
-DEFAULT_NORMALIZATION = 2
+# BM25's term-frequency saturation and length normalisation (the SQL functions use the same numbers).
+BM25_K1 = 1.2
+BM25_B = 0.75
 MATCHES = ("auto", "all")
 _OPERATORS = re.compile(r"""["']|(^|\s)-\S|(^|\s)or(\s|$)""", re.IGNORECASE)
 _CONFIG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
@@ -71,17 +72,8 @@ def plain_words(text: str) -> bool:
     return _OPERATORS.search(text) is None
 
 
-def check_normalization(normalization: int) -> int:
-    """``normalization`` when it is a combination of ts_rank_cd's flags (0..63), else InvalidInput."""
-    if isinstance(normalization, bool) or not isinstance(normalization, int) or not 0 <= normalization <= 63:
-        raise InvalidInput(f"normalization must be ts_rank_cd flags between 0 and 63, got {normalization!r}")
-    return normalization
-
-
-def text_params(
-    family: Family, query_text: str, *, normalization: int = DEFAULT_NORMALIZATION, match: str = "auto"
-) -> dict[str, Any]:
-    """The full-text parameters of the SQL blocks: family, query, fts_config, any, norm. Raises InvalidInput."""
+def text_params(family: Family, query_text: str, *, match: str = "auto") -> dict[str, Any]:
+    """The full-text parameters of the SQL blocks: family, query, fts_config, any, k1, b. Raises InvalidInput."""
     if not isinstance(query_text, str):
         raise InvalidInput(f"the query text must be a string, got {query_text!r}")
     if match not in MATCHES:
@@ -91,18 +83,42 @@ def text_params(
         "query": query_text,
         "fts_config": fts_config_of(family),
         "any": match == "auto" and plain_words(query_text),
-        "norm": check_normalization(normalization),
+        "k1": BM25_K1,
+        "b": BM25_B,
     }
 
 
-def statement(family: Family, block: str, flt: Filter) -> sql.Composed:
-    """Block ``block`` of ``ragstore/sql/hybrid.sql`` with the family's names and the filter filled in."""
-    return sql.SQL(query("hybrid", block)).format(
-        query_terms=sql.SQL(query("hybrid", "query_terms")),
-        table=sql.Identifier(family.table),
-        vtype=family.identifiers()["vector_type"],
-        where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.tsv @@ m.wide")),
-        where_vec=flt.where(extra=sql.SQL("%(use_vector)s")),
+def statement(
+    family: Family, block: str, flt: Filter, *, any_words: bool, fts_n: int, vec_n: int = 0, k: int = 0
+) -> str:
+    """Block ``block`` of ``ragstore/sql/hybrid.sql`` for ``family`` and the shape of ``flt``, with the
+    match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape."""
+    table = (family.table, f"{family.vector_type}({int(family.dim)})")  # vector_type is checked by families
+    literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
+    return _statement_text(block, table, (bool(flt.package), flt.metadata_shape), literals)
+
+
+@functools.lru_cache(maxsize=512)
+def _statement_text(
+    block: str, table: tuple[str, str], shape: tuple[bool, metafilter.Shape | None], literals: tuple[Any, ...]
+) -> str:
+    flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
+    text = (
+        query("hybrid", block)
+        .replace("{query_terms}", query("hybrid", "query_terms"))
+        .replace("{vec_top}", query("hybrid", "vec_top"))
+    )
+    values = dict(zip(("any", "fts_n", "vec_n", "k"), map(sql.Literal, literals), strict=True))
+    return (
+        sql.SQL(text)
+        .format(
+            table=sql.Identifier(table[0]),
+            vtype=sql.SQL(table[1]),
+            where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.chunk_id = f.chunk_id")),
+            where_vec=flt.where(extra=sql.SQL("%(use_vector)s AND s.settings IS NOT NULL")),
+            **values,
+        )
+        .as_string()
     )
 
 
@@ -114,18 +130,17 @@ def fts_search(
     k: int,
     package: str | None = None,
     metadata: dict[str, Any] | None = None,
-    normalization: int = DEFAULT_NORMALIZATION,
     match: str = "auto",
 ) -> list[Hit]:
     """The top ``k`` chunks of ``family`` for ``query_text`` by full text (see the module docstring).
 
-    Raises InvalidInput (k, normalization, match, filters, a bad fts_config option) and the database
+    Raises InvalidInput (k, match, filters, a bad fts_config option) and the database
     errors of :func:`ragstore.db.connection.map_db_error`.
     """
     k = check_k(k)
     flt = make_filter(package, metadata)
-    params = {**text_params(family, query_text, normalization=normalization, match=match), **flt.params(), "k": k}
+    params = {**text_params(family, query_text, match=match), **flt.params()}
+    text = statement(family, "fts", flt, any_words=params.pop("any"), fts_n=k)
     with db_errors():
-        # prepare=False: planned with the actual values every time, so the planner sees the filters' values
-        rows = conn.execute(statement(family, "fts", flt), params, prepare=False).fetchall()
+        rows = conn.execute(text, params).fetchall()
     return [row_to_hit(row, ranks={"fts": int(row[7])}, scores={"fts": float(row[2])}) for row in rows]

@@ -7,8 +7,9 @@ Reciprocal Rank Fusion (``rrf``, ``Σ w_leg / (rrf_k + rank_leg)``, exactly :fun
 The settings are the family's stored ones (``ragstore family tune``) unless the caller passes others.
 Hits are ordered by fused score descending, then chunk_id ascending; each carries ``ranks`` and
 ``scores`` for ``"fts"`` (the full-text score) and ``"vector"`` (cosine), ``None`` for the leg that missed
-it, and the family's vector (for MMR). ``hnsw.ef_search`` is set to at least ``per_leg``
-with ``SET LOCAL`` in a transaction that is rolled back at the end, so nothing leaks to the session;
+it, the family's vector (for MMR) and ``cosine`` (the statement's cosine to the query). One statement
+sets ``hnsw.ef_search`` (at least ``per_leg``) with ``set_config(..., true)`` and runs both legs, in one
+round trip, as its own transaction or between a savepoint and its rollback, so nothing leaks to the session;
 filtered queries use pgvector's iterative index scan so the vector leg still fills its N.
 
 A zero-magnitude query vector has no cosine to anything: its vector leg is empty and the result is the
@@ -28,13 +29,12 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from ragstore.db.connection import db_errors
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.filters import check_k, make_filter
-from ragstore.search.fts import DEFAULT_NORMALIZATION, fts_search, statement, text_params
+from ragstore.search.fts import fts_search, statement, text_params
 from ragstore.search.fusion import Candidate as FusionCandidate
 from ragstore.search.fusion import FusionSettings, settings_of
 from ragstore.search.rrf import DEFAULT_RRF_K
@@ -109,7 +109,6 @@ def _candidates(
     weights: Mapping[str, float] | None,
     package: str | None,
     metadata: dict[str, Any] | None,
-    normalization: int,
     match: str,
 ) -> list[tuple[Any, ...]]:
     k = check_k(k)
@@ -118,27 +117,26 @@ def _candidates(
     vector = _check_vector(family, query_vector)
     flt = make_filter(package, metadata)
     params: dict[str, Any] = {
-        **text_params(family, query_text, normalization=normalization, match=match),
+        **text_params(family, query_text, match=match),
         **flt.params(),
         "q": _vector.query_param(family, vector),
         "use_vector": bool(np.any(vector)),
-        "fts_n": per_leg,
-        "vec_n": per_leg,
         "fusion": settings.fusion,
         "w_fts": leg_weights["fts"],
         "w_vec": leg_weights["vector"],
         "rrf_k": settings.rrf_k,
         "norm_kind": settings.normalization,
         "alpha": settings.alpha,
-        "k": k,
     }
-    rows: list[tuple[Any, ...]] = []
-    with conn.transaction():
-        _vector.apply_settings(conn, ef_search=_vector.ef_search_for(per_leg, None), iterative=flt.active)
-        with db_errors():
-            rows = conn.execute(statement(family, "hybrid", flt), params, prepare=False).fetchall()
-        raise psycopg.Rollback()  # read-only: undo the SET LOCALs, leave the caller's transaction as it was
-    return rows
+    text = statement(family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k)
+    # One statement sets ef_search and runs both legs, isolated so that no setting outlives it.
+    return _vector.run_with_settings(
+        conn,
+        text,
+        params,
+        ef_search=_vector.ef_search_for(per_leg, None),
+        iterative=flt.active,
+    )
 
 
 def resolve_settings(
@@ -178,7 +176,6 @@ def hybrid_search(
     weights: Mapping[str, float] | None = None,
     package: str | None = None,
     metadata: dict[str, Any] | None = None,
-    normalization: int = DEFAULT_NORMALIZATION,
     match: str = "auto",
     settings: FusionSettings | None = None,
 ) -> list[Hit]:
@@ -187,34 +184,27 @@ def hybrid_search(
     ``settings`` (default: the family's stored settings, else
     :data:`~ragstore.search.fusion.DEFAULT_FUSION`) say how to fuse; ``per_leg`` and ``rrf_k`` override
     theirs. ``weights`` are RRF's: ``"fts"``/``"vector"`` to non-negative weights (1.0 when absent); a leg
-    of weight 0 still reports its ranks. ``normalization`` and ``match`` go to the full-text leg
+    of weight 0 still reports its ranks. ``match`` goes to the full-text leg
     (:mod:`ragstore.search.fts`). Raises InvalidInput (k, per_leg over 1,000, rrf_k, weights, fusion
     settings, filters), ModelMismatch (a query vector of another dimension), and the mapped database errors.
     """
     chosen = resolve_settings(family, settings, per_leg=per_leg, rrf_k=rrf_k)
     rows = _candidates(
         conn, family, query_text, query_vector, k=k, settings=chosen, weights=weights,
-        package=package, metadata=metadata, normalization=normalization, match=match,
+        package=package, metadata=metadata, match=match,
     )  # fmt: skip
     return [_row_to_hit(row) for row in rows]
 
 
 def fusion_candidates(
-    conn: Conn,
-    family: Family,
-    query_text: str,
-    query_vector: Any,
-    *,
-    per_leg: int,
-    package: str | None = None,
-    metadata: dict[str, Any] | None = None,
+    conn: Conn, family: Family, query_text: str, query_vector: Any, *, per_leg: int
 ) -> list[FusionCandidate]:
-    """Every hybrid candidate (the union of both legs' top ``per_leg``) with its ranks and both scores,
-    for :func:`ragstore.search.fusion.fuse` (the tuner fetches once and fuses many ways)."""
+    """Every hybrid candidate (the union of both legs' top ``per_leg``, unfiltered) with its ranks and both
+    scores, for :func:`ragstore.search.fusion.fuse` (the tuner fetches once and fuses many ways)."""
     chosen = resolve_settings(family, FusionSettings(fusion="rrf"), per_leg=per_leg)
     rows = _candidates(
         conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
-        package=package, metadata=metadata, normalization=DEFAULT_NORMALIZATION, match="auto",
+        package=None, metadata=None, match="auto",
     )  # fmt: skip
     return [
         FusionCandidate(
@@ -229,8 +219,8 @@ def fusion_candidates(
 
 
 def _row_to_hit(row: tuple[Any, ...]) -> Hit:
-    f_rank, f_score, v_rank, v_score = row[7:11]
-    return row_to_hit(
+    f_rank, f_score, v_rank, v_score, cosine = row[7:12]
+    hit = row_to_hit(
         row,
         ranks={"fts": None if f_rank is None else int(f_rank), "vector": None if v_rank is None else int(v_rank)},
         scores={
@@ -238,6 +228,7 @@ def _row_to_hit(row: tuple[Any, ...]) -> Hit:
             "vector": None if v_score is None else float(v_score),
         },
     )
+    return replace(hit, cosine=float(cosine))
 
 
 def blended_search(
@@ -254,7 +245,6 @@ def blended_search(
     cosine_floor: float = DEFAULT_COSINE_FLOOR,
     package: str | None = None,
     metadata: dict[str, Any] | None = None,
-    normalization: int = DEFAULT_NORMALIZATION,
 ) -> list[Hit]:
     """Blended ranking over every hybrid candidate (the union of both legs' top ``per_leg``).
 
@@ -268,7 +258,7 @@ def blended_search(
     chosen = resolve_settings(family, FusionSettings(fusion="rrf", rrf_k=DEFAULT_RRF_K), per_leg=per_leg)
     rows = _candidates(
         conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
-        package=package, metadata=metadata, normalization=normalization, match="auto",
+        package=package, metadata=metadata, match="auto",
     )  # fmt: skip
     by_id = {row[0]: row for row in rows}
     candidates = [Candidate(row[0], float(row[11]), float(row[12]), row[6]) for row in rows]

@@ -18,8 +18,10 @@ searches (the vector is just not kept).
 
 When the chat model cannot help — it refuses (a ``refusal`` or a ``content_filter`` finish), answers
 nothing, answers something malformed, or the endpoint keeps failing or timing out — the search runs on
-the plain query vector and :attr:`Hyde.last` says so (``used=False`` and a ``note``); it is logged as a
-warning too. Configuration errors (no URL, a bad mode) raise InvalidInput at construction.
+the plain query vector and the call's report says so (``used=False`` and a ``note``); it is logged as a
+warning too. :meth:`Hyde.vector_with_report` returns each call's report with its vector; :attr:`Hyde.last`
+is the report of the calling thread's last query, so one Hyde serves concurrent searches.
+Configuration errors (no URL, a bad mode) raise InvalidInput at construction.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -117,7 +120,13 @@ class Hyde(EndpointClient):
         self.prompt = prompt
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.last: HydeReport | None = None
+        self._local = threading.local()
+
+    @property
+    def last(self) -> HydeReport | None:
+        """The report of the last query this thread ran through :meth:`vector` (None before any)."""
+        report: HydeReport | None = getattr(self._local, "last", None)
+        return report
 
     def _payload(self, query: str) -> dict[str, Any]:
         return {
@@ -162,8 +171,16 @@ class Hyde(EndpointClient):
         return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode("utf-8")).digest()
 
     def vector(self, conn: Conn | None, backend: Backend, query: str, query_vector: Vector) -> Vector:
+        """The search vector for ``query`` (:meth:`vector_with_report`); its report becomes this thread's
+        :attr:`last`."""
+        vector, self._local.last = self.vector_with_report(conn, backend, query, query_vector)
+        return vector
+
+    def vector_with_report(
+        self, conn: Conn | None, backend: Backend, query: str, query_vector: Vector
+    ) -> tuple[Vector, HydeReport]:
         """The search vector for ``query``: combined with a hypothetical answer's, or ``query_vector`` as
-        it was when HyDE cannot help. Sets :attr:`last`. ``conn`` None skips the cache."""
+        it was when HyDE cannot help; and this call's report. ``conn`` None skips the cache."""
         hypothetical: Vector | None = None
         cached = False
         note: str | None = None
@@ -183,20 +200,15 @@ class Hyde(EndpointClient):
                 answer = self.generate(query)
                 hypothetical = np.asarray(backend.embed([answer])[0], dtype=np.float32)
             except BackendError as exc:
-                self.last = HydeReport(used=False, note=f"HyDE fell back to the plain query: {exc}")
-                log.warning("%s", self.last.note)
-                return query_vector
+                return query_vector, _fell_back(f"HyDE fell back to the plain query: {exc}")
             if conn is not None and key is not None and digest is not None:
                 note = self._store(conn, key, digest, hypothetical) or note
         if hypothetical.shape != query_vector.shape or not np.all(np.isfinite(hypothetical)):
-            self.last = HydeReport(
-                used=False,
-                note=f"HyDE fell back to the plain query: the answer's vector has shape {hypothetical.shape}",
-            )
-            log.warning("%s", self.last.note)
-            return query_vector
-        self.last = HydeReport(used=True, cached=cached, answer=answer, note=note)
-        return combine(query_vector, hypothetical, self.mode)
+            shape = hypothetical.shape
+            return query_vector, _fell_back(f"HyDE fell back to the plain query: the answer's vector has shape {shape}")
+        return combine(query_vector, hypothetical, self.mode), HydeReport(
+            used=True, cached=cached, answer=answer, note=note
+        )
 
     @staticmethod
     def _store(conn: Conn, key: str, digest: bytes, hypothetical: Vector) -> str | None:
@@ -206,6 +218,11 @@ class Hyde(EndpointClient):
         except RagstoreError as exc:  # e.g. a read-only role: the search goes on, uncached
             return f"HyDE answer not cached: {exc}"
         return None
+
+
+def _fell_back(note: str) -> HydeReport:
+    log.warning("%s", note)
+    return HydeReport(used=False, note=note)
 
 
 def combine(query_vector: Vector, hypothetical: Vector, mode: str) -> Vector:

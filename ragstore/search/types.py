@@ -17,7 +17,9 @@ class Hit:
     ``vector`` is filled when the caller asked for vectors (MMR needs them). ``ranks`` holds each leg's
     1-based rank in hybrid mode (``{"fts": 3, "vector": None}``); ``scores`` each leg's raw score.
     After a cross-encoder rerank (``rerank="cross"``) ``score`` is still the first stage's, ``first_rank``
-    the hit's 1-based first-stage rank and ``rerank_score`` the reranker's relevance score.
+    the hit's 1-based first-stage rank and ``rerank_score`` the reranker's relevance score. ``cosine`` is
+    a hybrid hit's cosine to the query as the search statement computed it (for either leg's hits; None
+    in the other modes, whose vector-mode ``score`` is that cosine already).
     """
 
     chunk_id: str
@@ -30,6 +32,7 @@ class Hit:
     scores: dict[str, float | None] = field(default_factory=dict, compare=False)
     first_rank: int | None = field(default=None, compare=False)
     rerank_score: float | None = field(default=None, compare=False)
+    cosine: float | None = field(default=None, compare=False)
 
     @property
     def citation(self) -> str:

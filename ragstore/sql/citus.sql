@@ -62,11 +62,15 @@ WHERE conrelid = to_regclass(format('ragstore.%%I', %(table)s::text))
   AND contype = 'f' AND confrelid = 'ragstore.chunks'::regclass
 
 -- name: drop_count_triggers
--- Citus distributes no table with triggers: the chunk-count ledger's triggers on ragstore.chunks (kept for
--- full-text IDF on one node, migration 0010) are dropped before chunks is distributed.
+-- Citus distributes no table with triggers: the triggers on ragstore.chunks that keep the chunk-count
+-- ledger and the full-text postings (migrations 0010 and 0012, for full text on one node) are dropped
+-- before chunks is distributed, and so is the postings' foreign key (a local table referencing it): the
+-- postings table is then distributed co-located with chunks. Full text does not run on Citus yet.
 DROP TRIGGER IF EXISTS chunks_count_insert ON ragstore.chunks;
 DROP TRIGGER IF EXISTS chunks_count_delete ON ragstore.chunks;
-DROP TRIGGER IF EXISTS chunks_count_truncate ON ragstore.chunks
+DROP TRIGGER IF EXISTS chunks_count_truncate ON ragstore.chunks;
+DROP TRIGGER IF EXISTS chunks_terms_update ON ragstore.chunks;
+ALTER TABLE IF EXISTS ragstore.chunk_terms DROP CONSTRAINT IF EXISTS chunk_terms_chunk_fkey
 
 -- name: sequential
 -- Citus refuses, in one transaction, parallel multi-shard work on a table with a foreign key to a

@@ -1,71 +1,69 @@
 -- Full text and hybrid search, read by ragstore.search.fts and ragstore.search.hybrid.
 --
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
--- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms} (the block below)
--- and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
--- which holds the metadata too: the package/metadata filter ANDed
--- with "c.tsv @@ m.wide" for the full-text leg and with "%(use_vector)s" for the vector leg).
+-- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms} and {vec_top} (the
+-- blocks of those names) and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the
+-- family table "e", which holds the metadata too: the package/metadata filter ANDed with the candidate's
+-- key for the full-text leg and with "%(use_vector)s" for the vector leg).
 --
 -- A family serves its own chunks only: chunks are read with c.family = %(family)s, joined to the family
 -- table on (family, chunk_id) and on equal content_sha256 (the vector is the embedding of the text).
 --
--- Parameters: family (the family's name), query (text), fts_config (regconfig name), any (true: a plain-words query also matches
--- chunks holding only some of its words, chunks holding all of them ranked first), norm (ts_rank_cd
--- normalisation flags), fts_n / vec_n (top-N per leg), q (the query vector), use_vector (false for a
--- zero-magnitude query: the vector leg is empty), fusion ('rrf' or 'cc'), w_fts / w_vec (RRF leg
--- weights), rrf_k, norm_kind ('minmax', 'zscore' or 'tmm') and alpha (the dense weight of 'cc'), k.
+-- Literals (so that a prepared statement's generic plan is the plan its values need, and Postgres need
+-- not plan every call): {any} (true: a plain-words query matches chunks holding any of its words; false:
+-- websearch_to_tsquery's strict meaning), {fts_n} / {vec_n} (top-N per leg) and {k}.
+-- Parameters: family (the family's name), query (text), fts_config (regconfig name), k1 and b (BM25's),
+-- q (the query vector), use_vector (false for a zero-magnitude query: the vector leg is empty), fusion
+-- ('rrf' or 'cc'), w_fts / w_vec (RRF leg weights), rrf_k, norm_kind ('minmax', 'zscore' or 'tmm'),
+-- alpha (the dense weight of 'cc'), ragstore_ef / ragstore_iterative (the HNSW settings).
 
 -- name: query_terms
--- The CTEs both blocks start with ({query_terms}): q, the query as a strict tsquery; terms, each distinct
--- word (lexeme) of the query with its inverse document frequency over the family's chunks (N, the family's
--- chunk count, is the sum of its rows in ragstore.family_chunk_deltas, kept by triggers on the chunks); m, the tsquery a
--- chunk must match (strict, or any of the words when the "any" parameter is true).
+-- The CTEs both blocks start with. q: the query as a strict tsquery. bm25: every chunk of the family
+-- holding a word of the query with its BM25 score, from ragstore.fts_scores (migration 0012): postings in
+-- ragstore.chunk_terms (tf, chunk length, and df as a word's rows, read through its primary key), N and
+-- the average chunk length from the family's ledger (ragstore.family_chunk_deltas, kept by triggers).
 q AS MATERIALIZED (
     SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
 ),
--- each distinct word (lexeme) of the query, with its inverse document frequency over the family's chunks
--- (df is MATERIALIZED on its own: the idf formula reads it twice, and inlined it was counted twice)
-dfs AS MATERIALIZED (
-    SELECT x.tq, (SELECT count(*) FROM ragstore.chunks AS d WHERE d.family = %(family)s AND d.tsv @@ x.tq) AS df
-    FROM (
-        SELECT DISTINCT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS tq
-        FROM unnest(tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))) AS lexeme
-    ) AS x
+bm25 AS MATERIALIZED (
+    SELECT s.chunk_id, s.score
+    FROM ragstore.fts_scores(%(family)s, %(fts_config)s::regconfig, %(query)s, %(k1)s, %(b)s) AS s
 ),
-terms AS MATERIALIZED (
-    SELECT l.tq, ln(1.0 + (n.n - l.df + 0.5) / (l.df + 0.5)) AS idf
-    FROM dfs AS l
-    CROSS JOIN (SELECT greatest(coalesce(sum(d.delta), 0), 1)::float8 AS n
-                FROM ragstore.family_chunk_deltas AS d WHERE d.family = %(family)s) AS n
-),
-m AS MATERIALIZED (
-    SELECT q.strict,
-           CASE WHEN %(any)s
-                THEN coalesce((SELECT string_agg(t.tq::text, ' | ') FROM terms AS t), '')::tsquery
-                ELSE q.strict END AS wide
+-- The full-text candidates: with "any", every chunk holding a word; otherwise the chunks matching the
+-- strict query (through the GIN index), scored by the same BM25 (0 when they hold none of the words,
+-- e.g. a query of exclusions only).
+candidates AS (
+    SELECT b.chunk_id, b.score FROM bm25 AS b WHERE {any}
+    UNION ALL
+    SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
     FROM q
+    JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.tsv @@ q.strict
+    LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
+    WHERE NOT {any}
+),
+-- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
+-- pass the filter, walked best first: the walk stops once fts_n are found (a LATERAL probe per candidate
+-- by primary key; as EXISTS, the planner hashed both whole tables instead).
+fts_top AS MATERIALIZED (
+    SELECT f.chunk_id, f.score
+    FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM ragstore.chunks AS c
+        JOIN ragstore.{table} AS e
+          ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
+        {where_fts}
+        LIMIT 1
+    ) AS served
+    ORDER BY f.score DESC, f.chunk_id
+    LIMIT {fts_n}
 )
 
 -- name: fts
--- The full-text leg alone: chunks of the family matching the query, best first. A chunk's score is
--- Σ over the query's words of idf(word) · (1 + cd/(cd + 1)) where cd = ts_rank_cd of the chunk for that
--- word alone, > 0 exactly when the chunk holds the word (tsv keeps positions): rare words count more, and
--- more (denser) occurrences add a bounded bonus. One ts_rank_cd call per (chunk, word).
-WITH {query_terms},
-fts AS (
-    SELECT c.chunk_id, coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-            FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0) AS score
-    FROM m
-    CROSS JOIN ragstore.chunks AS c
-    JOIN ragstore.{table} AS e
-      ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
-    {where_fts}
-    ORDER BY score DESC, c.chunk_id
-    LIMIT %(k)s
-)
+-- The full-text leg alone: the family's chunks by BM25, best first.
+WITH {query_terms}
 SELECT f.chunk_id, c.package_path, f.score, c.text, c.metadata, e.embedding, c.created_at,
        row_number() OVER (ORDER BY f.score DESC, f.chunk_id) AS fts_rank
-FROM fts AS f
+FROM fts_top AS f
 JOIN ragstore.{table} AS e ON e.chunk_id = f.chunk_id
 JOIN ragstore.chunks AS c
   ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
@@ -74,39 +72,23 @@ ORDER BY fts_rank;
 -- name: hybrid
 -- Both legs, each top-N (fts_n, vec_n; ranks 1-based), then fused. Every candidate (the union of the two
 -- lists) gets BOTH leg scores: its cosine to the query (computed when the vector leg missed it) and its
--- full-text score (computed when the full-text leg missed it, 0 when it holds none of the words).
+-- BM25 score (from bm25 when the full-text leg missed it, 0 when it holds none of the words).
 -- fusion = 'rrf': score = Σ w_leg / (rrf_k + rank_leg) over the legs that found it.
 -- fusion = 'cc' (convex combination): score = alpha · norm(cosine) + (1 − alpha) · norm(full text), where
 -- norm uses each leg's own top-N list: 'minmax' (x − min) / (max − min); 'zscore' (x − mean) / stddev;
 -- 'tmm' (theoretical min-max) (x − lo) / (max − lo) with lo the score's floor (−1 for cosine, 0 for
 -- full text). An empty leg (no word matched, a zero query vector) adds 0; a degenerate spread
 -- (max = min, stddev 0) gives 1 to the leg's best and 0 below it (minmax) or 0 (zscore).
--- The chunk_id breaks ties. ranks and scores of a leg that missed the chunk are null.
+-- The chunk_id breaks ties. ranks and scores of a leg that missed the chunk are null. Text, metadata and
+-- vector are read for the k hits only.
 WITH {query_terms},
-fts_top AS MATERIALIZED (
-    SELECT c.chunk_id, coalesce((SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-            FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0) AS score
-    FROM m
-    CROSS JOIN ragstore.chunks AS c
-    JOIN ragstore.{table} AS e
-      ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
-    {where_fts}
-    ORDER BY score DESC, c.chunk_id
-    LIMIT %(fts_n)s
-),
 fts AS MATERIALIZED (
     SELECT chunk_id, score, row_number() OVER (ORDER BY score DESC, chunk_id) AS rank
     FROM fts_top
 ),
 -- MATERIALIZED, then re-ranked: with iterative index scans (filtered queries) pgvector may return rows
 -- slightly out of order, so the rank comes from the exact distance, not from the scan order.
-vec_top AS MATERIALIZED (
-    SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
-    FROM ragstore.{table} AS e
-    {where_vec}
-    ORDER BY e.embedding <=> %(q)s::{vtype}
-    LIMIT %(vec_n)s
-),
+{vec_top},
 vec AS MATERIALIZED (
     SELECT chunk_id, 1.0::float8 - distance AS score, row_number() OVER (ORDER BY distance, chunk_id) AS rank
     FROM vec_top
@@ -123,18 +105,21 @@ pool AS MATERIALIZED (
     FROM fts AS f
     FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
 ),
+-- The BM25 scores of the pool's chunks (a hashed lookup; joining bm25 itself would rescan it per row).
+pool_bm25 AS MATERIALIZED (
+    SELECT b.chunk_id, b.score FROM bm25 AS b WHERE b.chunk_id IN (SELECT chunk_id FROM pool)
+),
 filled AS MATERIALIZED (
-    SELECT p.*, c.package_path, c.text, c.metadata, e.embedding, c.created_at,
+    SELECT p.*,
            coalesce(p.vector_score, CASE WHEN %(use_vector)s
                 THEN coalesce(nullif(1.0::float8 - (e.embedding <=> %(q)s::{vtype}), 'NaN'::float8), 0.0::float8)
                 ELSE 0.0::float8 END) AS cosine,
-           coalesce(p.fts_score, (SELECT sum(t.idf * CASE WHEN r.cd > 0 THEN 1.0 + r.cd / (r.cd + 1.0) ELSE 0.0 END)
-                FROM terms AS t CROSS JOIN LATERAL (SELECT ts_rank_cd(c.tsv, t.tq, %(norm)s)::float8 AS cd) AS r), 0.0)
-             AS lexical
+           coalesce(p.fts_score, b.score, 0.0::float8) AS lexical
     FROM pool AS p
     JOIN ragstore.{table} AS e ON e.chunk_id = p.chunk_id
     JOIN ragstore.chunks AS c
       ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
+    LEFT JOIN pool_bm25 AS b ON b.chunk_id = p.chunk_id
 ),
 normed AS (
     SELECT x.*,
@@ -162,11 +147,34 @@ fused AS (
            END AS score
     FROM normed AS n
 )
-SELECT u.chunk_id, u.package_path, u.score, u.text, u.metadata, u.embedding, u.created_at,
+SELECT u.chunk_id, c.package_path, u.score, c.text, c.metadata, e.embedding, c.created_at,
        u.fts_rank, u.fts_score, u.vector_rank, u.vector_score, u.cosine, u.lexical
-FROM fused AS u
-ORDER BY u.score DESC, u.chunk_id
-LIMIT %(k)s;
+FROM (SELECT * FROM fused ORDER BY score DESC, chunk_id LIMIT {k}) AS u
+JOIN ragstore.{table} AS e ON e.chunk_id = u.chunk_id
+JOIN ragstore.chunks AS c ON c.family = e.family AND c.chunk_id = e.chunk_id
+ORDER BY u.score DESC, u.chunk_id;
+
+-- name: vec_top
+-- The vector leg's top vec_n. The subquery s sets hnsw.ef_search / hnsw.iterative_scan with
+-- set_config(..., is_local => true) and the LATERAL scan references it ({where_vec} holds
+-- "s.settings IS NOT NULL"), so the settings are in place before the index is read: the whole search is
+-- one statement (ragstore.search.vector.run_with_settings runs it as its own transaction, or between a
+-- savepoint and its rollback, so no setting outlives it). A LIMIT subquery laterally joined to another is
+-- not pushed down by Citus: full text and hybrid are refused there (ragstore.search.api).
+vec_top AS MATERIALIZED (
+    SELECT t.chunk_id, t.distance
+    FROM (
+        SELECT set_config('hnsw.ef_search', %(ragstore_ef)s, true)
+               || set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true) AS settings
+    ) AS s
+    CROSS JOIN LATERAL (
+        SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
+        FROM ragstore.{table} AS e
+        {where_vec}
+        ORDER BY e.embedding <=> %(q)s::{vtype}
+        LIMIT {vec_n}
+    ) AS t
+)
 
 -- name: store_fusion
 -- A family's fusion settings (ragstore family tune): option "fusion" set to a JSON object, or removed

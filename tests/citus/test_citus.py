@@ -70,13 +70,15 @@ def test_layout_distributes_chunks_and_the_family_on_both_workers(citus_dsn: str
         )
         assert kinds["ragstore.chunks"] == "hchunk_id"
         assert kinds["ragstore.emb_layout"] == "hchunk_id"
+        assert kinds["ragstore.chunk_terms"] == "hchunk_id"  # the full-text postings, beside their chunks
         assert kinds["ragstore.families"] == "n"
         assert kinds["ragstore.embedding_cache"] == "n"
         assert "ragstore.memory" not in kinds  # kept on the coordinator, with the bindings it reads
         assert "ragstore.agent_principals" not in kinds
         colocation = conn.execute(
             "SELECT count(DISTINCT colocationid) FROM pg_dist_partition "
-            "WHERE logicalrelid IN ('ragstore.chunks'::regclass, 'ragstore.emb_layout'::regclass)"
+            "WHERE logicalrelid IN ('ragstore.chunks'::regclass, 'ragstore.emb_layout'::regclass, "
+            "'ragstore.chunk_terms'::regclass)"
         ).fetchone()
         assert colocation == (1,)
         ports = conn.execute(

@@ -94,8 +94,6 @@ def test_bad_options_are_refused(conn: Any, family: Any) -> None:
     with pytest.raises(InvalidInput):
         fts_search(conn, family, "files", k=0)
     with pytest.raises(InvalidInput):
-        fts_search(conn, family, "files", k=3, normalization=64)
-    with pytest.raises(InvalidInput):
         fts_search(conn, family, "files", k=3, match="some")
 
 

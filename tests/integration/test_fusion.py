@@ -143,3 +143,51 @@ def test_min_score_means_cosine_in_hybrid_and_the_full_text_score_in_fts(conn: A
     text = search(conn, "docs", "apple", k=10, mode="fts")
     floor = text[1].score
     assert search(conn, "docs", "apple", k=10, mode="fts", min_score=floor) == [h for h in text if h.score >= floor]
+
+
+def test_hybrid_hits_carry_the_statements_cosine_and_min_score_and_mmr_use_it(conn: Any, family: Any) -> None:
+    from ragstore.search.api import search
+
+    class Fixed(OfflineBackend):
+        def embed(self, texts: Any) -> Any:
+            return np.stack([QUERY for _ in texts])
+
+    full = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed())
+    q = "[" + ",".join(str(float(x)) for x in QUERY) + "]"
+    for hit in full:  # the statement's own float8 cosine, for hits of either leg
+        (expected,) = conn.execute(
+            "SELECT 1 - (embedding <=> %s::vector) FROM ragstore.emb_docs WHERE chunk_id = %s", (q, hit.chunk_id)
+        ).fetchone()
+        assert hit.cosine == pytest.approx(expected, abs=1e-12)
+    for floor_hit in full:  # a floor equal to a hit's cosine keeps that hit: the same number on both sides
+        kept = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed(), min_score=floor_hit.cosine)
+        assert [h.chunk_id for h in kept] == [h.chunk_id for h in full if h.cosine >= floor_hit.cosine]
+        assert floor_hit.chunk_id in {h.chunk_id for h in kept}
+    diverse = search(conn, "docs", "apple", k=3, mode="hybrid", backend=Fixed(), rerank="mmr", mmr_lambda=1.0)
+    by_id = {h.chunk_id: h for h in full}
+    assert [h.score for h in diverse] == [by_id[h.chunk_id].cosine for h in diverse]  # relevance is that cosine
+
+
+def test_k_above_the_per_leg_depth_widens_both_legs_in_search_and_in_sql(conn: Any, family: Any) -> None:
+    from pgvector import Vector
+
+    from ragstore.search.api import search
+
+    class Fixed(OfflineBackend):
+        def embed(self, texts: Any) -> Any:
+            return np.stack([QUERY for _ in texts])
+
+    store_settings(conn, "docs", FusionSettings(per_leg=2))
+    # 7 chunks, 5 of them hold "apple": with 2 per leg the union could hold at most 4; k = 7 needs all 7.
+    api = search(conn, "docs", "apple", k=7, mode="hybrid", backend=Fixed())
+    assert len(api) == 7
+    assert max(h.ranks["vector"] or 0 for h in api) == 7 and max(h.ranks["fts"] or 0 for h in api) == 5
+    sql_rows = conn.execute(
+        "SELECT chunk_id, fts_rank, vector_rank FROM ragstore.hybrid_search('docs', 'apple', %s, 7)", (Vector(QUERY),)
+    ).fetchall()
+    assert [r[0] for r in sql_rows] == [h.chunk_id for h in api]
+    assert max(r[2] for r in sql_rows) == 7 and max(r[1] or 0 for r in sql_rows) == 5
+    # the library function keeps the depth it is given (the tuner compares fused lists at fixed depths)
+    fam = families.get_family(conn, "docs")
+    assert len(hybrid_search(conn, fam, "apple", QUERY, k=7)) == 4
+    assert len(search(conn, "docs", "apple", k=2, mode="hybrid", backend=Fixed())) == 2

@@ -28,7 +28,7 @@ def unit(*xy: float) -> list[float]:
 
 
 # The query vector is e1. Cosines: c 1.0, a 0.8, d 0.0, b -1.0 -> vector leg c, a, d, b.
-# Full text for "apple" (normalization 0): a holds it twice, b once -> fts leg a, b.
+# Full text for "apple" (BM25): a holds it twice, b once -> fts leg a, b.
 CHUNKS = [
     ("a", "p1/one", "apple apple banana", unit(0.8, 0.6), {"lang": "fr"}),
     ("b", "p2/two", "apple cherry", unit(-1.0), {"lang": "en"}),
@@ -51,7 +51,7 @@ def family(conn: Any) -> families.Family:
 
 
 def test_rrf_in_sql_matches_the_hand_computed_example_including_one_leg_hits(conn: Any, family: Any) -> None:
-    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=2, normalization=0)
+    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=2)
     assert [h.chunk_id for h in hits] == ["a", "c", "b"]  # d is in neither leg's top 2
     assert hits[0].score == 1 / 61 + 1 / 62
     assert hits[1].score == 1 / 61
@@ -68,22 +68,20 @@ def test_rrf_in_sql_matches_the_hand_computed_example_including_one_leg_hits(con
 @pytest.mark.parametrize("weights", [None, {"fts": 0.5}, {"fts": 0.0, "vector": 2.0}, {"vector": 0.25}])
 @pytest.mark.parametrize("rrf_k", [1, 60])
 def test_rrf_in_sql_equals_the_python_reference(conn: Any, family: Any, weights: Any, rrf_k: int) -> None:
-    fts = [h.chunk_id for h in fts_search(conn, family, "apple", k=3, normalization=0)]
+    fts = [h.chunk_id for h in fts_search(conn, family, "apple", k=3)]
     vec = ["c", "a", "d"]
-    hits = hybrid_search(
-        conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=3, rrf_k=rrf_k, weights=weights, normalization=0
-    )
+    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=3, rrf_k=rrf_k, weights=weights)
     expected = rrf({"fts": fts, "vector": vec}, k=rrf_k, weights=weights)
     assert [(h.chunk_id, h.score, h.ranks) for h in hits] == [(f.chunk_id, f.score, f.ranks) for f in expected]
 
 
 def test_k_cuts_the_fused_list_after_ordering(conn: Any, family: Any) -> None:
-    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=1, per_leg=2, normalization=0)
+    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=1, per_leg=2)
     assert [h.chunk_id for h in hits] == ["a"]
 
 
 def test_package_filter_applies_to_both_legs(conn: Any, family: Any) -> None:
-    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=4, package="p1/", normalization=0)
+    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=4, package="p1/")
     assert {h.chunk_id for h in hits} == {"a", "c"}
     by_id = {h.chunk_id: h.ranks for h in hits}
     assert by_id["a"] == {"fts": 1, "vector": 2}  # b (fts) is filtered out, not just cut
@@ -96,9 +94,7 @@ def test_package_prefix_wildcards_are_literal(conn: Any, family: Any) -> None:
 
 
 def test_metadata_filter_applies_to_both_legs(conn: Any, family: Any) -> None:
-    hits = hybrid_search(
-        conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=4, metadata={"lang": "en"}, normalization=0
-    )
+    hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=4, metadata={"lang": "en"})
     assert {h.chunk_id: h.ranks for h in hits} == {
         "b": {"fts": 1, "vector": 2},
         "d": {"fts": None, "vector": 1},
@@ -106,7 +102,7 @@ def test_metadata_filter_applies_to_both_legs(conn: Any, family: Any) -> None:
 
 
 def test_zero_query_vector_leaves_the_full_text_order(conn: Any, family: Any) -> None:
-    hits = hybrid_search(conn, family, "apple", np.zeros(16, dtype=np.float32), settings=RRF, k=10, normalization=0)
+    hits = hybrid_search(conn, family, "apple", np.zeros(16, dtype=np.float32), settings=RRF, k=10)
     assert [h.chunk_id for h in hits] == ["a", "b"]
     assert all(h.ranks["vector"] is None for h in hits)
 
@@ -154,7 +150,7 @@ def test_api_search_hybrid_and_fts_go_through_these_functions(conn: Any, family:
 
 def test_blended_ranking_reranks_every_candidate_with_normalised_signals(conn: Any, family: Any) -> None:
     now = datetime(2100, 1, 1, tzinfo=UTC)
-    hits = blended_search(conn, family, "apple", QUERY, k=10, now=now, per_leg=4, normalization=0)
+    hits = blended_search(conn, family, "apple", QUERY, k=10, now=now, per_leg=4)
     assert {h.chunk_id for h in hits} == {"a", "b", "c", "d"}
     scores = [h.score for h in hits]
     assert scores == sorted(scores, reverse=True)

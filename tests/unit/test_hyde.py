@@ -155,3 +155,37 @@ def test_bad_configuration_is_invalid_input(stub, kwargs, message):
 def test_url_gets_chat_completions_once(stub):
     assert make(stub).url.endswith("/v1/chat/completions")
     assert make(stub, url=stub.chat_url + "/chat/completions/").url.endswith("/v1/chat/completions")
+
+
+def test_last_is_each_callers_own_report_when_searches_run_concurrently(stub):
+    # One Hyde shared by two threads: A's query falls back (empty answer), B's succeeds, and B finishes
+    # between A's call and A reading its report. A must still read its own report, not B's.
+    import threading
+
+    backend = OfflineBackend()
+    stub.answers["bad question"] = ""
+    hyde = make(stub)
+    a_called, b_done = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    def a() -> None:
+        hyde.vector(None, backend, "bad question", backend.embed(["bad question"])[0])
+        a_called.set()
+        b_done.wait(10)
+        seen["a"] = hyde.last
+
+    def b() -> None:
+        a_called.wait(10)
+        hyde.vector(None, backend, "good question", backend.embed(["good question"])[0])
+        seen["b"] = hyde.last
+        b_done.set()
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert seen["a"] is not None and seen["a"].used is False and "empty content" in (seen["a"].note or "")
+    assert seen["b"] is not None and seen["b"].used is True
+    vector, report = hyde.vector_with_report(None, backend, "bad question", backend.embed(["bad question"])[0])
+    assert report.used is False and np.allclose(vector, backend.embed(["bad question"])[0])

@@ -1,0 +1,131 @@
+"""The full-text leg is BM25 over ragstore.chunk_terms: its scores equal a reference computed in Python from
+the chunks' own tsvectors; the postings and the ledger follow every write (insert, text change, delete,
+family drop); migration 0012 backfills an existing database and its downgrade restores the old functions."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from ragstore import families, migrate
+from ragstore.embed.offline import OfflineBackend
+from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.writer import write_records
+from ragstore.search.fts import BM25_B, BM25_K1, fts_search
+
+TEXTS = {
+    "cp": "cp copies files and directories to a destination; cp copies files again",
+    "scp": "scp copies files between hosts on a network, over ssh",
+    "mv": "mv moves or renames files",
+    "rm": "rm removes files and directories, directories first, recursively with -r",
+    "tar": "tar stores files in an archive and extracts them; the archive keeps the files' modes",
+    "ssh": "ssh logs into a remote host",
+}
+
+
+def write(conn: Any, fam: families.Family, texts: dict[str, str]) -> None:
+    backend = OfflineBackend()
+    records = [(f"t:{cid}", ChunkRecord(chunk_id=cid, package_path=f"man/{cid}", text=t)) for cid, t in texts.items()]
+    write_records(conn, fam, backend, records)
+
+
+@pytest.fixture
+def family(conn: Any) -> families.Family:
+    fam = families.create_family(conn, "docs", OfflineBackend())
+    write(conn, fam, TEXTS)
+    return fam
+
+
+def reference(conn: Any, family: str, query: str) -> list[tuple[str, float]]:
+    """BM25 from the chunks' tsvectors, in Python: (chunk_id, score) best first, chunk_id breaking ties."""
+    rows = conn.execute(
+        "SELECT c.chunk_id, u.lexeme, coalesce(array_length(u.positions, 1), 1) "
+        "FROM ragstore.chunks AS c CROSS JOIN LATERAL unnest(c.tsv) AS u WHERE c.family = %s",
+        (family,),
+    ).fetchall()
+    n = conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = %s", (family,)).fetchone()[0]
+    words = {w for (w,) in conn.execute("SELECT unnest(tsvector_to_array(to_tsvector('english', %s)))", (query,))}
+    tf: dict[str, dict[str, int]] = {}
+    for chunk, lexeme, count in rows:
+        tf.setdefault(chunk, {})[lexeme] = count
+    dl = {chunk: sum(terms.values()) for chunk, terms in tf.items()}
+    avgdl = sum(dl.values()) / n
+    df = {w: sum(1 for terms in tf.values() if w in terms) for w in words}
+    scores: dict[str, float] = {}
+    for chunk, terms in tf.items():
+        held = [w for w in words if w in terms]
+        if held:
+            scores[chunk] = sum(
+                math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5))
+                * terms[w] * (BM25_K1 + 1) / (terms[w] + BM25_K1 * (1 - BM25_B + BM25_B * dl[chunk] / avgdl))
+                for w in held
+            )  # fmt: skip
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+@pytest.mark.parametrize("query", ["copies files", "directories archive modes", "ssh host network", "files"])
+def test_scores_equal_bm25_computed_from_the_tsvectors(conn: Any, family: Any, query: str) -> None:
+    hits = fts_search(conn, family, query, k=10)
+    expected = reference(conn, "docs", query)
+    assert [h.chunk_id for h in hits] == [cid for cid, _ in expected]
+    assert [h.score for h in hits] == pytest.approx([s for _, s in expected], rel=1e-9)
+
+
+def test_a_query_of_exclusions_keeps_its_strict_meaning(conn: Any, family: Any) -> None:
+    hits = fts_search(conn, family, "-files", k=10)
+    assert {h.chunk_id for h in hits} == {"ssh"}  # every other chunk holds "files"
+    assert [h.score for h in hits] == [0.0]
+
+
+def postings_are_current(conn: Any) -> None:
+    stored = conn.execute(
+        "SELECT family, chunk_id, lexeme, tf, dl FROM ragstore.chunk_terms ORDER BY 1, 2, 3"
+    ).fetchall()
+    derived = conn.execute(
+        "SELECT c.family, c.chunk_id, t.lexeme, t.tf, t.dl FROM ragstore.chunks AS c "
+        "CROSS JOIN LATERAL ragstore.tsv_terms(c.tsv) AS t ORDER BY 1, 2, 3"
+    ).fetchall()
+    assert stored == derived
+    ledger = conn.execute(
+        "SELECT family, sum(delta), sum(tokens) FROM ragstore.family_chunk_deltas GROUP BY family "
+        "HAVING sum(delta) <> 0 OR sum(tokens) <> 0 ORDER BY family"
+    ).fetchall()
+    counted = conn.execute(
+        "SELECT family, count(*), sum(tf) FROM ragstore.chunk_terms WHERE lexeme = '' GROUP BY family ORDER BY family"
+    ).fetchall()
+    assert ledger == counted
+
+
+def test_postings_and_ledger_follow_inserts_text_changes_deletes_and_drop(conn: Any, family: Any) -> None:
+    postings_are_current(conn)
+    assert conn.execute("SELECT count(*) FROM ragstore.chunk_terms WHERE lexeme = ''").fetchone()[0] == len(TEXTS)
+    write(conn, family, {"mv": "mv moves files, mv moves directories, mv renames", "new": "brand new text"})
+    postings_are_current(conn)
+    assert [h.chunk_id for h in fts_search(conn, family, "renames", k=5)] == ["mv"]
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'rm'")
+    postings_are_current(conn)
+    other = families.create_family(conn, "other", OfflineBackend())
+    write(conn, other, {"z": "files everywhere"})
+    postings_are_current(conn)
+    families.drop_family(conn, "other")
+    postings_are_current(conn)
+    assert conn.execute("SELECT count(*) FROM ragstore.chunk_terms WHERE family = 'other'").fetchone()[0] == 0
+
+
+def test_0012_backfills_an_existing_database_and_downgrades(dsn: str, conn: Any, family: Any) -> None:
+    before = fts_search(conn, family, "copies files", k=10)
+    conn.commit()
+    migrate.downgrade(dsn, "0011")
+    assert conn.execute("SELECT to_regclass('ragstore.chunk_terms')").fetchone()[0] is None
+    old = conn.execute("SELECT chunk_id FROM ragstore.fts_search('docs', 'copies files', 10)").fetchall()
+    assert {cid for (cid,) in old} == {h.chunk_id for h in before}  # 0010's function is back and runs
+    conn.commit()
+    families.create_family(conn, "later", OfflineBackend())
+    write(conn, families.get_family(conn, "later"), {"x": "written while 0011 was the head"})
+    conn.commit()
+    migrate.upgrade(dsn)
+    postings_are_current(conn)
+    again = conn.execute("SELECT chunk_id, score FROM ragstore.fts_search('docs', 'copies files', 10)").fetchall()
+    assert [(cid, pytest.approx(s, rel=1e-9)) for cid, s in again] == [(h.chunk_id, h.score) for h in before]
