@@ -16,13 +16,15 @@ under ``$RAGSTORE_HOME``. Only the command line starts the embedded server on it
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 import psycopg
 from pydantic import ValidationError
@@ -32,6 +34,7 @@ from ragstore.caches import Caches
 from ragstore.db.connection import db_errors, mask_dsn, register_vector, statement_timeout
 from ragstore.errors import DatabaseUnavailable, InvalidInput
 from ragstore.ingest.records import ChunkRecord
+from ragstore.search.api import search as _api_search
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -47,9 +50,10 @@ if TYPE_CHECKING:
     from ragstore.memory.store import AddResult, ForgetResult
     from ragstore.migrate import MigrationResult
     from ragstore.search.recall import RecallReport
-    from ragstore.search.types import Hit
 
 Conn = psycopg.Connection[Any]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DEFAULT_POOL_SIZE = 10
 DEFAULT_APPLICATION_NAME = "ragstore"
@@ -83,6 +87,24 @@ def configure_connection(conn: Conn, timeout: str | None) -> None:
     register_vector(conn)
     if timeout is not None:
         conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
+
+
+def _pooled(fn: Callable[Concatenate[Conn, P], R]) -> Callable[Concatenate[Store, P], R]:
+    """``fn(conn, ...)`` as a Store method: the same arguments after ``conn``, run on a connection of the
+    pool with the Store's caches (unless the call passes its own ``caches``)."""
+
+    @functools.wraps(fn)
+    def method(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        cast(dict[str, Any], kwargs).setdefault("caches", self.caches)
+        with self.connection() as conn:
+            return fn(conn, *args, **kwargs)
+
+    # What help() and IDEs show: fn's parameters with ``self`` in place of ``conn``.
+    shown = inspect.signature(fn)
+    first = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    method.__signature__ = shown.replace(parameters=[first, *list(shown.parameters.values())[1:]])  # type: ignore[attr-defined]
+    method.__doc__ = f"On a connection of the Store's pool, with the Store's caches: {fn.__doc__}"
+    return cast("Callable[Concatenate[Store, P], R]", method)
 
 
 class Store:
@@ -299,49 +321,9 @@ class Store:
             close_sources(sources)
 
     # -- reading ----------------------------------------------------------------------------------
-    def search(
-        self,
-        family: str,
-        query: str | None = None,
-        *,
-        vector: Any = None,
-        k: int = 10,
-        mode: str = "auto",
-        min_score: float | None = None,
-        package: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        ef_search: int | None = None,
-        rerank: str | None = None,
-        mmr_lambda: float = 0.5,
-        fetch_k: int = 50,
-        backend: Backend | None = None,
-        **second_stage: Any,
-    ) -> list[Hit]:
-        """:func:`ragstore.search.api.search` on a pooled connection with the Store's caches: the same
-        arguments, modes, errors and guarantees (the top ``min(k, rows that match)`` hits). ``second_stage``
-        passes the hybrid fusion (``fusion``, ``alpha``), a cross reranker (``reranker``, ``rerank_depth``)
-        and ``hyde`` through."""
-        from ragstore.search.api import search
-
-        with self.connection() as conn:
-            return search(
-                conn,
-                family,
-                query,
-                vector=vector,
-                k=k,
-                mode=mode,
-                min_score=min_score,
-                package=package,
-                metadata=metadata,
-                ef_search=ef_search,
-                rerank=rerank,
-                mmr_lambda=mmr_lambda,
-                fetch_k=fetch_k,
-                backend=backend,
-                caches=self.caches,
-                **second_stage,
-            )
+    #: :func:`ragstore.search.api.search` on a pooled connection with the Store's caches: the same arguments
+    #: (after ``conn``), modes, errors and guarantees (the top ``min(k, rows that match)`` hits).
+    search = _pooled(_api_search)
 
     def check_recall(self, family: str, **options: Any) -> RecallReport:
         """HNSW recall@k against the exact top k on sampled queries (``ragstore check-recall``); options as

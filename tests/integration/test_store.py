@@ -207,3 +207,30 @@ def test_migrate_on_an_empty_database_then_search(empty_dsn: str) -> None:
         store.index(records(12), "docs")
         assert len(store.search("docs", vector=np.ones(fam.dim, dtype=np.float32), k=3)) == 3
         assert not store.migrate().changed
+
+
+def test_the_async_filter_estimate_is_one_round_trip(dsn: str, tmp_path: Any) -> None:
+    # libpq's trace of the client's messages: each round trip the client waits on ends with one Sync.
+    from psycopg import pq
+
+    from ragstore.caches import Caches
+    from ragstore.search.filters import make_filter
+    from ragstore.store_async import _estimate
+
+    async def run() -> list[str]:
+        async with AsyncStore(dsn, pool_size=1) as astore:
+            await astore.create_family("docs", "offline")
+            await astore.index(records(10), "docs")
+            fam = await astore.family("docs")
+            trace = tmp_path / "trace.txt"
+            async with astore.connection() as conn:
+                with trace.open("w") as out:
+                    conn.pgconn.trace(out.fileno())
+                    conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+                    estimate = await _estimate(conn, Caches(), fam, make_filter(None, {"lang": "fr"}))
+                    conn.pgconn.untrace()
+            assert estimate.rows > 0
+            return [line for line in trace.read_text().splitlines() if line.split("\t")[0] == "F"]
+
+    sent = asyncio.run(run())
+    assert sum(1 for line in sent if line.split("\t")[2:3] == ["Sync"]) == 1, sent
