@@ -533,13 +533,13 @@ def _text_modes(
         if tuning.floor is not None and query_vector is not None:
             # min_score means cosine in hybrid: each hit's cosine to the query (the vector leg's misses
             # included) against the floor; the hits keep their fused score and order.
-            cosines = _cosines(hits, query_vector)
+            cosines = hit_cosines(hits, query_vector)
             hits = [hit for hit, cos in zip(hits, cosines, strict=True) if cos >= tuning.floor]
             tuning.floored = True
     return hits
 
 
-def _cosines(hits: list[Hit], query_vector: npt.NDArray[np.float32]) -> list[float]:
+def hit_cosines(hits: list[Hit], query_vector: npt.NDArray[np.float32]) -> list[float]:
     """Each hit's cosine to the query (0 for a hit without a vector or a zero query)."""
     if not hits or not np.any(query_vector) or any(hit.vector is None for hit in hits):
         return [0.0] * len(hits)

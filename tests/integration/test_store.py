@@ -234,3 +234,27 @@ def test_the_async_filter_estimate_is_one_round_trip(dsn: str, tmp_path: Any) ->
 
     sent = asyncio.run(run())
     assert sum(1 for line in sent if line.split("\t")[2:3] == ["Sync"]) == 1, sent
+
+
+def test_a_reindex_through_store_index_is_skipped_by_its_bytes(store: Any) -> None:
+    # index() goes through the one pass of `ragstore index`: each record is hashed as its JSON line, the
+    # hash stored with the chunk, and a re-index of the same records is all unchanged without parsing.
+    fam = store.create_family("docs", "offline")
+    rows = records(12)
+    rows[3] = {**rows[3], "vector": np.linspace(-1, 1, fam.dim).astype(np.float32)}  # numpy is JSON here too
+    first = store.index(rows, "docs")
+    assert (first.inserted, first.unchanged) == (12, 0)
+    with store.connection() if isinstance(store, Store) else _sync_connection(store) as conn:
+        hashed = conn.execute(
+            "SELECT count(*) FROM ragstore.chunks WHERE family = 'docs' AND source_sha256 IS NOT NULL"
+        ).fetchone()
+    assert hashed == (12,)
+    again = store.index(list(rows), "docs")
+    assert (again.inserted, again.updated, again.unchanged, again.embedded) == (0, 0, 12, 0)
+    rows[5] = {**rows[5], "text": "a new text"}
+    changed = store.index(rows, "docs")
+    assert (changed.updated, changed.unchanged) == (1, 11)
+
+
+def _sync_connection(store: Any) -> Any:
+    return store.store.connection()
