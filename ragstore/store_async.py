@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 AConn = psycopg.AsyncConnection[Any]
 P = ParamSpec("P")
 R = TypeVar("R")
-# The arguments of a search that take it off the event loop when given (a second stage, its own caches).
+# The arguments of a search that take it off the event loop when given: a second stage (MMR, a cross
+# reranker, HyDE) or a fusion override, which the synchronous implementation runs in a worker thread.
 _SECOND_STAGE = ("rerank", "fusion", "alpha", "reranker", "rerank_depth", "hyde")
 
 
