@@ -176,7 +176,12 @@ def main() -> None:
                     rows_again = worker.ask(cmd="count")["rows"]
                     results[peer] = {"ingest": first, "rows": rows_first, "reingest": again, "rows_again": rows_again}
                     results[peer].update({f: {"ms": [], "recall": [], "hits": []} for f in FILTERS})
-                    print(f"{peer}: loaded {rows_first} rows in {first:.1f}s", file=sys.stderr)
+                    print(  # as soon as known: a run stopped later still leaves its loads on record
+                        f"{peer}: loaded {rows_first:,} rows in {first:.1f}s, re-ingest {again:.1f}s, "
+                        f"{rows_again:,} rows after it",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 for q in range(args.queries):  # interleaved: the same query on every store in turn
                     for f in FILTERS:
                         order = peers[q % len(peers) :] + peers[: q % len(peers)]

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 import psycopg
 
@@ -45,6 +46,25 @@ if TYPE_CHECKING:
     from ragstore.search.types import Hit
 
 AConn = psycopg.AsyncConnection[Any]
+P = ParamSpec("P")
+R = TypeVar("R")
+# The arguments of a search that take it off the event loop when given: a second stage (MMR, a cross
+# reranker, HyDE) or a fusion override, which the synchronous implementation runs in a worker thread.
+_SECOND_STAGE = ("rerank", "fusion", "alpha", "reranker", "rerank_depth", "hyde")
+
+
+def _coroutine_of(
+    model: Callable[Concatenate[Store, P], R],
+) -> Callable[[Callable[..., Awaitable[R]]], Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, R]]]:
+    """Give the decorated coroutine method ``model``'s parameters (for type checkers, help() and IDEs) and
+    say in its docstring that it is ``model`` as a coroutine: the arguments are defined once, in ``model``."""
+
+    def decorate(fn: Callable[..., Awaitable[R]]) -> Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, R]]:
+        fn.__signature__ = inspect.signature(model)  # type: ignore[attr-defined]
+        fn.__doc__ = f":meth:`Store.{model.__name__}` as a coroutine (the same arguments, results and errors)."
+        return cast("Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, R]]", fn)
+
+    return decorate
 
 
 class AsyncStore:
@@ -218,66 +238,29 @@ class AsyncStore:
         return AsyncMemory(self)
 
     # -- search ----------------------------------------------------------------------------------
-    async def search(
-        self,
-        family: str,
-        query: str | None = None,
-        *,
-        vector: Any = None,
-        k: int = 10,
-        mode: str = "auto",
-        min_score: float | None = None,
-        package: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        ef_search: int | None = None,
-        rerank: str | None = None,
-        mmr_lambda: float = 0.5,
-        fetch_k: int = 50,
-        backend: Backend | None = None,
-        **second_stage: Any,
-    ) -> list[Hit]:
-        """:meth:`Store.search` as a coroutine (the same arguments, hits and errors)."""
+    @_coroutine_of(Store.search)
+    async def search(self, family: str, query: str | None = None, **options: Any) -> list[Hit]:
         from ragstore.search import api
 
-        options: dict[str, Any] = {
-            "vector": vector,
-            "k": k,
-            "mode": mode,
-            "min_score": min_score,
-            "package": package,
-            "metadata": metadata,
-            "ef_search": ef_search,
-            "rerank": rerank,
-            "mmr_lambda": mmr_lambda,
-            "fetch_k": fetch_k,
-            "backend": backend,
-        }
-        native = not second_stage and rerank is None and (mode == "hnsw" or (mode == "auto" and query is None))
-        if not native:
-            return await asyncio.to_thread(self.store.search, family, query, **options, **second_stage)
-        request = api.check_request(
-            query=query,
-            k=k,
-            mode=mode,
-            min_score=min_score,
-            package=package,
-            metadata=metadata,
-            ef_search=ef_search,
-            rerank=rerank,
-            fetch_k=fetch_k,
-            mmr_lambda=mmr_lambda,
+        chosen = api.search_options(options)
+        mode, caches = chosen["mode"], chosen["caches"] or self.store.caches
+        native = all(chosen[name] == api.SEARCH_DEFAULTS[name] for name in _SECOND_STAGE) and (
+            mode == "hnsw" or (mode == "auto" and query is None)
         )
-        caches = self.store.caches
+        if not native:
+            return await asyncio.to_thread(self.store.search, family, query, **options)
+        request = api.check_options(query, chosen)
+        vector, backend = chosen["vector"], chosen["backend"]
         async with self.connection() as conn:
             try:
-                hits = await self._hnsw(conn, family, query, vector, backend, request, fresh=False)
+                hits = await self._hnsw(conn, caches, family, query, vector, backend, request, fresh=False)
             except RagstoreError as exc:
                 from ragstore.search import vector as _vector
 
                 if not _vector.stale_family_error(exc):
                     raise
                 caches.forget_family(family)
-                hits = await self._hnsw(conn, family, query, vector, backend, request, fresh=True)
+                hits = await self._hnsw(conn, caches, family, query, vector, backend, request, fresh=True)
         if request.floor is not None:
             hits = [hit for hit in hits if hit.score >= request.floor]
         return hits[: request.k]
@@ -285,6 +268,7 @@ class AsyncStore:
     async def _hnsw(
         self,
         conn: AConn,
+        caches: Caches,
         name: str,
         query: str | None,
         vector: Any,
@@ -299,7 +283,6 @@ class AsyncStore:
         from ragstore.search import vector as _vector
         from ragstore.search.filters import check_query_vector
 
-        caches = self.store.caches
         fam = None if (fresh or query is not None) else caches.family(name)
         if fam is None:
             fam = await _fresh_family(conn, caches, name)
@@ -342,7 +325,7 @@ class AsyncStore:
             hits = [_vector.row_to_hit(row) for row in rows]
         if not hits and not flt.active and not fresh:
             # an empty family, or one re-created since it was remembered: read it again to be sure
-            return await self._hnsw(conn, name, None, q, None, request, fresh=True)
+            return await self._hnsw(conn, caches, name, None, q, None, request, fresh=True)
         return hits
 
 
@@ -381,6 +364,29 @@ async def _rows(conn: AConn, statement: Any, params: dict[str, Any]) -> list[tup
         return await cur.fetchall()
 
 
+async def _pipelined(conn: AConn, statements: Sequence[tuple[Any, dict[str, Any]]]) -> list[list[tuple[Any, ...]]]:
+    """Read-only ``statements`` in ONE round trip (a pipeline: in autocommit they share one implicit
+    transaction, ended by its sync), the rows of each; the mapped RagstoreError of a failing one."""
+    from ragstore.db.connection import map_db_error
+
+    # As in ragstore.db.connection.run_isolated: an error raised inside the pipeline block is kept and the
+    # block ends normally (psycopg would otherwise log "error ignored terminating" on the exit's sync).
+    first: psycopg.Error | None = None
+    cursors: list[psycopg.AsyncCursor[Any]] = []
+    try:
+        async with conn.pipeline():
+            try:
+                for statement, params in statements:
+                    cursors.append(await conn.execute(statement, params))
+            except psycopg.Error as exc:
+                first = exc
+        if first is None:
+            return [await cur.fetchall() for cur in cursors]
+    except psycopg.Error as exc:
+        first = first or exc
+    map_db_error(first)
+
+
 async def _fresh_family(conn: AConn, caches: Caches, name: str) -> Family:
     from ragstore.db.connection import db_errors
     from ragstore.db.sqlfiles import query as sql_query
@@ -407,9 +413,7 @@ async def _estimate(conn: AConn, caches: Caches, fam: Family, flt: Filter) -> Ro
         hit = caches.estimate(key)
         if hit is not None:
             return hit
-    (explain, explain_params), (total_sql, total_params) = filters.estimate_statements(fam, flt)
-    plan_rows = await _rows(conn, explain, explain_params)
-    total_rows = await _rows(conn, total_sql, total_params)
+    plan_rows, total_rows = await _pipelined(conn, filters.estimate_statements(fam, flt))
     estimate = filters.read_estimate(plan_rows, total_rows)
     if key is not None:
         caches.remember_estimate(key, estimate)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -27,6 +27,9 @@ from ragstore.common.jsonl import read_lines
 from ragstore.errors import InvalidInput, NotFound
 from ragstore.ingest.chunker import MAX_CHARS, chunk_text
 from ragstore.ingest.records import ChunkRecord
+
+if TYPE_CHECKING:
+    from ragstore.ingest.fast import RawLine
 
 DOCUMENT_SUFFIXES = (".txt", ".md", ".markdown")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -75,20 +78,23 @@ class Source:
     skipped: list[Skipped] = field(default_factory=list)
     #: For a Parquet source (``kind="parquet"``): record field -> column name (see ragstore.ingest.columnar).
     columns: dict[str, str] = field(default_factory=dict)
+    #: For records a program passes (``kind="records"``, ``path`` None): each one's JSON line, read once by
+    #: the one pass of :func:`ragstore.ingest.run.index_sources` as a JSONL file's lines are.
+    lines: Iterable[RawLine] | None = None
 
     @property
     def is_folder(self) -> bool:
         return self.kind == "folder"
 
     def records(self) -> Iterator[tuple[str, ChunkRecord]]:
+        if self.kind in ("parquet", "npy", "records"):
+            raise InvalidInput(f"{self.label}: a {self.kind} source is read by index_sources (ragstore index)")
         assert self.path is not None
         self.skipped.clear()  # every pass over the source finds the same files again
         if self.kind == "folder":
             return read_folder(self.path, skipped=self.skipped, skip_bad_files=self.skip_bad_files)
         if self.kind == "document":
             return read_document(self.path, skipped=self.skipped, skip_bad_files=self.skip_bad_files)
-        if self.kind in ("parquet", "npy"):
-            raise InvalidInput(f"{self.label}: a {self.kind} source is read by index_sources (ragstore index)")
         return read_jsonl(self.path, label=self.label)
 
 

@@ -129,7 +129,9 @@ def index_sources(
     with Spool() as spool:
         one = OnePass(conn, family, config, spool, check_text=fts_size_check(conn, config), batch=batch_size)
         for source in sources:
-            if source.kind in ("jsonl", "stdin") and source.path is not None:
+            if source.lines is not None:
+                one.jsonl(source.lines)
+            elif source.kind in ("jsonl", "stdin") and source.path is not None:
                 one.jsonl(raw_lines(source.path, source.label))
             elif source.kind in COLUMNAR_KINDS:
                 read_columnar(source, one)

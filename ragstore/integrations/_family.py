@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import psycopg
-from pydantic import ValidationError
 
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
@@ -22,11 +21,10 @@ from ragstore.embed.base import Matrix
 from ragstore.embed.external import NAME as EXTERNAL
 from ragstore.errors import Conflict, InvalidInput, NotFound
 from ragstore.families import Family, check_name
-from ragstore.ingest.readers import describe_validation_error
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import IndexReport
 from ragstore.search.types import Hit
-from ragstore.store import Store
+from ragstore.store import Store, record_from
 
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")
@@ -81,6 +79,17 @@ class Item:
     vector: list[float]
 
 
+class FamilyAdapter:
+    """What both framework adapters expose of their :class:`FamilyClient` (kept in ``_client``)."""
+
+    if TYPE_CHECKING:
+        _client: FamilyClient
+
+    def drop(self) -> None:
+        """Remove the family and everything in it."""
+        self._client.drop()
+
+
 class FamilyClient:
     """One family of externally computed vectors, on a :class:`~ragstore.Store` (see the module docstring)."""
 
@@ -123,17 +132,8 @@ class FamilyClient:
             where = f"item #{i} (id {item.chunk_id!r})"
             if not isinstance(item.text, str) or not item.text.strip():
                 raise InvalidInput(f"{where}: the text is empty; ragstore indexes no blank text")
-            try:
-                record = ChunkRecord(
-                    chunk_id=item.chunk_id,
-                    package_path=item.package_path,
-                    text=item.text,
-                    metadata=item.metadata,
-                    vector=item.vector,
-                )
-            except ValidationError as exc:
-                raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
-            records.append(record)
+            record = {"chunk_id": item.chunk_id, "package_path": item.package_path, "text": item.text}
+            records.append(record_from(record | {"metadata": item.metadata, "vector": item.vector}, where))
         last = {record.chunk_id: i for i, record in enumerate(records)}
         # The last of several items with one id wins, as a dict update would.
         records = [record for i, record in enumerate(records) if last[record.chunk_id] == i]

@@ -20,13 +20,16 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore
 
 from ragstore.common.closing import Closing
 from ragstore.errors import InvalidInput
-from ragstore.integrations._family import FamilyClient, Item, as_matrix, model_name
+from ragstore.integrations._family import FamilyAdapter, FamilyClient, Item, as_matrix, model_name
+from ragstore.search.api import hit_cosines
 from ragstore.search.types import Hit
 from ragstore.store import Store
 
@@ -34,7 +37,7 @@ SEARCH_TYPES = ("similarity", "hybrid")
 DEFAULT_FAMILY = "langchain"
 
 
-class RagstoreVectorStore(Closing, VectorStore):
+class RagstoreVectorStore(Closing, FamilyAdapter, VectorStore):
     """A LangChain ``VectorStore`` on one ragstore family (see the module docstring)."""
 
     def __init__(
@@ -61,10 +64,6 @@ class RagstoreVectorStore(Closing, VectorStore):
     @property
     def family(self) -> str:
         return self._client.name
-
-    def drop(self) -> None:
-        """Remove the family and everything in it."""
-        self._client.drop()
 
     def close(self) -> None:
         """Close the connection pool this vector store opened (a ``store=`` passed in stays open)."""
@@ -139,16 +138,37 @@ class RagstoreVectorStore(Closing, VectorStore):
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """The ``k`` nearest documents with their score: cosine similarity (``search_type="similarity"``) or
-        the fused rank score (``"hybrid"``); higher is better either way."""
+        the fused score (``"hybrid"``, whose scale depends on the family's fusion); higher is better either
+        way. :meth:`similarity_search_with_relevance_scores` gives one measure for both."""
+        return [(_document(hit), hit.score) for hit, _ in self._scored(query, k, filter, kwargs)]
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Relevance in ``[0, 1]`` for both search types: the document's cosine similarity to the query, a
+        negative one as 0 (``score_threshold`` compares with it). A hybrid search keeps its fused order."""
+        relevance = self._select_relevance_score_fn()
+        hits = self._scored(query, k, kwargs.pop("filter", None), kwargs)
+        return [(_document(hit), relevance(cosine)) for hit, cosine in hits]
+
+    async def _asimilarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        return await run_in_executor(None, self._similarity_search_with_relevance_scores, query, k, **kwargs)
+
+    def _scored(
+        self, query: str, k: int, filter: dict[str, Any] | None, kwargs: dict[str, Any]
+    ) -> list[tuple[Hit, float]]:
+        """The hits of the search ``kwargs`` name, each with its cosine similarity to the query."""
         search_type = _check_search_type(kwargs.pop("search_type", self.search_type))
-        if search_type == "hybrid":
-            hits = self._client.search(
-                query, mode="hybrid", backend=self._query_backend(), k=k, metadata=filter, **_options(kwargs)
-            )
-        else:
-            vector = self._embedding.embed_query(query)
+        vector = self._embedding.embed_query(query)
+        if search_type == "similarity":
             hits = self._client.search(vector=vector, k=k, metadata=filter, **_options(kwargs))
-        return [(_document(hit), hit.score) for hit in hits]
+            return [(hit, hit.score) for hit in hits]
+        hits = self._client.search(
+            query, mode="hybrid", backend=self._query_backend(vector), k=k, metadata=filter, **_options(kwargs)
+        )
+        return list(zip(hits, hit_cosines(hits, np.asarray(vector, dtype=np.float32)), strict=True))
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
@@ -204,17 +224,18 @@ class RagstoreVectorStore(Closing, VectorStore):
         return [_document(hit) for hit in hits]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        # Scores are cosine similarities already (1 is the same direction); 0 and below is unrelated.
+        # A cosine similarity (1 is the same direction) as a relevance: 0 and below is unrelated.
         return lambda score: max(0.0, min(1.0, score))
 
-    def _query_backend(self) -> Any:
+    def _query_backend(self, vector: list[float] | None = None) -> Any:
+        """The backend a text query of a hybrid search is embedded with: the application's model, or the
+        ``vector`` it already made for this query."""
         from ragstore.integrations._family import CallableBackend
 
-        return CallableBackend(
-            self._client.model,
-            self._client.dim,
-            lambda texts: [self._embedding.embed_query(text) for text in texts],
-        )
+        def embed(texts: list[str]) -> list[list[float]]:
+            return [vector if vector is not None else self._embedding.embed_query(text) for text in texts]
+
+        return CallableBackend(self._client.model, self._client.dim, embed)
 
 
 def _check_search_type(value: Any) -> str:

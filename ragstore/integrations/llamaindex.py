@@ -35,7 +35,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from ragstore.errors import InvalidInput
-from ragstore.integrations._family import CallableBackend, FamilyClient, Item, as_matrix, model_name
+from ragstore.integrations._family import CallableBackend, FamilyAdapter, FamilyClient, Item, as_matrix, model_name
 from ragstore.store import Store
 
 DEFAULT_FAMILY = "llamaindex"
@@ -51,7 +51,7 @@ _COMPARE = {
 }
 
 
-class RagstoreVectorStore(BasePydanticVectorStore):
+class RagstoreVectorStore(FamilyAdapter, BasePydanticVectorStore):
     """A LlamaIndex vector store on one ragstore family (see the module docstring)."""
 
     stores_text: bool = True
@@ -93,10 +93,6 @@ class RagstoreVectorStore(BasePydanticVectorStore):
     def close(self) -> None:
         """Close the connection pool this vector store opened (a ``store=`` passed in stays open)."""
         self._client.close()
-
-    def drop(self) -> None:
-        """Remove the family and everything in it."""
-        self._client.drop()
 
     # --- writing ---------------------------------------------------------------------------------------
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:

@@ -36,6 +36,7 @@ family with a semantic backend, ``fts`` for the offline fingerprint, ``hnsw`` fo
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,7 @@ from ragstore.search.mmr import mmr
 from ragstore.search.rerank import DEFAULT_DEPTH, Reranker, cross_rerank
 from ragstore.search.types import Hit
 
-__all__ = ["MAX_K", "MODES", "RERANKS", "default_mode", "fresh_family", "run_vector", "search"]
+__all__ = ["MAX_K", "MODES", "RERANKS", "default_mode", "fresh_family", "run_vector", "search", "search_options"]
 
 if TYPE_CHECKING:
     from ragstore.search.hyde import Hyde
@@ -160,6 +161,27 @@ def search(
     return hits[:k]
 
 
+# search()'s keyword arguments and their defaults, read from its signature: what the Store and AsyncStore
+# methods take and pass on, so that the arguments are defined once (here, in search()).
+SEARCH_DEFAULTS: dict[str, Any] = {
+    name: p.default for name, p in inspect.signature(search).parameters.items() if p.kind is p.KEYWORD_ONLY
+}
+
+
+def search_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Every keyword argument of :func:`search`, ``options`` over the defaults; TypeError names an
+    argument search() does not take (as a call to search() would)."""
+    for name in options:
+        if name not in SEARCH_DEFAULTS:
+            raise TypeError(f"search() got an unexpected keyword argument {name!r}")
+    return {**SEARCH_DEFAULTS, **options}
+
+
+def check_options(query: str | None, options: dict[str, Any]) -> Request:
+    """:func:`check_request` on the arguments of a search given as :func:`search_options` returns them."""
+    return check_request(query=query, **{name: options[name] for name in _CHECKED})
+
+
 @dataclass(frozen=True)
 class Request:
     """A search's checked arguments: ``k``, the ``min_score`` floor, the filter, and ``want`` (the hits
@@ -222,6 +244,9 @@ def check_request(
         if mode not in ("auto", "hybrid"):
             raise InvalidInput(f"fusion and alpha apply to the hybrid mode, not to mode {mode!r}")
     return Request(k, floor, flt, want, ef_search)
+
+
+_CHECKED = [name for name in inspect.signature(check_request).parameters if name != "query"]
 
 
 class _Tuning:
@@ -510,13 +535,13 @@ def _text_modes(
         if tuning.floor is not None and query_vector is not None:
             # min_score means cosine in hybrid: each hit's cosine to the query as the statement computed it
             # (the vector leg's misses included) against the floor; the hits keep their fused score and order.
-            cosines = _cosines(hits, query_vector)
+            cosines = hit_cosines(hits, query_vector)
             hits = [hit for hit, cos in zip(hits, cosines, strict=True) if cos >= tuning.floor]
             tuning.floored = True
     return hits
 
 
-def _cosines(hits: list[Hit], query_vector: npt.NDArray[np.float32]) -> list[float]:
+def hit_cosines(hits: list[Hit], query_vector: npt.NDArray[np.float32]) -> list[float]:
     """Each hit's cosine to the query: the hybrid statement's (``Hit.cosine``), else computed from the
     hits' vectors (0 for a hit without a vector or a zero query)."""
     if all(hit.cosine is not None for hit in hits):

@@ -22,7 +22,9 @@ CREATE INDEX IF NOT EXISTS {package_index} ON ragstore.{table} (package_path tex
 -- name: create_metadata_index
 -- The chunks' metadata is copied beside the vectors (the writer keeps it equal to ragstore.chunks.metadata)
 -- so that a metadata filter reads the family table alone, through this index, as a package filter does.
+-- fastupdate off: no pending list, which every filtered search would read whole before the index.
 CREATE INDEX IF NOT EXISTS {metadata_index} ON ragstore.{table} USING gin (metadata jsonb_path_ops)
+    WITH (fastupdate = off)
 
 -- name: create_hnsw_index
 CREATE INDEX IF NOT EXISTS {hnsw_index} ON ragstore.{table} USING hnsw (embedding {opclass})

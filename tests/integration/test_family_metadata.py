@@ -103,3 +103,37 @@ def test_migration_0009_copies_the_metadata_of_existing_families(empty_dsn):
             (fam.table,),
         ).fetchall()
         assert ("metadata",) not in columns
+
+
+def _fastupdate(conn: psycopg.Connection, index: str) -> list[str]:
+    row = conn.execute(
+        "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = format('ragstore.%%I', %s::text)::regclass",
+        (index,),
+    ).fetchone()
+    assert row is not None
+    return [o for o in row[0] if o.startswith("fastupdate")]
+
+
+def test_the_metadata_index_keeps_no_pending_list(conn):
+    # A GIN pending list is read whole by every metadata-filtered search until VACUUM merges it.
+    fam = families.create_family(conn, "docs", OfflineBackend())
+    assert _fastupdate(conn, fam.metadata_index) == ["fastupdate=off"]
+
+
+def test_migration_0013_turns_the_pending_list_off_for_existing_families(empty_dsn):
+    migrate.upgrade(empty_dsn, "0011")
+    with connect(empty_dsn) as conn:
+        fam = families.create_family(conn, "docs", OfflineBackend())
+        # The index as revision 0011 made it: GIN's default, a pending list.
+        conn.execute(sql.SQL("ALTER INDEX ragstore.{} RESET (fastupdate)").format(sql.Identifier(fam.metadata_index)))
+        conn.commit()
+        write_records(conn, fam, OfflineBackend(), rows(4))
+        assert _fastupdate(conn, fam.metadata_index) == []
+    migrate.upgrade(empty_dsn)
+    with connect(empty_dsn) as conn:
+        assert _fastupdate(conn, fam.metadata_index) == ["fastupdate=off"]
+        hits = search(conn, "docs", vector=np.ones(fam.dim, dtype=np.float32), k=10, metadata={"i": 3})
+        assert [h.chunk_id for h in hits] == ["c03"]
+    migrate.downgrade(empty_dsn, "0011")
+    with connect(empty_dsn) as conn:
+        assert _fastupdate(conn, fam.metadata_index) == []

@@ -207,3 +207,54 @@ def test_migrate_on_an_empty_database_then_search(empty_dsn: str) -> None:
         store.index(records(12), "docs")
         assert len(store.search("docs", vector=np.ones(fam.dim, dtype=np.float32), k=3)) == 3
         assert not store.migrate().changed
+
+
+def test_the_async_filter_estimate_is_one_round_trip(dsn: str, tmp_path: Any) -> None:
+    # libpq's trace of the client's messages: each round trip the client waits on ends with one Sync.
+    from psycopg import pq
+
+    from ragstore.caches import Caches
+    from ragstore.search.filters import make_filter
+    from ragstore.store_async import _estimate
+
+    async def run() -> list[str]:
+        async with AsyncStore(dsn, pool_size=1) as astore:
+            await astore.create_family("docs", "offline")
+            await astore.index(records(10), "docs")
+            fam = await astore.family("docs")
+            trace = tmp_path / "trace.txt"
+            async with astore.connection() as conn:
+                with trace.open("w") as out:
+                    conn.pgconn.trace(out.fileno())
+                    conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+                    estimate = await _estimate(conn, Caches(), fam, make_filter(None, {"lang": "fr"}))
+                    conn.pgconn.untrace()
+            assert estimate.rows > 0
+            return [line for line in trace.read_text().splitlines() if line.split("\t")[0] == "F"]
+
+    sent = asyncio.run(run())
+    assert sum(1 for line in sent if line.split("\t")[2:3] == ["Sync"]) == 1, sent
+
+
+def test_a_reindex_through_store_index_is_skipped_by_its_bytes(store: Any) -> None:
+    # index() goes through the one pass of `ragstore index`: each record is hashed as its JSON line, the
+    # hash stored with the chunk, and a re-index of the same records is all unchanged without parsing.
+    fam = store.create_family("docs", "offline")
+    rows = records(12)
+    rows[3] = {**rows[3], "vector": np.linspace(-1, 1, fam.dim).astype(np.float32)}  # numpy is JSON here too
+    first = store.index(rows, "docs")
+    assert (first.inserted, first.unchanged) == (12, 0)
+    with store.connection() if isinstance(store, Store) else _sync_connection(store) as conn:
+        hashed = conn.execute(
+            "SELECT count(*) FROM ragstore.chunks WHERE family = 'docs' AND source_sha256 IS NOT NULL"
+        ).fetchone()
+    assert hashed == (12,)
+    again = store.index(list(rows), "docs")
+    assert (again.inserted, again.updated, again.unchanged, again.embedded) == (0, 0, 12, 0)
+    rows[5] = {**rows[5], "text": "a new text"}
+    changed = store.index(rows, "docs")
+    assert (changed.updated, changed.unchanged) == (1, 11)
+
+
+def _sync_connection(store: Any) -> Any:
+    return store.store.connection()

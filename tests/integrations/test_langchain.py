@@ -147,3 +147,28 @@ async def test_async_search_and_filters(store):
     assert sorted(d.metadata["n"] for d in found) == [0, 1, 2, 3]
     mmr = await store.amax_marginal_relevance_search("document", k=3)
     assert len(mmr) == 3
+
+
+def _cosine(a, b):
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("search_type", ["similarity", "hybrid"])
+def test_relevance_scores_are_the_cosine_to_the_query_in_both_search_types(store, search_type):
+    # A relevance score is the document's cosine similarity to the query, below 0 as 0: in hybrid too,
+    # where the fused score (RRF: below 0.04) has no fixed scale and would say nothing clamped to [0, 1].
+    texts = [d.page_content for d in docs(12)]
+    store.add_texts(texts, ids=[f"id{i}" for i in range(12)])
+    query = "document 4 about birds"
+    q = store.embeddings.embed_query(query)
+    got = store.similarity_search_with_relevance_scores(query, k=5, search_type=search_type)
+    assert len(got) == 5
+    for doc, relevance in got:
+        assert relevance == pytest.approx(
+            max(0.0, _cosine(store.embeddings.embed_query(doc.page_content), q)), abs=1e-5
+        )
+    kept = store.similarity_search_with_relevance_scores(query, k=5, search_type=search_type, score_threshold=0.5)
+    assert all(relevance >= 0.5 for _, relevance in kept)
