@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from ragstore import config
 from ragstore.caches import Caches
 from ragstore.common.closing import Closing
-from ragstore.db.connection import db_errors, mask_dsn, register_vector, statement_timeout
+from ragstore.db.connection import mask_dsn, register_vector, statement_timeout
 from ragstore.errors import DatabaseUnavailable, InvalidInput
 from ragstore.ingest.records import ChunkRecord
 from ragstore.search.api import search as _api_search

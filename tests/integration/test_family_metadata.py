@@ -121,10 +121,10 @@ def test_the_metadata_index_keeps_no_pending_list(conn):
 
 
 def test_migration_0013_turns_the_pending_list_off_for_existing_families(empty_dsn):
-    migrate.upgrade(empty_dsn, "0011")
+    migrate.upgrade(empty_dsn, "0012")
     with connect(empty_dsn) as conn:
         fam = families.create_family(conn, "docs", OfflineBackend())
-        # The index as revision 0011 made it: GIN's default, a pending list.
+        # The index as revision 0012 made it: GIN's default, a pending list.
         conn.execute(sql.SQL("ALTER INDEX ragstore.{} RESET (fastupdate)").format(sql.Identifier(fam.metadata_index)))
         conn.commit()
         write_records(conn, fam, OfflineBackend(), rows(4))
@@ -134,6 +134,6 @@ def test_migration_0013_turns_the_pending_list_off_for_existing_families(empty_d
         assert _fastupdate(conn, fam.metadata_index) == ["fastupdate=off"]
         hits = search(conn, "docs", vector=np.ones(fam.dim, dtype=np.float32), k=10, metadata={"i": 3})
         assert [h.chunk_id for h in hits] == ["c03"]
-    migrate.downgrade(empty_dsn, "0011")
+    migrate.downgrade(empty_dsn, "0012")
     with connect(empty_dsn) as conn:
         assert _fastupdate(conn, fam.metadata_index) == []
