@@ -20,9 +20,10 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack, cast
 
 import psycopg
 from pydantic import ValidationError
@@ -82,6 +83,40 @@ def check_pool_sizes(pool_size: int, min_size: int) -> None:
         raise InvalidInput(f"min_size must be between 0 and pool_size ({pool_size}), got {min_size}")
 
 
+class PoolOptions(TypedDict, total=False):
+    """The keyword options of :class:`Store` and :class:`~ragstore.AsyncStore` (defaults: :class:`PoolSettings`)."""
+
+    pool_size: int
+    min_size: int
+    timeout: float
+    application_name: str
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """A pool's settings, checked when made: at most ``pool_size`` connections, ``min_size`` kept open,
+    ``timeout`` seconds to wait for a free connection (and for the first one when the pool opens), and the
+    ``application_name`` its connections show in ``pg_stat_activity``."""
+
+    pool_size: int = DEFAULT_POOL_SIZE
+    min_size: int = 1
+    timeout: float = 30.0
+    application_name: str = DEFAULT_APPLICATION_NAME
+
+    def __post_init__(self) -> None:
+        check_pool_sizes(self.pool_size, self.min_size)
+        object.__setattr__(self, "timeout", float(self.timeout))
+
+    def pool_kwargs(self) -> dict[str, Any]:
+        """The psycopg_pool arguments these settings make (the same for the sync and the async pool)."""
+        return {
+            "min_size": self.min_size,
+            "max_size": self.pool_size,
+            "timeout": self.timeout,
+            "kwargs": {"autocommit": True, "application_name": self.application_name, "connect_timeout": 10},
+        }
+
+
 def configure_connection(conn: Conn, timeout: str | None) -> None:
     """What every pooled connection gets when opened: pgvector's types (when the extension exists) and
     the statement timeout, as :func:`ragstore.db.connection.connect` applies them."""
@@ -117,41 +152,27 @@ def _pooled(fn: Callable[Concatenate[Conn, P], R]) -> Callable[Concatenate[Store
 class Store(Closing):
     """ragstore on a pool of at most ``pool_size`` connections; see the module docstring.
 
-    ``Store(dsn=None, *, pool_size=10, min_size=1, timeout=30.0, application_name="ragstore")``:
-    ``timeout`` is how long a call waits for a free connection (DatabaseUnavailable after it) and for the
-    first connection when the Store opens. Use it as a context manager, or call :meth:`close`.
+    ``Store(dsn=None, *, pool_size=10, min_size=1, timeout=30.0, application_name="ragstore")``: the
+    options and their defaults are :class:`PoolSettings`'s; ``timeout`` is how long a call waits for a free
+    connection (DatabaseUnavailable after it) and for the first connection when the Store opens. Use it as
+    a context manager, or call :meth:`close`.
     """
 
-    def __init__(
-        self,
-        dsn: str | None = None,
-        *,
-        pool_size: int = DEFAULT_POOL_SIZE,
-        min_size: int = 1,
-        timeout: float = 30.0,
-        application_name: str = DEFAULT_APPLICATION_NAME,
-    ) -> None:
+    def __init__(self, dsn: str | None = None, **options: Unpack[PoolOptions]) -> None:
         from psycopg_pool import ConnectionPool, PoolTimeout
 
-        check_pool_sizes(pool_size, min_size)
+        settings = PoolSettings(**options)
         self.dsn = _dsn_or_refuse(dsn)
-        self.pool_size = pool_size
+        self.pool_size = settings.pool_size
         self.caches = Caches()
-        self._timeout = float(timeout)
+        self._timeout = settings.timeout
         statement_timeout_ms = statement_timeout()  # a malformed setting fails here, before any connection
 
         def configure(conn: Conn) -> None:
             configure_connection(conn, statement_timeout_ms)
 
         self._pool: ConnectionPool[Conn] = ConnectionPool(
-            self.dsn,
-            min_size=min_size,
-            max_size=pool_size,
-            kwargs={"autocommit": True, "application_name": application_name, "connect_timeout": 10},
-            configure=configure,
-            timeout=self._timeout,
-            open=False,
-            name=application_name,
+            self.dsn, configure=configure, open=False, name=settings.application_name, **settings.pool_kwargs()
         )
         try:
             self._pool.open(wait=True, timeout=self._timeout)

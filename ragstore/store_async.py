@@ -22,12 +22,12 @@ import contextlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, cast
 
 import psycopg
 
-from ragstore.errors import DatabaseUnavailable, RagstoreError
-from ragstore.store import DEFAULT_APPLICATION_NAME, DEFAULT_POOL_SIZE, Store, check_pool_sizes
+from ragstore.errors import DatabaseUnavailable, InvalidInput, RagstoreError
+from ragstore.store import PoolOptions, PoolSettings, Store
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -71,26 +71,22 @@ class AsyncStore:
     """ragstore on an asyncio connection pool; see the module docstring. Use ``async with`` (or
     ``await store.open()`` then ``await store.close()``)."""
 
-    def __init__(
-        self,
-        dsn: str | None = None,
-        *,
-        pool_size: int = DEFAULT_POOL_SIZE,
-        min_size: int = 1,
-        worker_pool_size: int = 2,
-        timeout: float = 30.0,
-        application_name: str = DEFAULT_APPLICATION_NAME,
-    ) -> None:
-        check_pool_sizes(pool_size, min_size)
-        check_pool_sizes(worker_pool_size, 0)
-        self._min_size = min_size
-        self._worker_pool_size = worker_pool_size
-        self._timeout = float(timeout)
-        self._application_name = application_name
+    def __init__(self, dsn: str | None = None, *, worker_pool_size: int = 2, **options: Unpack[PoolOptions]) -> None:
+        self._settings = PoolSettings(**options)
+        if isinstance(worker_pool_size, bool) or not isinstance(worker_pool_size, int) or worker_pool_size < 1:
+            raise InvalidInput(f"worker_pool_size must be an integer of at least 1, got {worker_pool_size!r}")
+        # The worker pool runs what leaves the event loop (embedding, the numpy exact path, ingest).
+        self._workers = PoolSettings(
+            pool_size=worker_pool_size,
+            min_size=0,
+            timeout=self._settings.timeout,
+            application_name=self._settings.application_name,
+        )
+        self._timeout = self._settings.timeout
         self._dsn = dsn
         self._sync: Store | None = None
         self._pool: AsyncConnectionPool[AConn] | None = None
-        self.pool_size = pool_size
+        self.pool_size = self._settings.pool_size
 
     @classmethod
     async def embedded(cls, home: str | Path | None = None, **options: Any) -> AsyncStore:
@@ -110,13 +106,14 @@ class AsyncStore:
 
         if self._pool is not None:
             return self
+        workers = self._workers
         sync = await asyncio.to_thread(
             Store,
             self._dsn,
-            pool_size=self._worker_pool_size,
-            min_size=0,
-            timeout=self._timeout,
-            application_name=self._application_name,
+            pool_size=workers.pool_size,
+            min_size=workers.min_size,
+            timeout=workers.timeout,
+            application_name=workers.application_name,
         )
         timeout_ms = statement_timeout()
 
@@ -126,15 +123,13 @@ class AsyncStore:
             if timeout_ms is not None:
                 await conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout_ms,))
 
+        settings = self._settings
         pool: AsyncConnectionPool[AConn] = AsyncConnectionPool(
             sync.dsn,
-            min_size=self._min_size,
-            max_size=self.pool_size,
-            kwargs={"autocommit": True, "application_name": self._application_name, "connect_timeout": 10},
             configure=configure,
-            timeout=self._timeout,
             open=False,
-            name=f"{self._application_name}-async",
+            name=f"{settings.application_name}-async",
+            **settings.pool_kwargs(),
         )
         try:
             await pool.open(wait=True, timeout=self._timeout)
