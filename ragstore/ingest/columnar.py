@@ -94,7 +94,7 @@ def _emit(
     for i, (where, record, _meta, model) in enumerate(rows):
         hit = known.get(hashes[i])
         vector = None if f32 is None else f32[i]
-        parsed.append(hit if hit is not None else _Parsed(where, record, vector, model, hashes[i]))
+        parsed.append(hit if hit is not None else _Parsed.of(where, record, hashes[i], vector, model))
     one.columnar(parsed)
 
 
@@ -215,7 +215,7 @@ def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass)
         f32 = None if matrix is None else np.ascontiguousarray(matrix, dtype=np.float32)
         # Hash the raw column values first: a row whose hash is stored is unchanged and is not validated.
         hashes = [
-            _raw_hash(one.key, (ids[i], packages[i], texts[i], metas[i]), b"" if f32 is None else f32[i].tobytes())
+            raw_hash(one.key, (ids[i], packages[i], texts[i], metas[i]), b"" if f32 is None else f32[i].tobytes())
             for i in range(len(ids))
         ]
         known = one.lookup(hashes)
@@ -235,12 +235,12 @@ def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass)
             fields = {"chunk_id": ids[i], "package_path": packages[i], "text": texts[i], "metadata": meta}
             record = _record(where, fields)
             model = models[i] if models is not None else None
-            parsed.append(_Parsed(where, record, None if f32 is None else f32[i], model, hashes[i]))
+            parsed.append(_Parsed.of(where, record, hashes[i], None if f32 is None else f32[i], model))
         row += len(ids)
         one.columnar(parsed)
 
 
-def _raw_hash(key: bytes, values: tuple[Any, ...], vector: bytes) -> bytes:
+def raw_hash(key: bytes, values: tuple[Any, ...], vector: bytes) -> bytes:
     """The source hash of one columnar row, from its raw values (text as UTF-8, anything else as JSON)."""
     digest = hashlib.sha256(key)
     for value in values:
@@ -299,7 +299,8 @@ def _read_npy(path: Path, label: str, one: OnePass) -> None:
             if record.vector is not None:
                 raise InvalidInput(f"{line.where}: vector: the vectors of this record are in {label}")
         else:
-            record, vector, model = fast
+            (chunk_id, package, text, metadata), vector, model = fast
+            record = ChunkRecord.model_construct(chunk_id=chunk_id, package_path=package, text=text, metadata=metadata)
             if vector is not None:
                 raise InvalidInput(f"{line.where}: vector: the vectors of this record are in {label}")
         canonical = json.dumps(record.metadata, ensure_ascii=False, sort_keys=True)

@@ -122,3 +122,14 @@ WHERE c.source_sha256 = ANY (%(hashes)s::bytea[])
 
 -- name: family_is_empty
 SELECT NOT EXISTS (SELECT 1 FROM ragstore.{table})
+
+-- name: copy_chunks_direct
+-- A bulk load into an empty family: new chunk rows straight into the table (fts_config as its oid, the
+-- binary form of regconfig); a row already there fails the batch, which is then merged instead.
+COPY ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config,
+                      source_sha256)
+FROM STDIN (FORMAT BINARY)
+
+-- name: copy_family_direct
+COPY ragstore.{table} (chunk_id, package_path, embedding, model, content_sha256, metadata)
+FROM STDIN (FORMAT BINARY)
