@@ -141,7 +141,10 @@ def physical_limit(conn, data: Data) -> float:
     return elapsed
 
 
-def recall(conn, family: str, data: Data, queries: int = 200, seed: int = 5) -> float:
+QUERIES = 500
+
+
+def recall(conn, family: str, data: Data, queries: int = QUERIES, seed: int = 5) -> float:
     rng = np.random.default_rng(seed)
     picks = rng.choice(data.n, size=queries, replace=False)
     q = data.vectors[picks] + 0.3 * rng.standard_normal((queries, data.dim)).astype(np.float32)
@@ -159,13 +162,32 @@ def recall(conn, family: str, data: Data, queries: int = 200, seed: int = 5) -> 
     return hits / (10 * queries)
 
 
+def maintenance_study(conn, family: str, data: Data) -> dict[str, float]:
+    """What a VACUUM, then a REINDEX, of the family table costs and gives back in recall after the change
+    (the figures behind the writer's maintenance policy)."""
+    out: dict[str, float] = {}
+    conn.commit()
+    conn.autocommit = True
+    try:
+        for step, statement in (("vacuum", "VACUUM ragstore.emb_{}"), ("reindex", "REINDEX TABLE ragstore.emb_{}")):
+            conn.execute("SET maintenance_work_mem = '1GB'")
+            started = time.perf_counter()
+            conn.execute(statement.format(family))
+            out[f"{step}_s"] = time.perf_counter() - started
+            out[f"recall_after_{step}"] = recall(conn, family, data)
+            print(f"    {step} {out[f'{step}_s']:.2f}s, recall {out[f'recall_after_{step}']:.4f}", flush=True)
+    finally:
+        conn.autocommit = False
+    return out
+
+
 def timed_index(conn, family: str, path: Path) -> tuple[float, object]:
     started = time.perf_counter()
     report = index_sources(conn, family, open_sources([str(path)]))
     return time.perf_counter() - started, report
 
 
-def run_case(admin: str, n: int, dim: int, folder: Path, rss: bool) -> dict[str, object]:
+def run_case(admin: str, n: int, dim: int, folder: Path, rss: bool, study: bool) -> dict[str, object]:
     data = Data(n, dim)
     jsonl, parquet = folder / "v.jsonl", folder / "v.parquet"
     data.write_jsonl(jsonl)
@@ -196,6 +218,8 @@ def run_case(admin: str, n: int, dim: int, folder: Path, rss: bool) -> dict[str,
             assert isinstance(entry, dict)
             entry.update({"changed_s": changed_s, "recall_after": after})
             print(f"  {kind}: 1% changed re-run {changed_s:.2f}s, recall {after:.4f}", flush=True)
+            if study:
+                entry.update(maintenance_study(conn, kind, data))
         data.texts, data.vectors = saved
     if rss:
         data.write_parquet(parquet)
@@ -217,6 +241,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default="100000:384", help="comma-separated SIZE:DIM")
     parser.add_argument("--rss", action="store_true", help="also measure a `ragstore index` process's peak RSS")
+    parser.add_argument(
+        "--maintenance", action="store_true", help="after the 1%% change, time a VACUUM and a REINDEX, and their recall"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     results = []
@@ -226,7 +253,7 @@ def main() -> None:
             n, dim = (int(x) for x in case.split(":"))
             print(f"{n:,} x {dim}:", flush=True)
             with tempfile.TemporaryDirectory(prefix="ragstore-bench-") as folder:
-                r = run_case(admin, n, dim, Path(folder), args.rss)
+                r = run_case(admin, n, dim, Path(folder), args.rss, args.maintenance)
             results.append(r)
             limit = float(r["physical_s"])  # type: ignore[arg-type]
             for kind in ("jsonl", "parquet"):

@@ -50,6 +50,10 @@ DEFAULT_BATCH = 5000
 # end: building after a bulk load is several times faster than maintaining the graph row by row.
 BULK_THRESHOLD = 5_000
 MAX_RETRIES = 6
+#: After a run that updated or pruned at least this fraction of a family's rows, the family table is
+#: vacuumed: updated and deleted rows leave dead entries in the HNSW graph, which a search visits and
+#: drops, and VACUUM repairs the graph around them (benchmarks/README.md, "Precomputed-vector ingest").
+VACUUM_FRACTION = 0.1
 # A deadlock or serialisation failure between concurrent writers: the batch is retried as a whole.
 _TRANSIENT = (pgerrors.DeadlockDetected, pgerrors.SerializationFailure)
 
@@ -71,6 +75,7 @@ class IndexReport:
     embedded: int = 0
     batches: int = 0
     retries: int = 0
+    vacuumed: bool = False
     seconds: float = 0.0
     packages: set[str] = field(default_factory=set, repr=False)
 
@@ -415,6 +420,29 @@ def _rollback(conn: Conn) -> None:
         conn.rollback()
 
 
+def vacuum_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> bool:
+    """VACUUM the family table when ``churned`` (rows updated or pruned) is at least
+    :data:`VACUUM_FRACTION` of its rows (as the planner counts them; ``seen``, the rows the run read, when
+    it has not counted them yet); True when it ran. VACUUM runs outside a transaction; a role that does not
+    own the table has it skipped by the server (autovacuum comes later)."""
+    if churned <= 0 or on_citus(conn):
+        return False
+    with db_errors():
+        row = conn.execute(query("ingest", "family_rows"), {"table": family.table}).fetchone()
+        conn.commit()
+    rows = float(row[0]) if row and row[0] is not None else float(seen)
+    if churned < VACUUM_FRACTION * rows:
+        return False
+    autocommit = conn.autocommit
+    try:
+        conn.autocommit = True
+        with db_errors():
+            conn.execute(sql.SQL(query("ingest", "vacuum_family")).format(**family.identifiers()))
+    finally:
+        conn.autocommit = autocommit
+    return True
+
+
 def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> None:
     """A precomputed vector in a record must fit ``family``: its dimension, its model, finite float32
     values (the :class:`IndexRow` contract); a family of the ``external`` backend needs one on every record.
@@ -548,5 +576,9 @@ def _write_run(
     if bulk:
         cluster_by_package(conn, family)
         ensure_hnsw_index(conn, family)
+    else:
+        report = writer.report
+        seen = report.inserted + report.updated + report.unchanged
+        report.vacuumed = vacuum_if_churned(conn, family, report.updated + report.pruned, seen)
     writer.report.seconds = time.perf_counter() - started
     return writer.report

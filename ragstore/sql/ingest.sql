@@ -133,3 +133,13 @@ FROM STDIN (FORMAT BINARY)
 -- name: copy_family_direct
 COPY ragstore.{table} (chunk_id, package_path, embedding, model, content_sha256, metadata)
 FROM STDIN (FORMAT BINARY)
+
+-- name: family_rows
+-- The family table's row count as the planner knows it (no scan); NULL before its first VACUUM or ANALYZE.
+SELECT CASE WHEN c.reltuples >= 0 THEN c.reltuples END
+FROM pg_class AS c
+WHERE c.oid = to_regclass(format('ragstore.%%I', %(table)s::text))
+
+-- name: vacuum_family
+-- Repairs the HNSW graph around the rows a run updated or deleted (and refreshes the statistics).
+VACUUM (ANALYZE) ragstore.{table}
