@@ -280,6 +280,12 @@ class OnePass:
         self.check_text = check_text
         self.result = PassResult()
         self._known = sql.SQL(query("ingest", "lookup_sources")).format(**family.identifiers())
+        # A family empty when the pass begins holds no source hash to find: its first load skips the lookups
+        # (a concurrent writer's rows are found by the writer's own lookup by id, and merged).
+        with db_errors():
+            row = conn.execute(sql.SQL(query("ingest", "family_is_empty")).format(**family.identifiers())).fetchone()
+            conn.commit()
+        self._empty = bool(row and row[0])
 
     # -- JSONL: hash, look up, parse what is new ----------------------------------------------------
     def jsonl(self, lines: Iterable[RawLine]) -> None:
@@ -313,6 +319,8 @@ class OnePass:
 
     def lookup(self, hashes: list[bytes]) -> dict[bytes, tuple[str, str]]:
         """The stored chunks among ``hashes``: ``{hash: (chunk_id, package_path)}``."""
+        if self._empty:
+            return {}
         with db_errors():
             params = {"hashes": hashes, "family": self.family.name, "model": self.family.model}
             rows = self.conn.execute(self._known, params, binary=True).fetchall()

@@ -25,9 +25,11 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg import sql
+from psycopg.types.json import set_json_dumps
 from pydantic import ValidationError
 
 from ragstore.common.like import like_prefix
@@ -328,6 +330,7 @@ class Writer:
         family, model, fts = self.family.name, self.family.model, self._fts_oid()
         order = sorted(range(len(rows.ids)), key=lambda i: (rows.packages[i], rows.ids[i]))
         with conn.transaction(), conn.cursor() as cur:
+            set_json_dumps(_json_text, cur)
             with cur.copy(query("ingest", "copy_chunks_direct")) as copy:
                 copy.set_types(["text", "text", "text", "text", "bytea", "bytea", "jsonb", "oid", "bytea"])
                 for i in order:
@@ -418,6 +421,15 @@ def _rollback(conn: Conn) -> None:
     """Roll back; on a lost connection the server has done it already, and the caller reports the loss."""
     with contextlib.suppress(psycopg.Error):
         conn.rollback()
+
+
+def _json_text(value: Any) -> str:
+    """JSON text of a metadata object for a binary COPY into jsonb (orjson; json for what it refuses,
+    such as integers past 64 bits)."""
+    try:
+        return orjson.dumps(value).decode("utf-8")
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False)
 
 
 def vacuum_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> bool:
