@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import psycopg
 
@@ -139,14 +139,16 @@ def index_sources(
     return report
 
 
+class RecordOptions(TypedDict, total=False):
+    """Options of :func:`index_records`: ``prune``, ``backend`` (else the family's), ``progress``."""
+
+    prune: bool
+    backend: Backend | None
+    progress: Progress | None
+
+
 def index_records(
-    conn: Conn,
-    family_name: str,
-    records: Iterable[ChunkRecord],
-    *,
-    prune: bool = False,
-    backend: Backend | None = None,
-    progress: Progress | None = None,
+    conn: Conn, family_name: str, records: Iterable[ChunkRecord], **options: Unpack[RecordOptions]
 ) -> IndexReport:
     """Index records a program built (each already a valid :class:`ChunkRecord`) through the same pass
     and writer as :func:`index_sources`: the records are checked against the family and spooled first
@@ -158,7 +160,10 @@ def index_records(
     def read(one: OnePass) -> None:
         one.records(((f"record {i}", r) for i, r in enumerate(records, 1)), hashed=True)
 
-    return _index(conn, family_name, read, _RunOptions(prune, DEFAULT_BATCH, backend, progress, None, []))
+    chosen = _RunOptions(
+        options.get("prune", False), DEFAULT_BATCH, options.get("backend"), options.get("progress"), None, []
+    )
+    return _index(conn, family_name, read, chosen)
 
 
 @dataclass
