@@ -360,6 +360,8 @@ class Writer:
         if self._fts is None:
             with db_errors():
                 row = self.conn.execute("SELECT %s::regconfig::oid", (self.fts_config,)).fetchone()
+                # Each batch is its own transaction, committed whole: none may be left open around it.
+                self.conn.commit()
             assert row is not None
             self._fts = int(row[0])
         return self._fts

@@ -131,3 +131,29 @@ def test_a_run_that_rewrites_a_tenth_of_a_family_vacuums_its_table_and_a_small_c
     assert report.updated == 5 and report.vacuumed
     assert last_vacuum(conn, "a") is not None
     assert report.as_dict()["vacuumed"] is True
+
+
+def test_a_bulk_load_stopped_half_way_keeps_whole_batches_and_a_rerun_converges(conn, two, tmp_path, monkeypatch):
+    src = write_jsonl(tmp_path / "v.jsonl", rows(40))
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
+    copy_direct = writer.Writer._copy_direct
+    calls = []
+
+    def fail_second(self, batch, vectors):
+        calls.append(len(batch.rows))
+        if len(calls) == 2:
+            raise RuntimeError("stopped")
+        return copy_direct(self, batch, vectors)
+
+    monkeypatch.setattr(writer.Writer, "_copy_direct", fail_second)
+    with pytest.raises(RuntimeError, match="stopped"):
+        index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
+    conn.rollback()
+    assert conn.execute("SELECT count(*) FROM ragstore.emb_a").fetchone()[0] == 16  # the first batch, whole
+    assert families.family_stats(conn, "a").hnsw_index is not None
+    monkeypatch.setattr(writer.Writer, "_copy_direct", copy_direct)
+    report = index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
+    assert (report.inserted, report.unchanged) == (24, 16)
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10**9)
+    index_sources(conn, "b", open_sources([str(src)]))
+    assert content(conn, "a") == content(conn, "b")
