@@ -241,20 +241,21 @@ def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass)
 
 
 def raw_hash(key: bytes, values: tuple[Any, ...], vector: bytes) -> bytes:
-    """The source hash of one columnar row, from its raw values (text as UTF-8, anything else as JSON)."""
-    digest = hashlib.sha256(key)
+    """The source hash of one columnar row, from its raw values (text as UTF-8, anything else as JSON):
+    sha256 of ``key``, then per value its 8-byte little-endian length and its tagged bytes, then ``vector``."""
+    parts = [key]
     for value in values:
-        if isinstance(value, str):
+        if type(value) is str:
             encoded = b"s" + value.encode("utf-8", "surrogatepass")
         else:
             try:
                 encoded = b"j" + orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
             except TypeError:
                 encoded = b"r" + repr(value).encode("utf-8", "backslashreplace")
-        digest.update(len(encoded).to_bytes(8, "little"))
-        digest.update(encoded)
-    digest.update(vector)
-    return digest.digest()
+        parts.append(len(encoded).to_bytes(8, "little"))
+        parts.append(encoded)
+    parts.append(vector)
+    return hashlib.sha256(b"".join(parts)).digest()
 
 
 # -- NumPy + JSONL sidecar ---------------------------------------------------------------------------------

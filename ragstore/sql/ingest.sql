@@ -117,7 +117,7 @@ SELECT c.source_sha256, c.chunk_id, c.package_path
 FROM ragstore.chunks AS c
 JOIN ragstore.{table} AS e
   ON e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256 AND e.model = %(model)s
-WHERE c.source_sha256 = ANY (%(hashes)s::bytea[])
+WHERE c.source_sha256 = ANY (%(hashes)b::bytea[])
   AND c.family = %(family)s
 
 -- name: family_is_empty
@@ -140,6 +140,6 @@ SELECT CASE WHEN c.reltuples >= 0 THEN c.reltuples END
 FROM pg_class AS c
 WHERE c.oid = to_regclass(format('ragstore.%%I', %(table)s::text))
 
--- name: vacuum_family
--- Repairs the HNSW graph around the rows a run updated or deleted (and refreshes the statistics).
-VACUUM (ANALYZE) ragstore.{table}
+-- name: rebuild_hnsw
+-- A new graph of the live rows, built beside the old one, which searches use until the swap.
+REINDEX INDEX CONCURRENTLY ragstore.{hnsw_index}

@@ -109,28 +109,32 @@ def test_records_from_a_program_go_through_the_pass(conn, two):
     assert conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'b'").fetchone()[0] == 0
 
 
-def last_vacuum(conn, family: str):
+def hnsw_identity(conn, family: str):
     row = conn.execute(
-        "SELECT last_vacuum FROM pg_stat_user_tables WHERE schemaname = 'ragstore' AND relname = %s",
-        (f"emb_{family}",),
+        "SELECT c.oid, c.relfilenode FROM pg_class c WHERE c.relname = %s",
+        (families.get_family(conn, family).hnsw_index,),
     ).fetchone()
     conn.commit()
-    return row[0]
+    return row
 
 
-def test_a_run_that_rewrites_a_tenth_of_a_family_vacuums_its_table_and_a_small_change_does_not(conn, two, tmp_path):
+def test_a_run_that_rewrites_a_tenth_of_a_family_rebuilds_its_graph_and_a_small_change_does_not(conn, two, tmp_path):
     records = rows(50)
     src = write_jsonl(tmp_path / "v.jsonl", records)
     index_sources(conn, "a", open_sources([str(src)]))
+    built = hnsw_identity(conn, "a")
     few = [r | {"text": "changed"} if i < 2 else r for i, r in enumerate(records)]  # 4%
     report = index_sources(conn, "a", open_sources([str(write_jsonl(tmp_path / "few.jsonl", few))]))
-    assert report.updated == 2 and not report.vacuumed
-    assert last_vacuum(conn, "a") is None
+    assert report.updated == 2 and not report.reindexed
+    assert hnsw_identity(conn, "a") == built
     many = [r | {"text": "changed again"} if i < 5 else r for i, r in enumerate(records)]  # 10%
     report = index_sources(conn, "a", open_sources([str(write_jsonl(tmp_path / "many.jsonl", many))]))
-    assert report.updated == 5 and report.vacuumed
-    assert last_vacuum(conn, "a") is not None
-    assert report.as_dict()["vacuumed"] is True
+    assert report.updated == 5 and report.reindexed and report.as_dict()["reindexed"] is True
+    assert hnsw_identity(conn, "a") != built
+    assert families.family_stats(conn, "a").hnsw_index is not None
+    nearest = "SELECT chunk_id FROM ragstore.emb_a ORDER BY embedding <=> %s::vector LIMIT 1"
+    found = conn.execute(nearest, (many[3]["vector"],))
+    assert found.fetchone()[0] == "c003"
 
 
 def test_a_bulk_load_stopped_half_way_keeps_whole_batches_and_a_rerun_converges(conn, two, tmp_path, monkeypatch):
