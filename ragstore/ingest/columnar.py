@@ -118,7 +118,9 @@ def _parquet_batches(path: Path, label: str, columns: list[str], size: int) -> I
     except ImportError as exc:
         raise InvalidInput(f"{label}: reading Parquet needs pyarrow: pip install 'ragstore[parquet]'") from exc
     try:
-        handle = pq.ParquetFile(path)
+        # Without pre-buffering: a pre-buffered reader holds the bytes of the row groups it will read until it
+        # is closed, so its memory grows with the file (measured: the whole file's bytes).
+        handle = pq.ParquetFile(path, pre_buffer=False)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a file that is not Parquet
         raise InvalidInput(f"{label}: not a readable Parquet file: {exc}") from exc
     names = set(handle.schema_arrow.names)
