@@ -53,7 +53,7 @@ DEFAULT_BATCH = 5000
 BULK_THRESHOLD = 5_000
 MAX_RETRIES = 6
 #: After a run that updated or pruned at least this fraction of a family's rows, its HNSW index is rebuilt
-#: (measured at 30k x 384 after a 1% change: VACUUM of the graph took 1.7x a REINDEX, and the recall left
+#: (measured at 30k x 384 after a 1% change: VACUUM of the graph took 1.7-2.2x a REINDEX, and the recall left
 #: by the change was within noise: benchmarks/README.md, "Precomputed-vector ingest").
 REBUILD_FRACTION = 0.1
 # A deadlock or serialisation failure between concurrent writers: the batch is retried as a whole.
