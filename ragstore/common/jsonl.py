@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from ragstore.common.strictjson import MAX_DEPTH, nesting_depth
 from ragstore.errors import InvalidInput, NotFound
 
-__all__ = ["MAX_LINE_BYTES", "Line", "read_lines", "read_objects"]
+__all__ = ["MAX_LINE_BYTES", "Line", "read_lines", "read_objects", "read_raw_lines"]
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
@@ -30,11 +30,12 @@ class Line(NamedTuple):
     text: str
 
 
-def read_lines(path: str | os.PathLike[str], *, label: str | None = None) -> Iterator[Line]:
-    """The non-blank lines of ``path`` (``label`` names it in messages; the path by default).
+def read_raw_lines(path: str | os.PathLike[str], *, label: str | None = None) -> Iterator[tuple[str, int, bytes]]:
+    """``(where, number, bytes)`` for each non-blank line of ``path``, without its end of line (and without a
+    byte-order mark on line 1), not decoded: the bytes as they are in the file.
 
-    Raises NotFound for a missing file, InvalidInput for a folder, an unreadable file, a line that is
-    not UTF-8 or a line longer than :data:`MAX_LINE_BYTES`.
+    Raises NotFound for a missing file, InvalidInput for a folder, an unreadable file or a line longer than
+    :data:`MAX_LINE_BYTES`.
     """
     name = label or str(path)
     try:
@@ -55,15 +56,27 @@ def read_lines(path: str | os.PathLike[str], *, label: str | None = None) -> Ite
             if not raw:
                 return
             number += 1
-            where = f"{name}:{number}"
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                raise InvalidInput(f"{where}: line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB")
-            try:
-                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise InvalidInput(f"{where}: invalid UTF-8 at byte {exc.start}") from exc
-            if text.strip():
-                yield Line(where, number, text.rstrip("\r\n"))
+                raise InvalidInput(f"{name}:{number}: line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB")
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            data = raw.rstrip(b"\r\n")
+            if data.strip():
+                yield f"{name}:{number}", number, data
+
+
+def read_lines(path: str | os.PathLike[str], *, label: str | None = None) -> Iterator[Line]:
+    """The non-blank lines of ``path`` (``label`` names it in messages; the path by default), decoded.
+
+    Raises what :func:`read_raw_lines` raises, and InvalidInput for a line that is not UTF-8.
+    """
+    for where, number, data in read_raw_lines(path, label=label):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{where}: invalid UTF-8 at byte {exc.start}") from exc
+        if text.strip():
+            yield Line(where, number, text)
 
 
 def read_objects(path: str | os.PathLike[str], *, label: str | None = None) -> Iterator[tuple[Line, dict[str, Any]]]:

@@ -103,6 +103,9 @@ def _load(path: Path, threads: int, sha256: str) -> _Loaded:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Idle intra-op threads sleep instead of spinning between operators: on cores shared with the
+        # database and other processes a spinning thread takes the time a working one needs.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

@@ -94,7 +94,7 @@ def _emit(
     for i, (where, record, _meta, model) in enumerate(rows):
         hit = known.get(hashes[i])
         vector = None if f32 is None else f32[i]
-        parsed.append(hit if hit is not None else _Parsed(where, record, vector, model, hashes[i]))
+        parsed.append(hit if hit is not None else _Parsed.of(where, record, hashes[i], vector, model))
     one.columnar(parsed)
 
 
@@ -118,7 +118,9 @@ def _parquet_batches(path: Path, label: str, columns: list[str], size: int) -> I
     except ImportError as exc:
         raise InvalidInput(f"{label}: reading Parquet needs pyarrow: pip install 'ragstore[parquet]'") from exc
     try:
-        handle = pq.ParquetFile(path)
+        # Without pre-buffering: a pre-buffered reader holds the bytes of the row groups it will read until it
+        # is closed, so its memory grows with the file (measured: the whole file's bytes).
+        handle = pq.ParquetFile(path, pre_buffer=False)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a file that is not Parquet
         raise InvalidInput(f"{label}: not a readable Parquet file: {exc}") from exc
     names = set(handle.schema_arrow.names)
@@ -215,7 +217,7 @@ def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass)
         f32 = None if matrix is None else np.ascontiguousarray(matrix, dtype=np.float32)
         # Hash the raw column values first: a row whose hash is stored is unchanged and is not validated.
         hashes = [
-            _raw_hash(one.key, (ids[i], packages[i], texts[i], metas[i]), b"" if f32 is None else f32[i].tobytes())
+            raw_hash(one.key, (ids[i], packages[i], texts[i], metas[i]), b"" if f32 is None else f32[i].tobytes())
             for i in range(len(ids))
         ]
         known = one.lookup(hashes)
@@ -235,26 +237,27 @@ def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass)
             fields = {"chunk_id": ids[i], "package_path": packages[i], "text": texts[i], "metadata": meta}
             record = _record(where, fields)
             model = models[i] if models is not None else None
-            parsed.append(_Parsed(where, record, None if f32 is None else f32[i], model, hashes[i]))
+            parsed.append(_Parsed.of(where, record, hashes[i], None if f32 is None else f32[i], model))
         row += len(ids)
         one.columnar(parsed)
 
 
-def _raw_hash(key: bytes, values: tuple[Any, ...], vector: bytes) -> bytes:
-    """The source hash of one columnar row, from its raw values (text as UTF-8, anything else as JSON)."""
-    digest = hashlib.sha256(key)
+def raw_hash(key: bytes, values: tuple[Any, ...], vector: bytes) -> bytes:
+    """The source hash of one columnar row, from its raw values (text as UTF-8, anything else as JSON):
+    sha256 of ``key``, then per value its 8-byte little-endian length and its tagged bytes, then ``vector``."""
+    parts = [key]
     for value in values:
-        if isinstance(value, str):
+        if type(value) is str:
             encoded = b"s" + value.encode("utf-8", "surrogatepass")
         else:
             try:
                 encoded = b"j" + orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
             except TypeError:
                 encoded = b"r" + repr(value).encode("utf-8", "backslashreplace")
-        digest.update(len(encoded).to_bytes(8, "little"))
-        digest.update(encoded)
-    digest.update(vector)
-    return digest.digest()
+        parts.append(len(encoded).to_bytes(8, "little"))
+        parts.append(encoded)
+    parts.append(vector)
+    return hashlib.sha256(b"".join(parts)).digest()
 
 
 # -- NumPy + JSONL sidecar ---------------------------------------------------------------------------------
@@ -299,7 +302,8 @@ def _read_npy(path: Path, label: str, one: OnePass) -> None:
             if record.vector is not None:
                 raise InvalidInput(f"{line.where}: vector: the vectors of this record are in {label}")
         else:
-            record, vector, model = fast
+            (chunk_id, package, text, metadata), vector, model = fast
+            record = ChunkRecord.model_construct(chunk_id=chunk_id, package_path=package, text=text, metadata=metadata)
             if vector is not None:
                 raise InvalidInput(f"{line.where}: vector: the vectors of this record are in {label}")
         canonical = json.dumps(record.metadata, ensure_ascii=False, sort_keys=True)

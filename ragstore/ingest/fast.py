@@ -62,36 +62,23 @@ def source_key(family: Family, fts_config: str) -> bytes:
 
 
 @dataclass
-class Item:
-    """One record for the writer: ``record.vector`` is None, the vector (if any) is a row of the batch's
-    matrix; ``source`` is the record's source hash (None for documents, which are compared parsed)."""
-
-    where: str
-    record: ChunkRecord
-    source: bytes | None
-
-
-@dataclass
 class Prepared:
-    """A batch ready to write: ``vectors[i]`` is ``items[i]``'s vector when ``has_vector[i]``."""
+    """A batch ready to write, by columns (plain lists pickle fast; no model object per record):
+    record ``i`` is ``ids[i]``, ``packages[i]``, ``texts[i]``, ``metadata[i]``, found at ``wheres[i]``, with
+    source hash ``sources[i]`` (None for documents, which are compared parsed) and, when ``has_vector[i]``,
+    the vector ``vectors[i]``."""
 
-    items: list[Item]
+    wheres: list[str]
+    ids: list[str]
+    packages: list[str]
+    texts: list[str]
+    metadata: list[dict[str, Any]]
+    sources: list[bytes | None]
     vectors: Vectors
     has_vector: npt.NDArray[np.bool_]
 
-    def __getstate__(self) -> tuple[Any, ...]:
-        rows = [
-            (i.where, i.record.chunk_id, i.record.package_path, i.record.text, i.record.metadata, i.source)
-            for i in self.items
-        ]
-        return rows, self.vectors, self.has_vector
-
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        rows, self.vectors, self.has_vector = state
-        self.items = [
-            Item(where, ChunkRecord.model_construct(chunk_id=cid, package_path=pp, text=text, metadata=meta), src)
-            for where, cid, pp, text, meta, src in rows
-        ]
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 @dataclass
@@ -159,9 +146,13 @@ def _id_ok(value: object) -> bool:
     )
 
 
-def fast_record(line: bytes) -> tuple[ChunkRecord, list[Any] | None, str | None] | None:
-    """``(record without its vector, vector, model)`` when ``line`` is a record the fast checks accept
-    whole, else None (the caller then asks pydantic, which names the problem or accepts the line).
+Fields = tuple[str, str, str, dict[str, Any]]  # chunk_id, package_path, text, metadata
+
+
+def fast_record(line: bytes) -> tuple[Fields, list[Any] | None, str | None] | None:
+    """``((chunk_id, package_path, text, metadata), vector, model)`` when ``line`` is a record the fast
+    checks accept whole, else None (the caller then asks pydantic, which names the problem or accepts the
+    line).
 
     Every check here is at least as strict as :class:`ChunkRecord`'s: NUL escapes, deep nesting, a value
     of a surprising type all send the line to pydantic.
@@ -192,8 +183,8 @@ def fast_record(line: bytes) -> tuple[ChunkRecord, list[Any] | None, str | None]
             return None
     if model is not None and (type(model) is not str or vector is None):
         return None
-    record = ChunkRecord.model_construct(chunk_id=chunk_id, package_path=package, text=text, metadata=metadata)
-    return record, vector, model
+    fields: Fields = (chunk_id, package, text, metadata)  # type: ignore[assignment]  # checked by _id_ok
+    return fields, vector, model
 
 
 def slow_record(where: str, text: str) -> ChunkRecord:
@@ -214,36 +205,12 @@ class RawLine:
 
 
 def raw_lines(path: Path, label: str) -> Iterator[RawLine]:
-    """The non-blank lines of a JSONL file as bytes, with :func:`ragstore.common.jsonl.read_lines`'s
-    errors (missing, unreadable, over-long lines). UTF-8 is checked by the parser (orjson or pydantic)."""
-    from ragstore.common.jsonl import MAX_LINE_BYTES
-    from ragstore.errors import NotFound
+    """The non-blank lines of a JSONL file as bytes (:func:`ragstore.common.jsonl.read_raw_lines`). UTF-8
+    is checked by the parser (orjson or pydantic)."""
+    from ragstore.common.jsonl import read_raw_lines
 
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError as exc:
-        raise NotFound(f"{label}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise InvalidInput(f"{label}: is a directory, expected a file") from exc
-    except OSError as exc:
-        raise InvalidInput(f"{label}: cannot read: {exc.strerror}") from exc
-    with handle:
-        number = 0
-        while True:
-            try:
-                raw = handle.readline(MAX_LINE_BYTES + 1)
-            except OSError as exc:
-                raise InvalidInput(f"{label}: cannot read: {exc.strerror}") from exc
-            if not raw:
-                return
-            number += 1
-            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                raise InvalidInput(f"{label}:{number}: line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB")
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            data = raw.rstrip(b"\r\n")
-            if data.strip():
-                yield RawLine(f"{label}:{number}", data)
+    for where, _number, data in read_raw_lines(path, label=label):
+        yield RawLine(where, data)
 
 
 def _decode(line: RawLine) -> str:
@@ -256,40 +223,64 @@ def _decode(line: RawLine) -> str:
 # -- the pass ----------------------------------------------------------------------------------------------
 
 
-@dataclass
 class _Parsed:
-    where: str
-    record: ChunkRecord
-    vector: Any  # a list of numbers, a float32 row, or None
-    model: str | None
-    source: bytes | None
-    line: bytes | None = None  # the JSONL line, to let pydantic name a problem the vector check found
+    """One record of the pass, new or changed: its fields, its vector (a list of numbers, a float32 row, or
+    None) and model, its source hash, and the JSONL line (to let pydantic name a problem the vector check
+    found)."""
 
-
-class OnePass:
-    """Runs the pass over sources for one family; see the module docstring."""
+    __slots__ = ("fields", "line", "model", "source", "vector", "where")
 
     def __init__(
         self,
-        conn: Conn,
-        family: Family,
-        fts_config: str,
-        spool: Spool,
-        *,
-        check_text: TextCheck | None = None,
-        batch: int = PASS_BATCH,
+        where: str,
+        fields: Fields,
+        vector: Any,
+        model: str | None,
+        source: bytes | None,
+        line: bytes | None = None,
     ) -> None:
-        self.batch = batch
+        self.where, self.fields, self.vector, self.model, self.source, self.line = (
+            where,
+            fields,
+            vector,
+            model,
+            source,
+            line,
+        )
+
+    @classmethod
+    def of(
+        cls, where: str, record: ChunkRecord, source: bytes | None, vector: Any = None, model: str | None = None
+    ) -> _Parsed:
+        """A record pydantic read: its vector and model, unless ``vector`` (a float32 row) is given."""
+        fields = (record.chunk_id, record.package_path, record.text, record.metadata)
+        if vector is None:
+            return cls(where, fields, record.vector, record.model, source)
+        return cls(where, fields, vector, model, source)
+
+
+class OnePass:
+    """Runs the pass over sources for one family; see the module docstring. ``check_text(where, text)``
+    is called for texts over :data:`~ragstore.ingest.records.FTS_SAFE_BYTES`; ``batch`` records are read,
+    looked up and checked at a time."""
+
+    def __init__(self, conn: Conn, family: Family, fts_config: str, spool: Spool, check_text: TextCheck | None) -> None:
+        from psycopg import sql
+
+        self.batch = PASS_BATCH
         self.conn = conn
         self.family = family
         self.key = source_key(family, fts_config)
         self.spool = spool
         self.check_text = check_text
         self.result = PassResult()
-        ids = family.identifiers()
-        from psycopg import sql
-
-        self._known = sql.SQL(query("ingest", "lookup_sources")).format(**ids)
+        self._known = sql.SQL(query("ingest", "lookup_sources")).format(**family.identifiers())
+        # A family empty when the pass begins holds no source hash to find: its first load skips the lookups
+        # (a concurrent writer's rows are found by the writer's own lookup by id, and merged).
+        with db_errors():
+            row = conn.execute(sql.SQL(query("ingest", "family_is_empty")).format(**family.identifiers())).fetchone()
+            conn.commit()
+        self._empty = bool(row and row[0])
 
     # -- JSONL: hash, look up, parse what is new ----------------------------------------------------
     def jsonl(self, lines: Iterable[RawLine]) -> None:
@@ -304,7 +295,8 @@ class OnePass:
 
     def _jsonl_batch(self, lines: list[RawLine]) -> None:
         key = self.key
-        hashes = [hashlib.sha256(key + line.data).digest() for line in lines]
+        sha256 = hashlib.sha256
+        hashes = [sha256(key + line.data).digest() for line in lines]
         known = self.lookup(hashes)
         parsed: list[_Parsed | tuple[str, str]] = []
         for line, digest in zip(lines, hashes, strict=True):
@@ -314,31 +306,52 @@ class OnePass:
                 continue
             fast = fast_record(line.data)
             if fast is None:
-                record = slow_record(line.where, _decode(line))
-                parsed.append(_Parsed(line.where, record, record.vector, record.model, digest))
+                parsed.append(_Parsed.of(line.where, slow_record(line.where, _decode(line)), digest))
             else:
-                record, vector, model = fast
-                parsed.append(_Parsed(line.where, record, vector, model, digest, line.data))
+                fields, vector, model = fast
+                parsed.append(_Parsed(line.where, fields, vector, model, digest, line.data))
         self._finish(parsed)
 
     def lookup(self, hashes: list[bytes]) -> dict[bytes, tuple[str, str]]:
         """The stored chunks among ``hashes``: ``{hash: (chunk_id, package_path)}``."""
+        if self._empty:
+            return {}
         with db_errors():
             params = {"hashes": hashes, "family": self.family.name, "model": self.family.model}
-            rows = self.conn.execute(self._known, params).fetchall()
+            rows = self.conn.execute(self._known, params, binary=True).fetchall()
             self.conn.commit()
         return {bytes(row[0]): (row[1], row[2]) for row in rows}
 
-    # -- records already parsed (documents; columnar rows with their vectors) ------------------------
-    def records(self, records: Iterable[tuple[str, ChunkRecord]]) -> None:
-        batch: list[_Parsed | tuple[str, str]] = []
-        for where, record in records:
-            batch.append(_Parsed(where, record, record.vector, record.model, None))
+    # -- records already parsed (documents; records handed over by a program) -------------------------
+    def records(self, records: Iterable[tuple[str, ChunkRecord]], *, hashed: bool = False) -> None:
+        """Records already validated by :class:`ChunkRecord`. With ``hashed``, each gets a source hash of
+        its fields and vector (as a columnar row does), so an unchanged record costs its hash; documents
+        are compared parsed instead (their chunking may change with the same bytes)."""
+        batch: list[tuple[str, ChunkRecord]] = []
+        for item in records:
+            batch.append(item)
             if len(batch) >= self.batch:
-                self._finish(batch)
+                self._records_batch(batch, hashed)
                 batch = []
         if batch:
-            self._finish(batch)
+            self._records_batch(batch, hashed)
+
+    def _records_batch(self, batch: list[tuple[str, ChunkRecord]], hashed: bool) -> None:
+        if not hashed:
+            self._finish([_Parsed.of(where, record, None) for where, record in batch])
+            return
+        from ragstore.ingest.columnar import raw_hash
+
+        hashes = [
+            raw_hash(
+                self.key,
+                (r.chunk_id, r.package_path, r.text, r.metadata),
+                b"" if r.vector is None else np.asarray(r.vector, dtype=np.float32).tobytes(),
+            )
+            for _, r in batch
+        ]
+        known = self.lookup(hashes)
+        self._finish([known.get(h) or _Parsed.of(where, r, h) for (where, r), h in zip(batch, hashes, strict=True)])
 
     def columnar(self, parsed: list[_Parsed | tuple[str, str]]) -> None:
         self._finish(parsed)
@@ -347,23 +360,25 @@ class OnePass:
     def _finish(self, parsed: list[_Parsed | tuple[str, str]]) -> None:
         family = self.family
         result = self.result
+        seen = result.seen
+        external = family.backend == "external"
         with_vector = [p for p in parsed if isinstance(p, _Parsed) and p.vector is not None]
         matrix = self._check_vectors(with_vector)
         row_of = {id(p): i for i, p in enumerate(with_vector)}
-        items: list[Item] = []
+        out = Prepared([], [], [], [], [], [], np.zeros((0, family.dim), dtype=np.float32), np.zeros(0, dtype=bool))
         rows: list[int] = []
         for p in parsed:
             if not isinstance(p, _Parsed):
                 chunk_id, package = p
-                if chunk_id in result.seen:
+                if chunk_id in seen:
                     result.duplicates += 1
                 else:
-                    result.seen.add(chunk_id)
+                    seen.add(chunk_id)
                     result.packages.add(package)
                     result.unchanged += 1
                 continue
-            record = p.record
-            if p.vector is None and family.backend == "external":
+            chunk_id, package, text, metadata = p.fields
+            if p.vector is None and external:
                 from ragstore.ingest.writer import missing_vector
 
                 raise InvalidInput(f"{p.where}: vector: {missing_vector(family)}")
@@ -372,30 +387,33 @@ class OnePass:
                     f"{p.where}: model: vector made by {p.model!r}, family {family.name!r} holds "
                     f"{family.model!r} vectors"
                 )
-            if self.check_text is not None and len(record.text) * 4 > FTS_SAFE_BYTES:
-                if len(record.text.encode("utf-8")) > FTS_SAFE_BYTES:
-                    self.check_text(p.where, record.text)
-            if record.chunk_id in result.seen:
+            if self.check_text is not None and len(text) * 4 > FTS_SAFE_BYTES:
+                if len(text.encode("utf-8")) > FTS_SAFE_BYTES:
+                    self.check_text(p.where, text)
+            if chunk_id in seen:
                 result.duplicates += 1
                 continue
-            result.seen.add(record.chunk_id)
-            if record.is_blank:
+            seen.add(chunk_id)
+            if not text.strip():
                 result.skipped += 1
                 continue
-            result.packages.add(record.package_path)
-            if record.vector is not None or record.model is not None:
-                record = record.model_copy(update={"vector": None, "model": None})
-            items.append(Item(p.where, record, p.source))
+            result.packages.add(package)
+            out.wheres.append(p.where)
+            out.ids.append(chunk_id)
+            out.packages.append(package)
+            out.texts.append(text)
+            out.metadata.append(metadata)
+            out.sources.append(p.source)
             rows.append(row_of.get(id(p), -1))
-        if not items:
+        if not rows:
             return
         index = np.asarray(rows, dtype=np.int64)
-        has_vector = index >= 0
-        vectors = np.zeros((len(items), family.dim), dtype=np.float32)
-        if has_vector.any():
-            vectors[has_vector] = matrix[index[has_vector]]
-        self.spool.add(Prepared(items, vectors, has_vector))
-        result.to_write += len(items)
+        out.has_vector = index >= 0
+        out.vectors = np.zeros((len(rows), family.dim), dtype=np.float32)
+        if out.has_vector.any():
+            out.vectors[out.has_vector] = matrix[index[out.has_vector]]
+        self.spool.add(out)
+        result.to_write += len(rows)
 
     def _check_vectors(self, parsed: list[_Parsed]) -> Vectors:
         """The batch's vectors as one float32 matrix, checked at once: the dimension (ModelMismatch), then

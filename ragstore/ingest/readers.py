@@ -94,7 +94,11 @@ class Source:
         if self.kind == "folder":
             return read_folder(self.path, skipped=self.skipped, skip_bad_files=self.skip_bad_files)
         if self.kind == "document":
-            return read_document(self.path, skipped=self.skipped, skip_bad_files=self.skip_bad_files)
+            # One document named on its own is chunked as a folder holding it would chunk it: package_path
+            # ``<its folder's name>/<file name>``.
+            parent = Path(os.path.realpath(self.path)).parent.name or "root"
+            package = f"{parent}/{self.path.name}"
+            return _emit_document(self.path, package, MAX_CHARS, self.skipped, self.skip_bad_files)
         return read_jsonl(self.path, label=self.label)
 
 
@@ -307,16 +311,3 @@ def read_folder(
     for path in paths:
         package = f"{prefix}/{path.relative_to(folder).as_posix()}"
         yield from _emit_document(path, package, max_chars, skipped, skip_bad_files)
-
-
-def read_document(
-    path: Path,
-    max_chars: int = MAX_CHARS,
-    *,
-    skipped: list[Skipped] | None = None,
-    skip_bad_files: bool = False,
-) -> Iterator[tuple[str, ChunkRecord]]:
-    """Chunks of one document named on its own, as :func:`read_folder` makes them for a folder holding it:
-    package_path ``<its folder's name>/<file name>``."""
-    parent = Path(os.path.realpath(path)).parent.name or "root"
-    yield from _emit_document(path, f"{parent}/{path.name}", max_chars, skipped, skip_bad_files)

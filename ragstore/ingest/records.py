@@ -113,17 +113,24 @@ class ChunkRecord(BaseModel):
         return not self.text.strip()
 
     def content_sha256(self) -> bytes:
-        return hashlib.sha256(self.text.encode("utf-8")).digest()
+        return content_sha256(self.text)
 
     def record_sha256(self, fts_config: str) -> bytes:
         """Covers everything stored in the chunk table, so equal hashes mean a no-op."""
-        canonical = json.dumps(
-            [self.package_path, self.text, self.metadata, fts_config],
-            ensure_ascii=False,
-            sort_keys=True,
-            separators=(",", ":"),
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).digest()
+        return record_sha256(self.package_path, self.text, self.metadata, fts_config)
+
+
+def content_sha256(text: str) -> bytes:
+    """The hash of a chunk's text: what its vector was made from."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def record_sha256(package_path: str, text: str, metadata: dict[str, Any], fts_config: str) -> bytes:
+    """The hash of everything a chunk row stores (:meth:`ChunkRecord.record_sha256`)."""
+    canonical = json.dumps(
+        [package_path, text, metadata, fts_config], ensure_ascii=False, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).digest()
 
 
 class IndexRow(BaseModel):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict, Unpack
 
 import psycopg
 
@@ -14,6 +15,7 @@ from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, check_fts_config, get_family
 from ragstore.ingest.columnar import COLUMNAR_KINDS, read_columnar
+from ragstore.ingest.fast import OnePass, Spool
 from ragstore.ingest.readers import EMPTY, Skipped, Source
 from ragstore.ingest.records import FTS_SAFE_BYTES, ChunkRecord
 from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector, write_records  # noqa: F401  (re-exported)
@@ -118,16 +120,9 @@ def index_sources(
     the sources left out, and why. ``batch_size`` is the write batch (the pass batches by
     :data:`~ragstore.ingest.fast.PASS_BATCH`).
     """
-    from ragstore.ingest.fast import OnePass, Spool, raw_lines
-    from ragstore.ingest.writer import write_prepared
+    from ragstore.ingest.fast import raw_lines
 
-    family = get_family(conn, family_name)
-    chosen = backend or backend_for(family, caches_for(conn))
-    family.check_backend(chosen)
-    config = check_fts_config(conn, fts_config_of(family))
-    conn.commit()
-    with Spool() as spool:
-        one = OnePass(conn, family, config, spool, check_text=fts_size_check(conn, config), batch=batch_size)
+    def read(one: OnePass) -> None:
         for source in sources:
             if source.lines is not None:
                 one.jsonl(source.lines)
@@ -137,24 +132,78 @@ def index_sources(
                 read_columnar(source, one)
             else:
                 one.records(source.records())
+
+    prefixes = [prefix for source in sources for prefix in source.prefixes]
+    options = _RunOptions(prune, batch_size, backend, progress, on_validated, prefixes)
+    report = _index(conn, family_name, read, options)
+    # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
+    report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)
+    return report
+
+
+class RecordOptions(TypedDict, total=False):
+    """Options of :func:`index_records`: ``prune``, ``backend`` (else the family's), ``progress``."""
+
+    prune: bool
+    backend: Backend | None
+    progress: Progress | None
+
+
+def index_records(
+    conn: Conn, family_name: str, records: Iterable[ChunkRecord], **options: Unpack[RecordOptions]
+) -> IndexReport:
+    """Index records a program built (each already a valid :class:`ChunkRecord`) through the same pass
+    and writer as :func:`index_sources`: the records are checked against the family and spooled first
+    (nothing is written if one does not fit), each gets a source hash of its fields and vector (an
+    unchanged record costs that hash and one lookup per batch), and a bulk load into an empty family
+    takes the bulk path. Records are named ``record N`` (from 1) in messages. ``prune`` deletes the
+    family's chunks of the packages the records name that they no longer hold."""
+
+    def read(one: OnePass) -> None:
+        one.records(((f"record {i}", r) for i, r in enumerate(records, 1)), hashed=True)
+
+    chosen = _RunOptions(
+        options.get("prune", False), DEFAULT_BATCH, options.get("backend"), options.get("progress"), None, []
+    )
+    return _index(conn, family_name, read, chosen)
+
+
+@dataclass
+class _RunOptions:
+    prune: bool
+    batch_size: int
+    backend: Backend | None
+    progress: Progress | None
+    on_validated: Callable[[int], None] | None
+    prefixes: list[str]
+
+
+def _index(conn: Conn, family_name: str, read: Callable[[OnePass], None], options: _RunOptions) -> IndexReport:
+    from ragstore.ingest.writer import write_prepared
+
+    family = get_family(conn, family_name)
+    chosen = options.backend or backend_for(family, caches_for(conn))
+    family.check_backend(chosen)
+    config = check_fts_config(conn, fts_config_of(family))
+    conn.commit()
+    with Spool() as spool:
+        one = OnePass(conn, family, config, spool, fts_size_check(conn, config))
+        one.batch = options.batch_size
+        read(one)
         found = one.result
-        if on_validated is not None:
-            on_validated(found.total)
-        prefixes = [prefix for source in sources for prefix in source.prefixes]
-        report = write_prepared(
+        if options.on_validated is not None:
+            options.on_validated(found.total)
+        return write_prepared(
             conn,
             family,
             chosen,
             spool.read(),
             found,
-            prune=prune,
-            prune_prefixes=prefixes,
-            progress=progress,
+            prune=options.prune,
+            prune_prefixes=options.prefixes,
+            progress=options.progress,
             fts_config=config,
         )
-    # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
-    report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)
-    return report
 
 
 def skipped_files(sources: Sequence[Source]) -> list[Skipped]:

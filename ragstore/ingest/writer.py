@@ -25,9 +25,11 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg import sql
+from psycopg.types.json import set_json_dumps
 from pydantic import ValidationError
 
 from ragstore.common.like import like_prefix
@@ -40,7 +42,7 @@ from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family, cluster_by_package, drop_hnsw_index, ensure_hnsw_index, has_hnsw_index
 from ragstore.ingest.fast import PassResult, Prepared
 from ragstore.ingest.readers import describe_validation_error
-from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix
+from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix, content_sha256, record_sha256
 
 if TYPE_CHECKING:
     import tenacity
@@ -50,6 +52,10 @@ DEFAULT_BATCH = 5000
 # end: building after a bulk load is several times faster than maintaining the graph row by row.
 BULK_THRESHOLD = 5_000
 MAX_RETRIES = 6
+#: After a run that updated or pruned at least this fraction of a family's rows, its HNSW index is rebuilt
+#: (measured at 30k x 384 after a 1% change: VACUUM of the graph took 1.7-2.2x a REINDEX, and the recall left
+#: by the change was within noise: benchmarks/README.md, "Precomputed-vector ingest").
+REBUILD_FRACTION = 0.1
 # A deadlock or serialisation failure between concurrent writers: the batch is retried as a whole.
 _TRANSIENT = (pgerrors.DeadlockDetected, pgerrors.SerializationFailure)
 
@@ -71,6 +77,7 @@ class IndexReport:
     embedded: int = 0
     batches: int = 0
     retries: int = 0
+    reindexed: bool = False
     seconds: float = 0.0
     packages: set[str] = field(default_factory=set, repr=False)
 
@@ -95,13 +102,11 @@ class IndexReport:
 
 @dataclass
 class _Batch:
-    records: list[tuple[str, ChunkRecord]]
+    """A batch to write: its rows, and each row's content and record hashes."""
+
+    rows: Prepared
     content: list[bytes]
     record: list[bytes]
-    # Precomputed vectors: row i is records[i]'s when supplied[i] (else the backend embeds its text).
-    vectors: np.ndarray
-    supplied: np.ndarray
-    source: list[bytes | None]
 
 
 def _batches(items: Iterable[tuple[str, ChunkRecord]], size: int) -> Iterator[list[tuple[str, ChunkRecord]]]:
@@ -111,7 +116,12 @@ def _batches(items: Iterable[tuple[str, ChunkRecord]], size: int) -> Iterator[li
 
 
 class Writer:
-    """Writes records of one family. Use :func:`write_records`; the class keeps the run's state."""
+    """Writes records of one family. Use :func:`write_records`; the class keeps the run's state.
+
+    With ``direct`` (a bulk load into a family that was empty when the run began), a batch is COPied
+    straight into the chunk and family tables, without staging or merge; should a row already be there (a
+    concurrent writer), the batch is rolled back and merged instead.
+    """
 
     def __init__(self, conn: Conn, family: Family, backend: Backend, *, fts_config: str = "english") -> None:
         family.check_backend(backend)
@@ -120,17 +130,23 @@ class Writer:
         self.backend = backend
         self.fts_config = fts_config
         self.seen: set[str] = set()
+        self.direct = False
+        self._fts: int | None = None
         self.report = IndexReport(family=family.name)
         ids = family.identifiers()
         self._lookup = sql.SQL(query("ingest", "lookup")).format(**ids)
         self._merge_embeddings = sql.SQL(query("ingest", "merge_embeddings")).format(**ids)
+        self._copy_family = sql.SQL(query("ingest", "copy_family_direct")).format(**ids)
         with db_errors():
             conn.execute(query("ingest", "create_stage"))
             conn.commit()
 
     # -- one batch -----------------------------------------------------------------------------
-    def _prepare(self, raw: list[tuple[str, ChunkRecord]]) -> _Batch:
-        kept: list[tuple[str, ChunkRecord]] = []
+    def write_batch(self, raw: list[tuple[str, ChunkRecord]]) -> None:
+        """Write one batch of parsed records (duplicates of ids seen before in this run are dropped)."""
+        dim = self.family.dim
+        out = Prepared([], [], [], [], [], [], np.zeros((0, dim), dtype=np.float32), np.zeros(0, dtype=bool))
+        vectors: list[list[float] | None] = []
         for where, record in raw:
             if record.chunk_id in self.seen:
                 self.report.duplicates += 1
@@ -140,62 +156,61 @@ class Writer:
                 self.report.skipped += 1
                 continue
             check_supplied_vector(where, record, self.family)
-            kept.append((where, record))
+            out.wheres.append(where)
+            out.ids.append(record.chunk_id)
+            out.packages.append(record.package_path)
+            out.texts.append(record.text)
+            out.metadata.append(record.metadata)
+            out.sources.append(None)
+            vectors.append(record.vector)
             self.report.packages.add(record.package_path)
-        vectors = np.zeros((len(kept), self.family.dim), dtype=np.float32)
-        supplied = np.zeros(len(kept), dtype=bool)
-        for i, (_, r) in enumerate(kept):
-            if r.vector is not None:
-                vectors[i] = np.asarray(r.vector, dtype=np.float32)
-                supplied[i] = True
-        return self._hashed(kept, vectors, supplied, [None] * len(kept))
+        out.vectors = np.zeros((len(vectors), dim), dtype=np.float32)
+        out.has_vector = np.asarray([v is not None for v in vectors], dtype=bool)
+        for i, v in enumerate(vectors):
+            if v is not None:
+                out.vectors[i] = np.asarray(v, dtype=np.float32)
+        self.write_prepared(out)
 
-    def _hashed(
-        self, kept: list[tuple[str, ChunkRecord]], vectors: np.ndarray, supplied: np.ndarray, source: list[bytes | None]
-    ) -> _Batch:
-        content = [r.content_sha256() for _, r in kept]
-        digests = []
-        for i, (_, r) in enumerate(kept):
-            digest = r.record_sha256(self.fts_config)
-            if supplied[i]:
-                digest = hashlib.sha256(digest + vectors[i].tobytes()).digest()
-            digests.append(digest)
-        return _Batch(kept, content, digests, vectors, supplied, source)
-
-    def write_batch(self, raw: list[tuple[str, ChunkRecord]]) -> None:
-        """Write one batch of parsed records (duplicates of ids seen before in this run are dropped)."""
-        self._write(self._prepare(raw))
-
-    def write_prepared(self, prepared: Prepared) -> None:
+    def write_prepared(self, batch: Prepared) -> None:
         """Write one batch of the one pass (:mod:`ragstore.ingest.fast`): checked, deduplicated, with its
         vectors as a matrix and the records' source hashes."""
-        kept = [(item.where, item.record) for item in prepared.items]
-        source = [item.source for item in prepared.items]
-        self._write(self._hashed(kept, prepared.vectors, prepared.has_vector, source))
+        if not len(batch):
+            return
+        fts = self.fts_config
+        content = [content_sha256(t) for t in batch.texts]
+        record = [
+            record_sha256(p, t, m, fts) for p, t, m in zip(batch.packages, batch.texts, batch.metadata, strict=True)
+        ]
+        for i in np.flatnonzero(batch.has_vector).tolist():
+            record[i] = hashlib.sha256(record[i] + batch.vectors[i].tobytes()).digest()
+        self._write(_Batch(batch, content, record))
 
     def _write(self, batch: _Batch) -> None:
-        if not batch.records:
-            return
-        ids = [r.chunk_id for _, r in batch.records]
-        with db_errors():
-            rows = self.conn.execute(self._lookup, {"ids": ids, "family": self.family.name}).fetchall()
-            self.conn.commit()
-        stored = {
-            row[0]: (
-                bytes(row[1]),
-                None if row[3] is None else bytes(row[3]),
-                row[4],
-                bytes(row[2]),
-                None if row[5] is None else bytes(row[5]),
-            )
-            for row in rows
-        }
+        rows = batch.rows
+        ids = rows.ids
+        if self.direct:
+            stored: dict[str, tuple[bytes, bytes | None, str, bytes, bytes | None]] = {}
+        else:
+            with db_errors():
+                found = self.conn.execute(self._lookup, {"ids": ids, "family": self.family.name}, binary=True)
+                stored = {
+                    row[0]: (
+                        bytes(row[1]),
+                        None if row[3] is None else bytes(row[3]),
+                        row[4],
+                        bytes(row[2]),
+                        None if row[5] is None else bytes(row[5]),
+                    )
+                    for row in found.fetchall()
+                }
+                self.conn.commit()
 
         chunk_rows: list[int] = []
         embed_rows: list[int] = []
         rewritten: set[str] = set()
-        for i, (_, record) in enumerate(batch.records):
-            held = stored.get(record.chunk_id)
+        supplied = batch.rows.has_vector
+        for i, chunk_id in enumerate(ids):
+            held = stored.get(chunk_id)
             # A chunk whose stored text is not the input's (its hash says so even when the record hash
             # does not: a row changed behind the writer's back) is written again, and so is its vector.
             record_changed = held is None or held[0] != batch.record[i] or held[3] != batch.content[i]
@@ -203,17 +218,17 @@ class Writer:
                 held is None
                 or held[1] != batch.content[i]
                 or held[2] != self.family.model
-                or (record_changed and bool(batch.supplied[i]))
+                or (record_changed and bool(supplied[i]))
             )
             if record_changed:
-                rewritten.add(record.chunk_id)
+                rewritten.add(chunk_id)
                 chunk_rows.append(i)
-            elif held is not None and batch.source[i] is not None and held[4] != batch.source[i]:
+            elif held is not None and rows.sources[i] is not None and held[4] != rows.sources[i]:
                 chunk_rows.append(i)  # the same record in other bytes: only its source hash is written
             if embedding_stale:
                 embed_rows.append(i)
         if not chunk_rows and not embed_rows:
-            self.report.unchanged += len(batch.records)
+            self.report.unchanged += len(ids)
             return
 
         vectors = self._vectors(batch, embed_rows)
@@ -232,17 +247,18 @@ class Writer:
         chunk_only = len((changed & rewritten) - emb_inserted - emb_updated)
         self.report.inserted += len(emb_inserted)
         self.report.updated += len(emb_updated) + chunk_only
-        self.report.unchanged += len(batch.records) - len(emb_inserted) - len(emb_updated) - chunk_only
+        self.report.unchanged += len(ids) - len(emb_inserted) - len(emb_updated) - chunk_only
         self.report.batches += 1
 
     def _vectors(self, batch: _Batch, rows: list[int]) -> np.ndarray:
         """Vectors for ``rows``: supplied ones as given, the others embedded in one backend call."""
+        prepared = batch.rows
         index = np.asarray(rows, dtype=np.int64)
-        out = batch.vectors[index] if rows else np.empty((0, self.family.dim), dtype=np.float32)
-        to_embed = [k for k, i in enumerate(rows) if not batch.supplied[i]]
+        out = prepared.vectors[index] if rows else np.empty((0, self.family.dim), dtype=np.float32)
+        to_embed = [k for k, i in enumerate(rows) if not prepared.has_vector[i]]
         if to_embed:
-            texts = [batch.records[rows[k]][1].text for k in to_embed]
-            where = f"{batch.records[rows[to_embed[0]]][0]}..."
+            texts = [prepared.texts[rows[k]] for k in to_embed]
+            where = f"{prepared.wheres[rows[to_embed[0]]]}..."
 
             def checked(todo: list[str]) -> np.ndarray:
                 matrix = self.backend.embed(todo)
@@ -261,24 +277,31 @@ class Writer:
     def _merge(
         self, batch: _Batch, chunk_rows: list[int], embed_rows: list[int], vectors: np.ndarray
     ) -> tuple[set[str], set[str], set[str]]:
+        if self.direct:
+            try:
+                return self._copy_direct(batch, vectors)
+            except pgerrors.UniqueViolation:
+                # A row is there already (a concurrent writer): this batch, and the rest of the run, merge.
+                _rollback(self.conn)
+                self.direct = False
         conn = self.conn
+        rows = batch.rows
         with conn.transaction():
             with conn.cursor() as cur:
                 if chunk_rows:
                     with cur.copy(query("ingest", "copy_chunks")) as copy:
                         copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])
                         for i in chunk_rows:
-                            r = batch.records[i][1]
                             copy.write_row(
                                 (
-                                    r.chunk_id,
-                                    r.package_path,
-                                    r.text,
+                                    rows.ids[i],
+                                    rows.packages[i],
+                                    rows.texts[i],
                                     batch.content[i],
                                     batch.record[i],
-                                    json.dumps(r.metadata, ensure_ascii=False, sort_keys=True),
+                                    json.dumps(rows.metadata[i], ensure_ascii=False, sort_keys=True),
                                     self.fts_config,
-                                    batch.source[i],
+                                    rows.sources[i],
                                 )
                             )
                     merged = cur.execute(query("ingest", "merge_chunks"), {"family": self.family.name})
@@ -292,13 +315,56 @@ class Writer:
                         copy.set_types(["text", "text", "vector", "text", "bytea"])
                         model = self.family.model
                         for k, i in enumerate(embed_rows):
-                            r = batch.records[i][1]
-                            copy.write_row((r.chunk_id, r.package_path, vectors[k], model, batch.content[i]))
+                            copy.write_row((rows.ids[i], rows.packages[i], vectors[k], model, batch.content[i]))
                     for chunk_id, was_inserted in cur.execute(self._merge_embeddings).fetchall():
                         (inserted if was_inserted else updated).add(chunk_id)
                 if changed:
                     self._sync_package_paths(cur, changed)
         return changed, inserted, updated
+
+    def _copy_direct(self, batch: _Batch, vectors: np.ndarray) -> tuple[set[str], set[str], set[str]]:
+        """A batch of new rows (every one of them: the family was empty and the pass removed duplicates)
+        COPied straight into the chunk and family tables, in package order, in one transaction."""
+        conn = self.conn
+        rows = batch.rows
+        family, model, fts = self.family.name, self.family.model, self._fts_oid()
+        order = sorted(range(len(rows.ids)), key=lambda i: (rows.packages[i], rows.ids[i]))
+        with conn.transaction(), conn.cursor() as cur:
+            set_json_dumps(_json_text, cur)
+            with cur.copy(query("ingest", "copy_chunks_direct")) as copy:
+                copy.set_types(["text", "text", "text", "text", "bytea", "bytea", "jsonb", "oid", "bytea"])
+                for i in order:
+                    copy.write_row(
+                        (
+                            family,
+                            rows.ids[i],
+                            rows.packages[i],
+                            rows.texts[i],
+                            batch.content[i],
+                            batch.record[i],
+                            rows.metadata[i],
+                            fts,
+                            rows.sources[i],
+                        )
+                    )
+            with cur.copy(self._copy_family) as copy:
+                copy.set_types(["text", "text", "vector", "text", "bytea", "jsonb"])
+                for i in order:
+                    copy.write_row(
+                        (rows.ids[i], rows.packages[i], vectors[i], model, batch.content[i], rows.metadata[i])
+                    )
+        return set(), set(rows.ids), set()
+
+    def _fts_oid(self) -> int:
+        """The oid of the run's text-search configuration (a binary COPY sends a regconfig as its oid)."""
+        if self._fts is None:
+            with db_errors():
+                row = self.conn.execute("SELECT %s::regconfig::oid", (self.fts_config,)).fetchone()
+                # Each batch is its own transaction, committed whole: none may be left open around it.
+                self.conn.commit()
+            assert row is not None
+            self._fts = int(row[0])
+        return self._fts
 
     def _sync_package_paths(self, cur: psycopg.Cursor[Any], changed: set[str]) -> None:
         """This family's table follows its chunks' package_path (no other family's row is touched; a model
@@ -357,6 +423,48 @@ def _rollback(conn: Conn) -> None:
     """Roll back; on a lost connection the server has done it already, and the caller reports the loss."""
     with contextlib.suppress(psycopg.Error):
         conn.rollback()
+
+
+def _json_text(value: Any) -> str:
+    """JSON text of a metadata object for a binary COPY into jsonb (orjson; json for what it refuses,
+    such as integers past 64 bits)."""
+    try:
+        return orjson.dumps(value).decode("utf-8")
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False)
+
+
+def rebuild_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> bool:
+    """Rebuild the family's HNSW index (``REINDEX … CONCURRENTLY``: searches go on meanwhile) when
+    ``churned`` (rows updated or pruned) is at least :data:`REBUILD_FRACTION` of its rows (as the planner
+    counts them; ``seen``, the rows the run read, when it has not counted them yet); True when it ran.
+
+    An updated or deleted row leaves a dead entry in the graph, which searches visit and drop; the rebuilt
+    graph holds the live rows only. A role that may not rebuild the index (not its owner) leaves it to
+    the owner's maintenance, as a failed rebuild does (the index stays valid)."""
+    if churned <= 0 or on_citus(conn):
+        return False
+    with db_errors():
+        row = conn.execute(query("ingest", "family_rows"), {"table": family.table}).fetchone()
+        conn.commit()
+    rows = float(row[0]) if row and row[0] is not None else float(seen)
+    if churned < REBUILD_FRACTION * rows:
+        return False
+    autocommit = conn.autocommit
+    try:
+        conn.autocommit = True
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute(sql.SQL(query("ingest", "rebuild_hnsw")).format(**family.identifiers()))
+        return True
+    except psycopg.errors.InsufficientPrivilege:
+        return False
+    except psycopg.Error as exc:
+        map_db_error(exc)
+        raise
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("RESET maintenance_work_mem")
+        conn.autocommit = autocommit
 
 
 def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> None:
@@ -450,7 +558,7 @@ def write_prepared(
         for batch in batches:
             writer.write_prepared(batch)
             if progress is not None:
-                progress(len(batch.items))
+                progress(len(batch))
 
     return _write_run(conn, family, backend, work, found.to_write, prune, prune_prefixes, fts_config)
 
@@ -477,6 +585,7 @@ def _write_run(
             conn.commit()
         if row and row[0]:
             bulk = drop_hnsw_index(conn, family)
+            writer.direct = bulk and not on_citus(conn)
     try:
         work(writer)
         if prune:
@@ -491,5 +600,9 @@ def _write_run(
     if bulk:
         cluster_by_package(conn, family)
         ensure_hnsw_index(conn, family)
+    else:
+        report = writer.report
+        seen = report.inserted + report.updated + report.unchanged
+        report.reindexed = rebuild_if_churned(conn, family, report.updated + report.pruned, seen)
     writer.report.seconds = time.perf_counter() - started
     return writer.report

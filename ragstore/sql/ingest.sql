@@ -117,8 +117,29 @@ SELECT c.source_sha256, c.chunk_id, c.package_path
 FROM ragstore.chunks AS c
 JOIN ragstore.{table} AS e
   ON e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256 AND e.model = %(model)s
-WHERE c.source_sha256 = ANY (%(hashes)s::bytea[])
+WHERE c.source_sha256 = ANY (%(hashes)b::bytea[])
   AND c.family = %(family)s
 
 -- name: family_is_empty
 SELECT NOT EXISTS (SELECT 1 FROM ragstore.{table})
+
+-- name: copy_chunks_direct
+-- A bulk load into an empty family: new chunk rows straight into the table (fts_config as its oid, the
+-- binary form of regconfig); a row already there fails the batch, which is then merged instead.
+COPY ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config,
+                      source_sha256)
+FROM STDIN (FORMAT BINARY)
+
+-- name: copy_family_direct
+COPY ragstore.{table} (chunk_id, package_path, embedding, model, content_sha256, metadata)
+FROM STDIN (FORMAT BINARY)
+
+-- name: family_rows
+-- The family table's row count as the planner knows it (no scan); NULL before its first VACUUM or ANALYZE.
+SELECT CASE WHEN c.reltuples >= 0 THEN c.reltuples END
+FROM pg_class AS c
+WHERE c.oid = to_regclass(format('ragstore.%%I', %(table)s::text))
+
+-- name: rebuild_hnsw
+-- A new graph of the live rows, built beside the old one, which searches use until the swap.
+REINDEX INDEX CONCURRENTLY ragstore.{hnsw_index}

@@ -1,0 +1,163 @@
+"""The write paths of the one pass: the bulk load's straight COPY, records handed over by a program, and
+the VACUUM after a run that rewrote a large share of a family."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragstore import families
+from ragstore.embed.external import ExternalBackend
+from ragstore.errors import ModelMismatch
+from ragstore.ingest import writer
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.run import index_records, index_sources
+
+DIM = 4
+
+
+def vectors(n: int, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+
+
+def rows(n: int, seed: int = 1, text: str = "text") -> list[dict]:
+    m = vectors(n, seed)
+    return [
+        {
+            "chunk_id": f"c{i:03d}",
+            "package_path": f"pkg/{i % 3}",
+            "text": f"{text} {i}",
+            "metadata": {"n": i, "lang": "en" if i % 2 else "fr"},
+            "vector": m[i].tolist(),
+        }
+        for i in range(n)
+    ]
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def two(conn):
+    for name in ("a", "b"):
+        families.create_family(conn, name, ExternalBackend("mine", DIM), options={"dimensions": DIM})
+
+
+def content(conn, family: str) -> list[tuple]:
+    """Everything stored for the family's chunks but timestamps and the source hashes (which cover the
+    family's name)."""
+    return conn.execute(
+        f"SELECT c.chunk_id, c.package_path, c.text, c.metadata, c.content_sha256, c.record_sha256, "
+        f"c.source_sha256 IS NOT NULL, c.fts_config::text, c.tsv::text, e.embedding::text, e.model, e.package_path, "
+        f"e.metadata, e.content_sha256 FROM ragstore.chunks c JOIN ragstore.emb_{family} e USING (chunk_id) "
+        f"WHERE c.family = %s ORDER BY c.chunk_id",
+        (family,),
+    ).fetchall()
+
+
+def test_a_bulk_load_copied_straight_into_the_tables_stores_what_the_merge_stores(conn, two, tmp_path, monkeypatch):
+    src = write_jsonl(tmp_path / "v.jsonl", rows(40))
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
+    bulk = index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10**9)
+    merged = index_sources(conn, "b", open_sources([str(src)]), batch_size=16)
+    assert (bulk.inserted, merged.inserted) == (40, 40)
+    assert families.family_stats(conn, "a").hnsw_index is not None
+    assert content(conn, "a") == content(conn, "b") and len(content(conn, "a")) == 40
+    again = index_sources(conn, "a", open_sources([str(src)]))
+    assert (again.inserted, again.updated, again.unchanged) == (0, 0, 40)
+
+
+def test_a_bulk_load_meeting_a_row_already_there_merges_instead(conn, two, tmp_path, monkeypatch):
+    # A chunk row of the family without its vector (as a concurrent writer's half-way state would be seen
+    # by a straight COPY): the batch holding it is merged, the load completes and converges.
+    conn.execute(
+        "INSERT INTO ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256) "
+        "VALUES ('a', 'c005', 'pkg/2', 'stale', sha256('stale'), sha256('x'))"
+    )
+    conn.commit()
+    src = write_jsonl(tmp_path / "v.jsonl", rows(40))
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
+    report = index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
+    assert report.inserted == 40
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10**9)
+    index_sources(conn, "b", open_sources([str(src)]))
+    assert content(conn, "a") == content(conn, "b")
+
+
+def test_records_from_a_program_go_through_the_pass(conn, two):
+    records = [ChunkRecord(**r) for r in rows(12)]
+    first = index_records(conn, "a", records)
+    assert (first.inserted, first.unchanged) == (12, 0)
+    # Each record got a source hash: an unchanged re-run finds every one by it.
+    stored = conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'a' AND source_sha256 IS NOT NULL")
+    assert stored.fetchone()[0] == 12
+    again = index_records(conn, "a", records)
+    assert (again.inserted, again.updated, again.unchanged) == (0, 0, 12)
+    changed = records[:11] + [ChunkRecord(**(rows(12)[11] | {"text": "new"}))]
+    assert index_records(conn, "a", changed).updated == 1
+
+    bad = [ChunkRecord(**r) for r in rows(3, seed=2, text="other")] + [
+        ChunkRecord(chunk_id="x", package_path="p", text="t", vector=[1.0, 2.0])
+    ]
+    with pytest.raises(ModelMismatch, match=r"record 4: vector: 2 dimensions"):
+        index_records(conn, "b", bad)
+    assert conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'b'").fetchone()[0] == 0
+
+
+def hnsw_identity(conn, family: str):
+    row = conn.execute(
+        "SELECT c.oid, c.relfilenode FROM pg_class c WHERE c.relname = %s",
+        (families.get_family(conn, family).hnsw_index,),
+    ).fetchone()
+    conn.commit()
+    return row
+
+
+def test_a_run_that_rewrites_a_tenth_of_a_family_rebuilds_its_graph_and_a_small_change_does_not(conn, two, tmp_path):
+    records = rows(50)
+    src = write_jsonl(tmp_path / "v.jsonl", records)
+    index_sources(conn, "a", open_sources([str(src)]))
+    built = hnsw_identity(conn, "a")
+    few = [r | {"text": "changed"} if i < 2 else r for i, r in enumerate(records)]  # 4%
+    report = index_sources(conn, "a", open_sources([str(write_jsonl(tmp_path / "few.jsonl", few))]))
+    assert report.updated == 2 and not report.reindexed
+    assert hnsw_identity(conn, "a") == built
+    many = [r | {"text": "changed again"} if i < 5 else r for i, r in enumerate(records)]  # 10%
+    report = index_sources(conn, "a", open_sources([str(write_jsonl(tmp_path / "many.jsonl", many))]))
+    assert report.updated == 5 and report.reindexed and report.as_dict()["reindexed"] is True
+    assert hnsw_identity(conn, "a") != built
+    assert families.family_stats(conn, "a").hnsw_index is not None
+    nearest = "SELECT chunk_id FROM ragstore.emb_a ORDER BY embedding <=> %s::vector LIMIT 1"
+    found = conn.execute(nearest, (many[3]["vector"],))
+    assert found.fetchone()[0] == "c003"
+
+
+def test_a_bulk_load_stopped_half_way_keeps_whole_batches_and_a_rerun_converges(conn, two, tmp_path, monkeypatch):
+    src = write_jsonl(tmp_path / "v.jsonl", rows(40))
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
+    copy_direct = writer.Writer._copy_direct
+    calls = []
+
+    def fail_second(self, batch, vectors):
+        calls.append(len(batch.rows))
+        if len(calls) == 2:
+            raise RuntimeError("stopped")
+        return copy_direct(self, batch, vectors)
+
+    monkeypatch.setattr(writer.Writer, "_copy_direct", fail_second)
+    with pytest.raises(RuntimeError, match="stopped"):
+        index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
+    conn.rollback()
+    assert conn.execute("SELECT count(*) FROM ragstore.emb_a").fetchone()[0] == 16  # the first batch, whole
+    assert families.family_stats(conn, "a").hnsw_index is not None
+    monkeypatch.setattr(writer.Writer, "_copy_direct", copy_direct)
+    report = index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
+    assert (report.inserted, report.unchanged) == (24, 16)
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10**9)
+    index_sources(conn, "b", open_sources([str(src)]))
+    assert content(conn, "a") == content(conn, "b")
