@@ -112,7 +112,7 @@ def statement(
 
 # The blocks a statement of hybrid.sql is made of, in the order they are filled in: on Citus each is
 # hybrid_citus.sql's block of that name where that file has one.
-_PARTS = ("query_terms", "bm25", "fts_top", "vec_top")
+_PARTS = ("query_terms", "bm25", "fts_top", "vec_top", "vec_scan")
 
 
 def _part(name: str, citus: bool) -> str:

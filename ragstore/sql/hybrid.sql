@@ -1,10 +1,11 @@
 -- Full text and hybrid search, read by ragstore.search.fts and ragstore.search.hybrid.
 --
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
--- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms}, {bm25}, {fts_top} and
--- {vec_top} (the blocks of those names; on Citus those of hybrid_citus.sql where it has them) and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the
--- family table "e", which holds the metadata too: the package/metadata filter ANDed with the candidate's
--- key for the full-text leg and with "%(use_vector)s" for the vector leg).
+-- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms}, {bm25}, {fts_top},
+-- {vec_top} and {vec_scan} (the blocks of those names; on Citus those of hybrid_citus.sql where it has
+-- them) and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
+-- which holds the metadata too: the package/metadata filter ANDed with the candidate's key for the
+-- full-text leg and with "%(use_vector)s" for the vector leg).
 --
 -- A family serves its own chunks only: chunks are read with c.family = %(family)s, joined to the family
 -- table on (family, chunk_id) and on equal content_sha256 (the vector is the embedding of the text).
@@ -177,13 +178,17 @@ vec_top AS MATERIALIZED (
                || set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true) AS settings
     ) AS s
     CROSS JOIN LATERAL (
-        SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
-        FROM ragstore.{table} AS e
-        {where_vec}
-        ORDER BY e.embedding <=> %(q)s::{vtype}
-        LIMIT {vec_n}
+{vec_scan}
     ) AS t
 )
+
+-- name: vec_scan
+-- The vector leg's index scan (in vec_top, here and in hybrid_citus.sql).
+SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
+FROM ragstore.{table} AS e
+{where_vec}
+ORDER BY e.embedding <=> %(q)s::{vtype}
+LIMIT {vec_n}
 
 -- name: store_fusion
 -- A family's fusion settings (ragstore family tune): option "fusion" set to a JSON object, or removed

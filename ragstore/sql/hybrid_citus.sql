@@ -66,9 +66,8 @@ fts_top AS MATERIALIZED (
 
 -- name: vec_top
 vec_top AS MATERIALIZED (
-    SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
-    FROM ragstore.{table} AS e
-    {where_vec}
-    ORDER BY e.embedding <=> %(q)s::{vtype}
-    LIMIT {vec_n}
+    SELECT t.chunk_id, t.distance
+    FROM (
+{vec_scan}
+    ) AS t
 )
