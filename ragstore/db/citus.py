@@ -138,7 +138,8 @@ def distribute(conn: Conn) -> list[str]:
         if _exists(conn, table) and not _laid_out(conn, table):
             if table == "chunks":
                 # Citus distributes no table with triggers: the chunk-count ledger's (the full-text IDF's
-                # per-family count, migration 0010) go. Full text and hybrid do not run on Citus yet.
+                # per-family count, migration 0010) and the postings' go; full text and hybrid read the
+                # chunks' tsv there instead (ragstore/sql/hybrid_citus.sql).
                 for statement in query("citus", "drop_count_triggers").split(";"):
                     conn.execute(statement)
             _distribute_table(conn, table, column, colocate)

@@ -47,7 +47,6 @@ from psycopg import pq
 
 from ragstore.caches import Caches, caches_for
 from ragstore.common.strictjson import text_problem
-from ragstore.db.citus import on_citus
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, get_family
@@ -302,12 +301,6 @@ def _fresh(
             f"--rerank mmr cannot run on family {fam.name!r}: its offline vectors are fingerprints of the "
             "text, not meanings, so diversity by them would drop relevant hits; use a semantic family"
         )
-    if on_citus(conn):
-        # Full text and hybrid are single-node only for now: their statement walks the BM25 candidates
-        # with LATERAL probes, which Citus does not push to the shards.
-        if mode in ("fts", "hybrid"):
-            raise InvalidInput(f"mode {mode!r} does not run on Citus yet: use --mode hnsw or --mode exact")
-        mode = "hnsw" if mode == "auto" else mode
     mode = default_mode(fam, query) if mode == "auto" else mode
     tuning = tuning or _Tuning(None, None, None)
     if mode != "hybrid" and (tuning.fusion is not None or tuning.alpha is not None):

@@ -16,8 +16,10 @@ Promises of :func:`fts_search`:
   ``idf(w) = ln(1 + (N − df + 0.5)/(df + 0.5))``, tf the word's occurrences in the chunk and dl the
   chunk's length (lexeme occurrences of its ``tsv``); then chunk_id ascending. tf, dl and df come from
   ``ragstore.chunk_terms`` (one row per chunk and lexeme, kept by triggers on the chunks); N and the
-  average length from the family's ledger (``ragstore.family_chunk_deltas``). Only the family's own
-  chunks are read, returned and counted: another family's chunks never change a score here.
+  average length from the family's ledger (``ragstore.family_chunk_deltas``). On Citus, where no trigger
+  keeps either, the same numbers come from the chunks' ``tsv`` in the statement itself
+  (``ragstore/sql/hybrid_citus.sql``): the same scores. Only the family's own chunks are read, returned
+  and counted: another family's chunks never change a score here.
 - An empty or stopword-only query gives ``[]``, never an error. ``package`` (a package_path prefix,
   LIKE wildcards escaped) and ``metadata`` (jsonb ``@>``) filter the chunks.
 
@@ -34,6 +36,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ragstore.db.citus import on_citus
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput
@@ -89,33 +92,61 @@ def text_params(family: Family, query_text: str, *, match: str = "auto") -> dict
 
 
 def statement(
-    family: Family, block: str, flt: Filter, *, any_words: bool, fts_n: int, vec_n: int = 0, k: int = 0
+    family: Family,
+    block: str,
+    flt: Filter,
+    *,
+    any_words: bool,
+    fts_n: int,
+    vec_n: int = 0,
+    k: int = 0,
+    citus: bool = False,
 ) -> str:
     """Block ``block`` of ``ragstore/sql/hybrid.sql`` for ``family`` and the shape of ``flt``, with the
-    match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape."""
+    match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape. With
+    ``citus``, the form Citus pushes to the shards (the blocks of ``ragstore/sql/hybrid_citus.sql``)."""
     table = (family.table, f"{family.vector_type}({int(family.dim)})")  # vector_type is checked by families
     literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
-    return _statement_text(block, table, (bool(flt.package), flt.metadata_shape), literals)
+    return _statement_text(block, table, (bool(flt.package), flt.metadata_shape), literals, citus)
+
+
+# The blocks a statement of hybrid.sql is made of, in the order they are filled in: on Citus each is
+# hybrid_citus.sql's block of that name where that file has one.
+_PARTS = ("query_terms", "bm25", "fts_top", "vec_top", "vec_scan")
+
+
+def _part(name: str, citus: bool) -> str:
+    if citus:
+        try:
+            return query("hybrid_citus", name)
+        except KeyError:
+            pass
+    return query("hybrid", name)
 
 
 @functools.lru_cache(maxsize=512)
 def _statement_text(
-    block: str, table: tuple[str, str], shape: tuple[bool, metafilter.Shape | None], literals: tuple[Any, ...]
+    block: str,
+    table: tuple[str, str],
+    shape: tuple[bool, metafilter.Shape | None],
+    literals: tuple[Any, ...],
+    citus: bool = False,
 ) -> str:
     flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
-    text = (
-        query("hybrid", block)
-        .replace("{query_terms}", query("hybrid", "query_terms"))
-        .replace("{vec_top}", query("hybrid", "vec_top"))
-    )
+    text = query("hybrid", block)
+    for name in _PARTS:
+        text = text.replace("{" + name + "}", _part(name, citus))
     values = dict(zip(("any", "fts_n", "vec_n", "k"), map(sql.Literal, literals), strict=True))
+    # One node: the vector leg's scan references its settings row (the settings are made first); Citus
+    # sets them with SET LOCAL before the statement instead.
+    use_vector = "%(use_vector)s" if citus else "%(use_vector)s AND s.settings IS NOT NULL"
     return (
         sql.SQL(text)
         .format(
             table=sql.Identifier(table[0]),
             vtype=sql.SQL(table[1]),
             where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.chunk_id = f.chunk_id")),
-            where_vec=flt.where(extra=sql.SQL("%(use_vector)s AND s.settings IS NOT NULL")),
+            where_vec=flt.where(extra=sql.SQL(use_vector)),
             **values,
         )
         .as_string()
@@ -140,7 +171,7 @@ def fts_search(
     k = check_k(k)
     flt = make_filter(package, metadata)
     params = {**text_params(family, query_text, match=match), **flt.params()}
-    text = statement(family, "fts", flt, any_words=params.pop("any"), fts_n=k)
+    text = statement(family, "fts", flt, any_words=params.pop("any"), fts_n=k, citus=on_citus(conn))
     with db_errors():
         rows = conn.execute(text, params).fetchall()
     return [row_to_hit(row, ranks={"fts": int(row[7])}, scores={"fts": float(row[2])}) for row in rows]

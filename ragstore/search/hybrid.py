@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
+from ragstore.db.citus import on_citus
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
 from ragstore.search import vector as _vector
@@ -128,7 +129,9 @@ def _candidates(
         "norm_kind": settings.normalization,
         "alpha": settings.alpha,
     }
-    text = statement(family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k)
+    text = statement(
+        family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k, citus=on_citus(conn)
+    )
     # One statement sets ef_search and runs both legs, isolated so that no setting outlives it.
     return _vector.run_with_settings(
         conn,

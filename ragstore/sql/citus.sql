@@ -65,7 +65,8 @@ WHERE conrelid = to_regclass(format('ragstore.%%I', %(table)s::text))
 -- Citus distributes no table with triggers: the triggers on ragstore.chunks that keep the chunk-count
 -- ledger and the full-text postings (migrations 0010 and 0012, for full text on one node) are dropped
 -- before chunks is distributed, and so is the postings' foreign key (a local table referencing it): the
--- postings table is then distributed co-located with chunks. Full text does not run on Citus yet.
+-- postings table is then distributed co-located with chunks. On Citus full text and hybrid search read
+-- the chunks' tsv instead of the postings and the ledger (ragstore/sql/hybrid_citus.sql).
 DROP TRIGGER IF EXISTS chunks_count_insert ON ragstore.chunks;
 DROP TRIGGER IF EXISTS chunks_count_delete ON ragstore.chunks;
 DROP TRIGGER IF EXISTS chunks_count_truncate ON ragstore.chunks;

@@ -1,10 +1,11 @@
 -- Full text and hybrid search, read by ragstore.search.fts and ragstore.search.hybrid.
 --
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
--- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms} and {vec_top} (the
--- blocks of those names) and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the
--- family table "e", which holds the metadata too: the package/metadata filter ANDed with the candidate's
--- key for the full-text leg and with "%(use_vector)s" for the vector leg).
+-- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms}, {bm25}, {fts_top},
+-- {vec_top} and {vec_scan} (the blocks of those names; on Citus those of hybrid_citus.sql where it has
+-- them) and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
+-- which holds the metadata too: the package/metadata filter ANDed with the candidate's key for the
+-- full-text leg and with "%(use_vector)s" for the vector leg).
 --
 -- A family serves its own chunks only: chunks are read with c.family = %(family)s, joined to the family
 -- table on (family, chunk_id) and on equal content_sha256 (the vector is the embedding of the text).
@@ -18,17 +19,12 @@
 -- alpha (the dense weight of 'cc'), ragstore_ef / ragstore_iterative (the HNSW settings).
 
 -- name: query_terms
--- The CTEs both blocks start with. q: the query as a strict tsquery. bm25: every chunk of the family
--- holding a word of the query with its BM25 score, from ragstore.fts_scores (migration 0012): postings in
--- ragstore.chunk_terms (tf, chunk length, and df as a word's rows, read through its primary key), N and
--- the average chunk length from the family's ledger (ragstore.family_chunk_deltas, kept by triggers).
+-- The CTEs both blocks start with. q: the query as a strict tsquery. bm25 and fts_top: the blocks of
+-- those names, from this file on one node, from hybrid_citus.sql on Citus (same columns, same scores).
 q AS MATERIALIZED (
     SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
 ),
-bm25 AS MATERIALIZED (
-    SELECT s.chunk_id, s.score
-    FROM ragstore.fts_scores(%(family)s, %(fts_config)s::regconfig, %(query)s, %(k1)s, %(b)s) AS s
-),
+{bm25},
 -- The full-text candidates: with "any", every chunk holding a word; otherwise the chunks matching the
 -- strict query (through the GIN index), scored by the same BM25 (0 when they hold none of the words,
 -- e.g. a query of exclusions only).
@@ -41,6 +37,20 @@ candidates AS (
     LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
     WHERE NOT {any}
 ),
+{fts_top}
+
+-- name: bm25
+-- Every chunk of the family holding a word of the query with its BM25 score, from ragstore.fts_scores
+-- (migration 0012): postings in ragstore.chunk_terms, N and the average length from the family's ledger.
+-- The score is rounded to 12 decimals: a sum's last bits depend on the order its terms are added in, so
+-- two chunks of equal score could otherwise come back in either order (and in another on Citus); rounded,
+-- the chunk_id breaks their tie everywhere.
+bm25 AS MATERIALIZED (
+    SELECT s.chunk_id, round(s.score::numeric, 12)::float8 AS score
+    FROM ragstore.fts_scores(%(family)s, %(fts_config)s::regconfig, %(query)s, %(k1)s, %(b)s) AS s
+)
+
+-- name: fts_top
 -- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
 -- pass the filter, walked best first: the walk stops once fts_n are found (a LATERAL probe per candidate
 -- by primary key; as EXISTS, the planner hashed both whole tables instead).
@@ -160,7 +170,7 @@ ORDER BY u.score DESC, u.chunk_id;
 -- "s.settings IS NOT NULL"), so the settings are in place before the index is read: the whole search is
 -- one statement (ragstore.search.vector.run_with_settings runs it as its own transaction, or between a
 -- savepoint and its rollback, so no setting outlives it). A LIMIT subquery laterally joined to another is
--- not pushed down by Citus: full text and hybrid are refused there (ragstore.search.api).
+-- not pushed down by Citus: hybrid_citus.sql has the Citus form.
 vec_top AS MATERIALIZED (
     SELECT t.chunk_id, t.distance
     FROM (
@@ -168,13 +178,17 @@ vec_top AS MATERIALIZED (
                || set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true) AS settings
     ) AS s
     CROSS JOIN LATERAL (
-        SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
-        FROM ragstore.{table} AS e
-        {where_vec}
-        ORDER BY e.embedding <=> %(q)s::{vtype}
-        LIMIT {vec_n}
+{vec_scan}
     ) AS t
 )
+
+-- name: vec_scan
+-- The vector leg's index scan (in vec_top, here and in hybrid_citus.sql).
+SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
+FROM ragstore.{table} AS e
+{where_vec}
+ORDER BY e.embedding <=> %(q)s::{vtype}
+LIMIT {vec_n}
 
 -- name: store_fusion
 -- A family's fusion settings (ragstore family tune): option "fusion" set to a JSON object, or removed

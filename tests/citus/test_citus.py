@@ -16,7 +16,7 @@ import pytest
 from ragstore import families
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
-from ragstore.errors import DatabaseUnavailable, InvalidInput, RagstoreError
+from ragstore.errors import DatabaseUnavailable, RagstoreError
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search.api import search
@@ -117,13 +117,72 @@ def test_same_tables_and_exact_answers_as_one_node(citus_dsn: str, dsn: str) -> 
     assert results["cluster"][2] == results["single"][2]
 
 
-def test_full_text_modes_on_citus_are_refused_in_one_line(citus_dsn: str) -> None:
-    with connect(citus_dsn) as conn:
-        families.create_family(conn, "textmodes", OfflineBackend())
-        conn.commit()
-        for mode in ("fts", "hybrid"):
-            with pytest.raises(InvalidInput, match="does not run on Citus yet"):
-                search(conn, "textmodes", "certificate", mode=mode)
+# Full-text and hybrid queries: plain words (any word matches), websearch operators (strict meaning),
+# words no chunk holds, stopwords only.
+TEXT_QUERIES = (
+    "certificate",
+    "openssl certificate command",
+    "script perl",
+    "file input output",
+    "bash completion directory",
+    '"command line"',
+    "openssl -perl",
+    "grep or awk",
+    "zzzunknownword",
+    "the of and",
+)
+
+
+def text_answers(conn: psycopg.Connection[Any], family: str) -> list[list[tuple[Any, ...]]]:
+    """fts and hybrid hits (id, score, leg scores, leg ranks) of TEXT_QUERIES, plus filtered and auto ones."""
+    runs: list[tuple[str, str, dict[str, Any]]] = [(q, m, {}) for q in TEXT_QUERIES for m in ("fts", "hybrid")]
+    runs += [("openssl certificate", m, {"package": "man1/"}) for m in ("fts", "hybrid")]
+    runs += [("command", "auto", {}), ("command", "hybrid", {"metadata": {"nothing": 1}})]
+    return [
+        [
+            (h.chunk_id, h.score, sorted((h.scores or {}).items()), sorted((h.ranks or {}).items()))
+            for h in search(conn, family, q, mode=mode, k=8, **kw)
+        ]
+        for q, mode, kw in runs
+    ]
+
+
+def assert_same_answers(cluster: list[list[tuple[Any, ...]]], single: list[list[tuple[Any, ...]]]) -> None:
+    assert len(cluster) == len(single)
+    for got, want in zip(cluster, single, strict=True):
+        assert [h[0] for h in got] == [h[0] for h in want]
+        assert [h[3] for h in got] == [h[3] for h in want]
+        for g, w in zip(got, want, strict=True):
+            assert g[1] == pytest.approx(w[1], abs=1e-9, rel=0)
+            assert [name for name, _ in g[2]] == [name for name, _ in w[2]]
+            for (_, gs), (_, ws) in zip(g[2], w[2], strict=True):
+                assert (gs is None) == (ws is None)
+                assert gs is None or gs == pytest.approx(ws, abs=1e-9, rel=0)
+
+
+def test_full_text_and_hybrid_give_the_single_node_answers(citus_dsn: str, dsn: str, tmp_path: Path) -> None:
+    corpus = tmp_path / "small.jsonl"
+    corpus.write_text("".join(SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)[:80]), encoding="utf-8")
+    changed = tmp_path / "changed.jsonl"
+    rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines()]
+    rows[3]["text"] = "zebra certificate zebra openssl: " + rows[3]["text"]
+    changed.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    results = {}
+    for name, target in (("cluster", citus_dsn), ("single", dsn)):
+        with connect(target) as conn:
+            families.create_family(conn, "lexical", OfflineBackend())
+            conn.commit()
+            index(conn, "lexical", corpus)
+            before = text_answers(conn, "lexical")
+            assert search(conn, "lexical", "zebra", mode="fts") == []
+            index(conn, "lexical", changed)
+            after = text_answers(conn, "lexical")
+            zebra = [h.chunk_id for h in search(conn, "lexical", "zebra", mode="fts")]
+            results[name] = (before, after, zebra)
+    assert any(results["single"][0]) and results["single"][0] != results["single"][1]
+    assert_same_answers(results["cluster"][0], results["single"][0])
+    assert_same_answers(results["cluster"][1], results["single"][1])
+    assert results["cluster"][2] == results["single"][2] == [rows[3]["chunk_id"]]
 
 
 def test_hnsw_recall_on_the_cluster_unfiltered_and_filtered(citus_dsn: str, tmp_path: Path) -> None:

@@ -1,0 +1,73 @@
+-- Full text and hybrid search on Citus: the blocks of hybrid.sql that Citus cannot plan as written, in a
+-- form it pushes to every shard. Same parameters, same columns, same scores and order as one node.
+-- - bm25: on Citus no trigger keeps the postings (ragstore.chunk_terms) or the family's ledger (Citus
+--   distributes no table with triggers), so the statistics come from the chunks' own tsv, which every
+--   write path keeps: one pass over the family's chunks on every shard for N and the total length, one
+--   over the chunks holding a query word for tf, the chunk's length (dl) and a word's document frequency
+--   (df, its chunks). The arithmetic is ragstore.fts_scores' (migration 0012), so the scores are the
+--   single node's: both round the score to 12 decimals (hybrid.sql's bm25 block says why).
+-- - fts_top: a join of the candidates to their chunk and vector instead of a LATERAL probe per candidate
+--   (Citus pushes no LIMIT subquery laterally joined to another); the same rows, as the probe is by key.
+-- - vec_top: no settings subquery: the HNSW settings are SET LOCAL and propagated to the workers
+--   (ragstore.search.vector.run_with_settings); each shard returns its top vec_n, the coordinator merges.
+
+-- name: bm25
+bm25_corpus AS MATERIALIZED (
+    SELECT greatest(n.n, 1)::float8 AS n, greatest(t.tokens, 1)::float8 / greatest(n.n, 1)::float8 AS avgdl
+    FROM (SELECT count(*) AS n FROM ragstore.chunks AS c WHERE c.family = %(family)s) AS n
+    CROSS JOIN (
+        SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) AS tokens
+        FROM ragstore.chunks AS c CROSS JOIN LATERAL unnest(c.tsv) AS u
+        WHERE c.family = %(family)s
+    ) AS t
+),
+-- Every (chunk, lexeme) of the family's chunks holding a query word: tf and the chunk's length dl (a
+-- window over the chunk's lexemes, on its shard).
+bm25_postings AS MATERIALIZED (
+    SELECT p.chunk_id, p.lexeme, p.tf, p.dl
+    FROM (
+        SELECT c.chunk_id, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf,
+               sum(coalesce(array_length(u.positions, 1), 1)) OVER (PARTITION BY c.chunk_id) AS dl
+        FROM ragstore.chunks AS c CROSS JOIN LATERAL unnest(c.tsv) AS u
+        WHERE c.family = %(family)s
+          AND tsvector_to_array(c.tsv) && tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s))
+    ) AS p
+    WHERE p.lexeme = ANY (tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s)))
+),
+bm25_weights AS MATERIALIZED (
+    SELECT p.lexeme,
+           ln(1.0::float8 + (s.n - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) * (%(k1)s + 1.0::float8) AS w,
+           %(k1)s * (1.0::float8 - %(b)s) AS c0,
+           %(k1)s * %(b)s / s.avgdl AS c1
+    FROM bm25_postings AS p
+    CROSS JOIN bm25_corpus AS s
+    GROUP BY p.lexeme, s.n, s.avgdl
+),
+bm25 AS MATERIALIZED (
+    SELECT p.chunk_id, round(sum(w.w * p.tf / (p.tf + w.c0 + w.c1 * p.dl))::numeric, 12)::float8 AS score
+    FROM bm25_weights AS w
+    JOIN bm25_postings AS p ON p.lexeme = w.lexeme
+    GROUP BY p.chunk_id
+)
+
+-- name: fts_top
+-- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
+-- pass the filter (the filter holds the join to the candidate: family and chunk_id).
+fts_top AS MATERIALIZED (
+    SELECT f.chunk_id, f.score
+    FROM candidates AS f
+    CROSS JOIN ragstore.chunks AS c
+    JOIN ragstore.{table} AS e
+      ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
+    {where_fts}
+    ORDER BY f.score DESC, f.chunk_id
+    LIMIT {fts_n}
+)
+
+-- name: vec_top
+vec_top AS MATERIALIZED (
+    SELECT t.chunk_id, t.distance
+    FROM (
+{vec_scan}
+    ) AS t
+)
