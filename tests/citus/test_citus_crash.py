@@ -2,6 +2,7 @@
 seeded random points, against the Citus coordinator. Nothing committed is lost, nothing is half-written
 (every chunk's vector row matches it right after the kill, across the shards), a batch is whole, and a
 rerun converges to exactly the tables of a clean run (content hash of the family's chunks and vectors).
+Marked ``reliability`` too, as the one-node kill -9 trials are: the fast tier leaves it to the whole suite.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ragstore.ingest.run import index_sources
 from tests.citus.test_citus import digest
 from tests.reliability.helpers import chunk, write_jsonl
 
-pytestmark = [pytest.mark.citus, pytest.mark.slow, pytest.mark.xdist_group("citus")]
+pytestmark = [pytest.mark.citus, pytest.mark.reliability, pytest.mark.slow, pytest.mark.xdist_group("citus")]
 
 FAMILY = "crash9"
 TRIALS = 8
