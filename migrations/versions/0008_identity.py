@@ -28,6 +28,8 @@ from pathlib import Path
 
 from alembic import op
 
+from ragstore.db.frozen import section
+
 revision = "0008"
 down_revision = "0007"
 branch_labels = None
@@ -36,16 +38,9 @@ depends_on = None
 _SQL = Path(__file__).resolve().parent / "sql" / "0008_identity.sql"
 
 
-def _section(name: str) -> str:
-    text = _SQL.read_text(encoding="utf-8")
-    start = text.index(f"-- section: {name}\n")
-    end = text.find("-- section: ", start + 1)
-    return text[start : end if end >= 0 else len(text)].strip()
-
-
 def upgrade() -> None:
-    op.execute(_section("upgrade").rstrip(";"))
+    op.execute(section(_SQL, "upgrade"))
 
 
 def downgrade() -> None:
-    op.execute(_section("downgrade").rstrip(";"))
+    op.execute(section(_SQL, "downgrade"))

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from alembic import op
 
+from ragstore.db.frozen import section
+
 revision = "0011"
 down_revision = "0010"
 branch_labels = None
@@ -25,16 +27,9 @@ depends_on = None
 _SQL = Path(__file__).resolve().parent / "sql" / "0011_source_hash.sql"
 
 
-def _section(name: str) -> str:
-    text = _SQL.read_text(encoding="utf-8")
-    start = text.index(f"-- section: {name}\n")
-    end = text.find("-- section: ", start + 1)
-    return text[start : end if end >= 0 else len(text)].strip()
-
-
 def upgrade() -> None:
-    op.execute(_section("upgrade").rstrip(";"))
+    op.execute(section(_SQL, "upgrade"))
 
 
 def downgrade() -> None:
-    op.execute(_section("downgrade").rstrip(";"))
+    op.execute(section(_SQL, "downgrade"))

@@ -10,13 +10,15 @@ reads only the entries of its filter. The pending list each index has now is mer
 The statements are in ``sql/0013_metadata_index_fastupdate.sql`` next to this file.
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-12-01
 """
 
 from pathlib import Path
 
 from alembic import op
+
+from ragstore.db.frozen import section
 
 revision = "0013"
 down_revision = "0012"
@@ -26,16 +28,9 @@ depends_on = None
 _SQL = Path(__file__).resolve().parent / "sql" / "0013_metadata_index_fastupdate.sql"
 
 
-def _section(name: str) -> str:
-    text = _SQL.read_text(encoding="utf-8")
-    start = text.index(f"-- section: {name}\n")
-    end = text.find("-- section: ", start + 1)
-    return text[start : end if end >= 0 else len(text)].strip()
-
-
 def upgrade() -> None:
-    op.execute(_section("upgrade").rstrip(";"))
+    op.execute(section(_SQL, "upgrade"))
 
 
 def downgrade() -> None:
-    op.execute(_section("downgrade").rstrip(";"))
+    op.execute(section(_SQL, "downgrade"))
