@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -51,13 +51,13 @@ class Recorded:
     body: Any
 
 
-class StubServer:
-    """``url`` is the base URL (``http://127.0.0.1:PORT/v1``); start with ``with StubServer() as s``."""
+class ScriptedServer:
+    """An HTTP server on 127.0.0.1 (port chosen by the system) that records every request and answers
+    from its script (``queue``), else with the normal body :meth:`route` gives for the path (404 for a path
+    it does not serve). ``with`` starts and stops it. The OpenAI stub below and tests/rerank_stub.py are
+    this with their routes."""
 
-    def __init__(self, native_dim: int = 8, honour_dimensions: bool = True) -> None:
-        self.native_dim = native_dim
-        self.honour_dimensions = honour_dimensions
-        self.reverse_order = False
+    def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -66,15 +66,15 @@ class StubServer:
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     @property
-    def url(self) -> str:
+    def base(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"http://{host!s}:{port}"
 
     def queue(self, *replies: Reply) -> None:
         with self._lock:
             self._script.extend(replies)
 
-    def __enter__(self) -> StubServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -82,6 +82,51 @@ class StubServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+    def route(self, path: str) -> Callable[[Any, Reply], Any] | None:
+        """The normal body's maker for ``path`` (from the request body and the reply), None for a 404."""
+        raise NotImplementedError
+
+    def _answer(
+        self, path: str, headers: dict[str, str], body: Any, raw: bytes = b""
+    ) -> tuple[int, dict[str, str], bytes, float]:
+        with self._lock:
+            self.requests.append(Recorded(path, headers, body))
+            reply = self._script.popleft() if self._script else Reply()
+        normal = self.route(path)
+        if normal is None:
+            return 404, {}, b'{"error": {"message": "no such route"}}', 0.0
+        if reply.echo is not None:
+            payload = reply.echo(headers, raw)
+        elif reply.raw is not None:
+            payload = reply.raw
+        elif reply.json_body is not None:
+            payload = json.dumps(reply.json_body).encode()
+        else:
+            doc = normal(body, reply)
+            if reply.edit is not None:
+                doc = reply.edit(doc)
+            payload = json.dumps(doc).encode()  # NaN goes out as the bare token NaN, as some servers do
+        return reply.status, reply.headers, payload, reply.delay
+
+
+class StubServer(ScriptedServer):
+    """``url`` is the base URL (``http://127.0.0.1:PORT/v1``); start with ``with StubServer() as s``."""
+
+    def __init__(self, native_dim: int = 8, honour_dimensions: bool = True) -> None:
+        self.native_dim = native_dim
+        self.honour_dimensions = honour_dimensions
+        self.reverse_order = False
+        super().__init__()
+
+    @property
+    def url(self) -> str:
+        return self.base + "/v1"
+
+    def route(self, path: str) -> Callable[[Any, Reply], Any] | None:
+        if path != "/v1/embeddings":
+            return None
+        return lambda body, reply: self.normal_body(body, reply.dim)
 
     def normal_body(self, request: dict[str, Any], dim: int | None = None) -> dict[str, Any]:
         texts = request["input"]
@@ -98,29 +143,8 @@ class StubServer:
             "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
         }
 
-    def _answer(
-        self, path: str, headers: dict[str, str], body: Any, raw: bytes = b""
-    ) -> tuple[int, dict[str, str], bytes, float]:
-        with self._lock:
-            self.requests.append(Recorded(path, headers, body))
-            reply = self._script.popleft() if self._script else Reply()
-        if path != "/v1/embeddings":
-            return 404, {}, b'{"error": {"message": "no such route"}}', 0.0
-        if reply.echo is not None:
-            payload = reply.echo(headers, raw)
-        elif reply.raw is not None:
-            payload = reply.raw
-        elif reply.json_body is not None:
-            payload = json.dumps(reply.json_body).encode()
-        else:
-            doc = self.normal_body(body, reply.dim)
-            if reply.edit is not None:
-                doc = reply.edit(doc)
-            payload = json.dumps(doc).encode()  # NaN goes out as the bare token NaN, as some servers do
-        return reply.status, reply.headers, payload, reply.delay
 
-
-def _handler_for(stub: StubServer) -> type[BaseHTTPRequestHandler]:
+def _handler_for(stub: ScriptedServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)

@@ -11,15 +11,10 @@ normal body, an ``echo`` of the request). Every request is recorded in ``request
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.openai_stub import Recorded, Reply
+from tests.openai_stub import Reply, ScriptedServer
 
 
 def word_overlap(query: str, document: str) -> float:
@@ -27,24 +22,18 @@ def word_overlap(query: str, document: str) -> float:
     return sum(1 for w in document.lower().split() if w in words) - len(document) / 10_000
 
 
-class RerankStub:
+class RerankStub(ScriptedServer):
     """``url`` is the base (``http://127.0.0.1:PORT``); ``rerank_url`` and ``chat_url`` the two endpoints."""
 
     def __init__(self, scorer: Callable[[str, str], float] = word_overlap, tei: bool = False) -> None:
         self.scorer = scorer
         self.tei = tei
         self.answers: dict[str, str] = {}
-        self.requests: list[Recorded] = []
-        self._script: deque[Reply] = deque()
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
+        super().__init__()
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.base
 
     @property
     def rerank_url(self) -> str:
@@ -54,18 +43,12 @@ class RerankStub:
     def chat_url(self) -> str:
         return self.url + "/v1"
 
-    def queue(self, *replies: Reply) -> None:
-        with self._lock:
-            self._script.extend(replies)
-
-    def __enter__(self) -> RerankStub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def route(self, path: str) -> Callable[[Any, Reply], Any] | None:
+        if path.endswith("/rerank"):
+            return lambda body, reply: self.rerank_body(body)
+        if path == "/v1/chat/completions":
+            return lambda body, reply: self.chat_body(body)
+        return None
 
     def rerank_body(self, request: dict[str, Any]) -> Any:
         docs = request.get("documents", request.get("texts"))
@@ -93,58 +76,3 @@ class RerankStub:
                 }
             ],
         }
-
-    def _answer(
-        self, path: str, headers: dict[str, str], body: Any, raw: bytes
-    ) -> tuple[int, dict[str, str], bytes, float]:
-        with self._lock:
-            self.requests.append(Recorded(path, headers, body))
-            reply = self._script.popleft() if self._script else Reply()
-        if path.endswith("/rerank"):
-            normal: Callable[[dict[str, Any]], Any] = self.rerank_body
-        elif path == "/v1/chat/completions":
-            normal = self.chat_body
-        else:
-            return 404, {}, b'{"error": {"message": "no such route"}}', 0.0
-        if reply.echo is not None:
-            payload = reply.echo(headers, raw)
-        elif reply.raw is not None:
-            payload = reply.raw
-        elif reply.json_body is not None:
-            payload = json.dumps(reply.json_body).encode()
-        else:
-            doc = normal(body)
-            if reply.edit is not None:
-                doc = reply.edit(doc)
-            payload = json.dumps(doc).encode()
-        return reply.status, reply.headers, payload, reply.delay
-
-
-def _handler_for(stub: RerankStub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                body = raw
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            status, extra, payload, delay = stub._answer(self.path, headers, body, raw)
-            if delay:
-                time.sleep(delay)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for name, value in extra.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    return Handler
