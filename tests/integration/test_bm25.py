@@ -129,3 +129,40 @@ def test_0012_backfills_an_existing_database_and_downgrades(dsn: str, conn: Any,
     postings_are_current(conn)
     again = conn.execute("SELECT chunk_id, score FROM ragstore.fts_search('docs', 'copies files', 10)").fetchall()
     assert [(cid, pytest.approx(s, rel=1e-9)) for cid, s in again] == [(h.chunk_id, h.score) for h in before]
+
+
+def postings_foreign_keys(conn: Any) -> list[str]:
+    rows = conn.execute(
+        "SELECT conname FROM pg_catalog.pg_constraint"
+        " WHERE conrelid = 'ragstore.chunk_terms'::regclass AND contype = 'f'"
+    ).fetchall()
+    return [name for (name,) in rows]
+
+
+def test_postings_are_kept_by_the_triggers_alone(conn: Any, family: Any) -> None:
+    # No foreign key: it was checked once per posting, which cost more than the COPY of the chunks.
+    assert postings_foreign_keys(conn) == []
+    # The delete trigger removes a deleted chunk's postings (what ON DELETE CASCADE did) ...
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id IN ('cp', 'tar')")
+    postings_are_current(conn)
+    assert conn.execute("SELECT count(*) FROM ragstore.chunk_terms WHERE chunk_id IN ('cp', 'tar')").fetchone() == (0,)
+    # ... and the truncate trigger all of them.
+    conn.execute("TRUNCATE ragstore.chunks CASCADE")
+    assert conn.execute("SELECT count(*) FROM ragstore.chunk_terms").fetchone() == (0,)
+    postings_are_current(conn)
+    write(conn, family, TEXTS)
+    postings_are_current(conn)
+    assert [h.chunk_id for h in fts_search(conn, family, "renames", k=5)] == ["mv"]
+
+
+def test_0016_downgrade_restores_the_foreign_key_and_the_cascade(dsn: str, conn: Any, family: Any) -> None:
+    conn.commit()
+    migrate.downgrade(dsn, "0013")
+    assert postings_foreign_keys(conn) == ["chunk_terms_chunk_fkey"]
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'cp'")
+    postings_are_current(conn)  # by the cascade again
+    conn.commit()
+    migrate.upgrade(dsn)
+    assert postings_foreign_keys(conn) == []
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'mv'")
+    postings_are_current(conn)

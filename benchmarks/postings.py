@@ -1,0 +1,103 @@
+"""What the full-text postings cost on the write path: an ingest with and without a foreign key on them.
+
+    python benchmarks/postings.py                      # 20,000 chunks of ~100 words, 384-d vectors
+    python benchmarks/postings.py --rows 50000 --words 150
+
+Every chunk written to ragstore.chunks gets one row in ragstore.chunk_terms per distinct word (its
+postings, written by the chunk triggers, read by BM25 full text). Until revision 0016 those rows had a
+foreign key to the chunks, checked once per posting. This script loads the same JSONL of precomputed
+vectors (prose-like texts: words drawn from a Zipf law over a 20,000-word vocabulary) into fresh
+``external`` families through ``index_sources`` (what ``ragstore index`` runs: pass, COPY, triggers, HNSW
+build), alternately with that foreign key put back as it was and without it (as the schema is now), two
+runs of each, in one database, and prints the seconds, the postings written and the ratio. Uses
+$RAGSTORE_DSN if set, else a throwaway embedded server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+from _db import admin_dsn, scratch_database
+
+from ragstore.db.connection import connect
+from ragstore.embed.external import ExternalBackend
+from ragstore.families import create_family
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.run import index_sources
+
+FOREIGN_KEY = (
+    "ALTER TABLE ragstore.chunk_terms ADD CONSTRAINT chunk_terms_chunk_fkey FOREIGN KEY (family, chunk_id)"
+    " REFERENCES ragstore.chunks (family, chunk_id) ON DELETE CASCADE"
+)
+
+
+def write_jsonl(path: Path, rows: int, words: int, dim: int, seed: int = 3) -> None:
+    rng = np.random.default_rng(seed)
+    vocab = np.asarray([f"w{i}" for i in range(20_000)])
+    centres = rng.standard_normal((100, dim)).astype(np.float32)
+    with path.open("wb") as out:
+        for i in range(rows):
+            text = " ".join(vocab[(rng.zipf(1.3, words) - 1) % len(vocab)])
+            vector = centres[i % 100] + 0.5 * rng.standard_normal(dim).astype(np.float32)
+            record = {"chunk_id": f"c{i}", "package_path": f"pkg/{i % 100}", "text": text}
+            out.write(
+                orjson.dumps(record)[:-1]
+                + b',"vector":'
+                + orjson.dumps(vector, option=orjson.OPT_SERIALIZE_NUMPY)
+                + b"}\n"
+            )
+
+
+def load(conn, name: str, path: Path, dim: int, foreign_key: bool) -> tuple[float, int]:
+    if foreign_key:
+        conn.execute(FOREIGN_KEY)
+    conn.commit()
+    create_family(conn, name, ExternalBackend("bench", dim), options={"dimensions": dim})
+    started = time.perf_counter()
+    index_sources(conn, name, open_sources([str(path)]))
+    elapsed = time.perf_counter() - started
+    postings = conn.execute("SELECT count(*) FROM ragstore.chunk_terms WHERE family = %s", (name,)).fetchone()[0]
+    if foreign_key:
+        conn.execute("ALTER TABLE ragstore.chunk_terms DROP CONSTRAINT chunk_terms_chunk_fkey")
+    conn.commit()
+    return elapsed, int(postings)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--words", type=int, default=100, help="words per chunk")
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--runs", type=int, default=2, help="runs of each variant, alternated")
+    args = parser.parse_args()
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    times: dict[bool, list[float]] = {True: [], False: []}
+    with admin_dsn() as admin, scratch_database(admin) as dsn, connect(dsn) as conn:
+        with tempfile.TemporaryDirectory(prefix="ragstore-bench-") as folder:
+            path = Path(folder) / "chunks.jsonl"
+            write_jsonl(path, args.rows, args.words, args.dim)
+            for run in range(args.runs):
+                for foreign_key in (True, False) if run % 2 == 0 else (False, True):
+                    name = f"{'fk' if foreign_key else 'nofk'}{run}"
+                    seconds, postings = load(conn, name, path, args.dim, foreign_key)
+                    times[foreign_key].append(seconds)
+                    print(f"  {name}: {seconds:.1f}s, {postings:,} postings", flush=True)
+    with_fk, without = statistics.median(times[True]), statistics.median(times[False])
+    print(
+        f"{args.rows:,} chunks x {args.words} words, {args.dim}-d: ingest with the postings' foreign key "
+        f"{with_fk:.1f}s, without {without:.1f}s (medians of {args.runs}): {with_fk / without:.2f}x faster without",
+        flush=True,
+    )
+    print(f"load average at end: {os.getloadavg()}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
