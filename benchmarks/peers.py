@@ -19,6 +19,11 @@ is loaded, then loaded again with the same rows (re-ingest), then answers the sa
 (query by query, the stores in turn), unfiltered and under a 1% (``cat = 7``) and a 10% (``grp = 3``)
 metadata filter. Recall@10 is against the exact top 10 computed with numpy; "hits" is the mean number of
 results returned for k = 10. Latency is measured inside each worker around the one search call.
+
+Before the stores, the same rows' physical limit is measured on the same server (``--no-limit`` skips it):
+binary COPY into tables shaped like ragstore's, then the same HNSW build (benchmarks/ingest_precomputed.py
+``physical_limit``). No writer that builds the same index can load faster, so "limit / peer" is the most
+any store could be faster than that peer at loading.
 """
 
 from __future__ import annotations
@@ -152,6 +157,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--dsn", default=None)
     parser.add_argument("--peers", default="ragstore,langchain,llamaindex")
+    parser.add_argument("--no-limit", action="store_true", help="skip the physical limit of the same rows")
     args = parser.parse_args()
     peers = args.peers.split(",")
     data = make_data(args.rows, args.queries, args.dim)
@@ -160,6 +166,9 @@ def main() -> None:
     with admin_dsn(args.dsn) as admin, tempfile.TemporaryDirectory() as tmp:
         data_path = str(Path(tmp) / "data.npz")
         np.savez(data_path, **data)
+        if not args.no_limit:
+            results["limit"] = {"ingest": physical_limit_of(admin, data)}
+            print(f"physical limit: {args.rows / results['limit']['ingest']:,.0f} rows/s", file=sys.stderr, flush=True)
         with scratch_database(admin) as ragstore_dsn:
             workers = {}
             dropped: list[str] = []
@@ -204,7 +213,34 @@ def main() -> None:
     print(report(results, args.rows, args.dim, args.queries))
 
 
+class LimitRows:
+    """The peers' rows in the shape ``ingest_precomputed.physical_limit`` reads (ids, packages, texts, vectors)."""
+
+    def __init__(self, data: dict[str, np.ndarray]) -> None:
+        self.n = len(data["vectors"])
+        self.ids = [f"r{i}" for i in range(self.n)]
+        self.packages = [f"doc{i // 10}" for i in range(self.n)]
+        self.texts = [f"row {i} of document {i // 10}" for i in range(self.n)]
+        self.vectors = data["vectors"]
+
+
+def physical_limit_of(admin: str, data: dict[str, np.ndarray]) -> float:
+    """Seconds for binary COPY of the rows plus the same HNSW build, in a scratch database of its own."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # ingest_precomputed imports its sibling _db
+    from ingest_precomputed import physical_limit
+
+    from ragstore.db.connection import connect
+    from ragstore.embed.external import ExternalBackend
+    from ragstore.families import create_family
+
+    dim = int(data["vectors"].shape[1])
+    with scratch_database(admin) as dsn, connect(dsn) as conn:
+        create_family(conn, "limit", ExternalBackend("bench", dim), options={"dimensions": dim})
+        return physical_limit(conn, LimitRows(data))  # type: ignore[arg-type]
+
+
 def report(results: dict[str, dict[str, Any]], rows: int, dim: int, queries: int) -> str:
+    limit = results.pop("limit", None)
     base = results.get("ragstore")
     lines = [
         f"peers: {rows:,} rows x {dim}-d, {queries} queries per filter, k = 10, one server, interleaved",
@@ -236,6 +272,13 @@ def report(results: dict[str, dict[str, Any]], rows: int, dim: int, queries: int
                 f"re-ingest {r['reingest'] / base['reingest']:.2f}x, "
                 f"p50 {p50[0]:.2f}x / {p50[1]:.2f}x / {p50[2]:.2f}x"
             )
+    if limit is not None:
+        lines += [
+            "",
+            f"physical limit (binary COPY of the same rows + the same HNSW build): {limit['ingest']:.1f}s, "
+            f"{rows / limit['ingest']:,.0f} rows/s; limit / store load time (the most a writer could gain):",
+        ]
+        lines += [f"- {peer}: {r['ingest'] / limit['ingest']:.2f}x" for peer, r in results.items()]
     return "\n".join(lines)
 
 
