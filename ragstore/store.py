@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack, cast
 
 import psycopg
-from pydantic import ValidationError
 
 from ragstore import config
 from ragstore.caches import Caches
 from ragstore.common.closing import Closing
 from ragstore.db.connection import mask_dsn, register_vector, statement_timeout
 from ragstore.errors import DatabaseUnavailable, InvalidInput
+from ragstore.ingest.programs import records_source
 from ragstore.ingest.records import ChunkRecord
 from ragstore.search.api import search as _api_search
 
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from ragstore.evaluation.datasets import Qrels, Query
     from ragstore.evaluation.runner import EvalResult, ModeSpec
     from ragstore.families import Family, FamilyStats
-    from ragstore.ingest.fast import RawLine
     from ragstore.ingest.readers import Source
     from ragstore.ingest.writer import IndexReport
     from ragstore.memory.models import AgentProfile, MemoryRecord
@@ -316,12 +315,7 @@ class Store(Closing):
         ones never re-embedded. ``prune`` deletes the family's chunks of the packages read that the input no
         longer holds.
         """
-        from ragstore.ingest.readers import Source
-
-        lines = record_lines(records)
-        return self._index_sources(
-            [Source("records", None, kind="records", lines=lines)], family, prune, batch_size, backend
-        )
+        return self._index_sources([records_source(records)], family, prune, batch_size, backend)
 
     def index_files(
         self,
@@ -479,53 +473,6 @@ def _profile(profile: AgentProfile | str | Path) -> AgentProfile:
     if isinstance(profile, str | Path):
         return load_profile(profile)
     return profile
-
-
-# -- index(records): each record as a JSON line for the one pass of index_sources --------------------------------
-
-
-def record_from(item: ChunkRecord | Mapping[str, Any], where: str) -> ChunkRecord:
-    """``item`` as a validated ChunkRecord; InvalidInput naming ``where`` and the field otherwise."""
-    from ragstore.ingest.readers import describe_validation_error
-
-    if isinstance(item, ChunkRecord):
-        return item
-    if not isinstance(item, Mapping):
-        raise InvalidInput(f"{where}: a record must be a dict or a ChunkRecord, got {type(item).__name__}")
-    try:
-        return ChunkRecord.model_validate(dict(item))
-    except ValidationError as exc:
-        raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
-
-
-def record_lines(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterator[RawLine]:
-    """Each record (a dict or a ChunkRecord) as the JSON line a JSONL file would hold, labelled ``record N``:
-    the one pass then validates it, and skips it unparsed when a stored chunk was written from the same
-    bytes (a re-index of unchanged records). A value JSON cannot hold (a set, an object) is InvalidInput
-    naming the record and the field. Refuses a single record given in place of an iterable, at once."""
-    if isinstance(records, Mapping | ChunkRecord | str | bytes):
-        raise InvalidInput("records must be an iterable of records (dicts or ChunkRecords), not a single record")
-    return _record_lines(records)
-
-
-def _record_lines(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterator[RawLine]:
-    import orjson
-
-    from ragstore.ingest.fast import RawLine
-
-    for i, item in enumerate(records, 1):
-        where = f"record {i}"
-        if isinstance(item, ChunkRecord):
-            data = orjson.dumps(item.model_dump(exclude_none=True), option=orjson.OPT_SERIALIZE_NUMPY)
-        elif isinstance(item, Mapping):
-            try:
-                data = orjson.dumps(item if isinstance(item, dict) else dict(item), option=orjson.OPT_SERIALIZE_NUMPY)
-            except TypeError:  # not JSON as given: pydantic names the field, or reads it (a tuple, a float32)
-                data = record_from(item, where).model_dump_json(exclude_none=True).encode()
-        else:
-            record_from(item, where)  # names what it is
-            continue
-        yield RawLine(where, data)
 
 
 def pool_size_from_env(default: int = DEFAULT_POOL_SIZE) -> int:

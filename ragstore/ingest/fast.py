@@ -323,35 +323,17 @@ class OnePass:
         return {bytes(row[0]): (row[1], row[2]) for row in rows}
 
     # -- records already parsed (documents; records handed over by a program) -------------------------
-    def records(self, records: Iterable[tuple[str, ChunkRecord]], *, hashed: bool = False) -> None:
-        """Records already validated by :class:`ChunkRecord`. With ``hashed``, each gets a source hash of
-        its fields and vector (as a columnar row does), so an unchanged record costs its hash; documents
-        are compared parsed instead (their chunking may change with the same bytes)."""
+    def records(self, records: Iterable[tuple[str, ChunkRecord]]) -> None:
+        """Documents, already chunked into validated :class:`ChunkRecord`s: compared parsed (their chunking
+        may change with the same bytes, so the bytes alone do not say a document is unchanged)."""
         batch: list[tuple[str, ChunkRecord]] = []
         for item in records:
             batch.append(item)
             if len(batch) >= self.batch:
-                self._records_batch(batch, hashed)
+                self._finish([_Parsed.of(where, record, None) for where, record in batch])
                 batch = []
         if batch:
-            self._records_batch(batch, hashed)
-
-    def _records_batch(self, batch: list[tuple[str, ChunkRecord]], hashed: bool) -> None:
-        if not hashed:
             self._finish([_Parsed.of(where, record, None) for where, record in batch])
-            return
-        from ragstore.ingest.columnar import raw_hash
-
-        hashes = [
-            raw_hash(
-                self.key,
-                (r.chunk_id, r.package_path, r.text, r.metadata),
-                b"" if r.vector is None else np.asarray(r.vector, dtype=np.float32).tobytes(),
-            )
-            for _, r in batch
-        ]
-        known = self.lookup(hashes)
-        self._finish([known.get(h) or _Parsed.of(where, r, h) for (where, r), h in zip(batch, hashes, strict=True)])
 
     def columnar(self, parsed: list[_Parsed | tuple[str, str]]) -> None:
         self._finish(parsed)

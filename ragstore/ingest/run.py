@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
@@ -150,22 +150,24 @@ class RecordOptions(TypedDict, total=False):
 
 
 def index_records(
-    conn: Conn, family_name: str, records: Iterable[ChunkRecord], **options: Unpack[RecordOptions]
+    conn: Conn, family_name: str, records: Iterable[ChunkRecord | Mapping[str, Any]], **options: Unpack[RecordOptions]
 ) -> IndexReport:
-    """Index records a program built (each already a valid :class:`ChunkRecord`) through the same pass
-    and writer as :func:`index_sources`: the records are checked against the family and spooled first
-    (nothing is written if one does not fit), each gets a source hash of its fields and vector (an
-    unchanged record costs that hash and one lookup per batch), and a bulk load into an empty family
-    takes the bulk path. Records are named ``record N`` (from 1) in messages. ``prune`` deletes the
-    family's chunks of the packages the records name that they no longer hold."""
+    """Index records a program built (``ChunkRecord``s, or dicts with ``chunk_id``, ``package_path``,
+    ``text`` and optionally ``metadata``, ``vector``, ``model``) on ``conn``: what ``Store.index`` runs on a
+    pooled connection. Each record is read by the one pass as the JSON line a file would hold
+    (:mod:`ragstore.ingest.programs`), named ``record N`` (from 1) in messages: an unchanged record costs
+    the hash of its bytes; nothing is written if one does not fit. ``prune`` deletes the family's chunks of
+    the packages the records name that they no longer hold."""
+    from ragstore.ingest.programs import records_source
 
-    def read(one: OnePass) -> None:
-        one.records(((f"record {i}", r) for i, r in enumerate(records, 1)), hashed=True)
-
-    chosen = _RunOptions(
-        options.get("prune", False), DEFAULT_BATCH, options.get("backend"), options.get("progress"), None, []
+    return index_sources(
+        conn,
+        family_name,
+        [records_source(records)],
+        prune=options.get("prune", False),
+        backend=options.get("backend"),
+        progress=options.get("progress"),
     )
-    return _index(conn, family_name, read, chosen)
 
 
 @dataclass

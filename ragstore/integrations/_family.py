@@ -21,10 +21,11 @@ from ragstore.embed.base import Matrix
 from ragstore.embed.external import NAME as EXTERNAL
 from ragstore.errors import Conflict, InvalidInput, NotFound
 from ragstore.families import Family, check_name
+from ragstore.ingest.programs import record_from
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import IndexReport
 from ragstore.search.types import Hit
-from ragstore.store import Store, record_from
+from ragstore.store import Store
 
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")

@@ -1,0 +1,74 @@
+"""Records a program hands over (dicts or :class:`ChunkRecord`s), read by the same one pass as a JSONL file.
+
+Each record becomes the JSON line a file would hold, labelled ``record N`` (:func:`record_lines`), inside
+one :class:`~ragstore.ingest.readers.Source` of kind ``records`` (:func:`records_source`). So
+``Store.index``, ``AsyncStore.index``, the framework adapters and
+:func:`ragstore.ingest.run.index_records` share one path with ``ragstore index FILE``: a record whose
+bytes are those a stored chunk was written from is unchanged and costs no parsing; every other one is
+validated and spooled before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from ragstore.errors import InvalidInput
+from ragstore.ingest.records import ChunkRecord
+
+if TYPE_CHECKING:
+    from ragstore.ingest.fast import RawLine
+    from ragstore.ingest.readers import Source
+
+
+def record_from(item: ChunkRecord | Mapping[str, Any], where: str) -> ChunkRecord:
+    """``item`` as a validated ChunkRecord; InvalidInput naming ``where`` and the field otherwise."""
+    from ragstore.ingest.readers import describe_validation_error
+
+    if isinstance(item, ChunkRecord):
+        return item
+    if not isinstance(item, Mapping):
+        raise InvalidInput(f"{where}: a record must be a dict or a ChunkRecord, got {type(item).__name__}")
+    try:
+        return ChunkRecord.model_validate(dict(item))
+    except ValidationError as exc:
+        raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
+
+
+def record_lines(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterator[RawLine]:
+    """Each record (a dict or a ChunkRecord) as the JSON line a JSONL file would hold, labelled ``record N``:
+    the one pass then validates it, and skips it unparsed when a stored chunk was written from the same
+    bytes (a re-index of unchanged records). A value JSON cannot hold (a set, an object) is InvalidInput
+    naming the record and the field. Refuses a single record given in place of an iterable, at once."""
+    if isinstance(records, Mapping | ChunkRecord | str | bytes):
+        raise InvalidInput("records must be an iterable of records (dicts or ChunkRecords), not a single record")
+    return _record_lines(records)
+
+
+def records_source(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Source:
+    """The records as one source of kind ``records`` for :func:`ragstore.ingest.run.index_sources`."""
+    from ragstore.ingest.readers import Source
+
+    return Source("records", None, kind="records", lines=record_lines(records))
+
+
+def _record_lines(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterator[RawLine]:
+    import orjson
+
+    from ragstore.ingest.fast import RawLine
+
+    for i, item in enumerate(records, 1):
+        where = f"record {i}"
+        if isinstance(item, ChunkRecord):
+            data = orjson.dumps(item.model_dump(exclude_none=True), option=orjson.OPT_SERIALIZE_NUMPY)
+        elif isinstance(item, Mapping):
+            try:
+                data = orjson.dumps(item if isinstance(item, dict) else dict(item), option=orjson.OPT_SERIALIZE_NUMPY)
+            except TypeError:  # not JSON as given: pydantic names the field, or reads it (a tuple, a float32)
+                data = record_from(item, where).model_dump_json(exclude_none=True).encode()
+        else:
+            record_from(item, where)  # names what it is
+            continue
+        yield RawLine(where, data)
