@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import JsonValue, ValidationError
 
 from ragstore.common.files import entry_problem, read_bytes, read_regular
+from ragstore.common.problems import first_problem
 from ragstore.common.strictjson import loads_strict
 from ragstore.context.builder import BuildError, build_context_pack
 from ragstore.context.models import ContextPack, FileEntry, Snippet
@@ -154,9 +155,8 @@ def load_pack(path: str | Path) -> ContextPack:
     try:
         return ContextPack.model_validate_json(raw)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"]) or "pack"
-        raise InvalidInput(f"{source}: not a context pack: {where}: {first['msg']}") from exc
+        problem = first_problem(exc, "pack")
+        raise InvalidInput(f"{source}: not a context pack: {problem.field}: {problem.message}") from exc
 
 
 def build_from_disk(

@@ -30,6 +30,7 @@ import os
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from ragstore.common.jsonl import read_lines, read_objects
+from ragstore.common.problems import first_problem
 from ragstore.errors import InvalidInput
 
 __all__ = ["Qrels", "Query", "read_qrels", "read_queries"]
@@ -123,10 +124,9 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
 
 def _describe(exc: ValidationError) -> str:
     """The first validation problem as ``field: message`` (one line, for the CLI)."""
-    error = exc.errors()[0]
-    field = ".".join(str(part) for part in error["loc"]) or "record"
-    if error["type"] == "missing":
-        return f"missing field {field!r}"
-    if error["type"] == "string_pattern_mismatch":
-        return f"{field} must not be blank"
-    return f"{field}: {error['msg']} (got {error.get('input')!r})"
+    problem = first_problem(exc)
+    if problem.type == "missing":
+        return f"missing field {problem.field!r}"
+    if problem.type == "string_pattern_mismatch":
+        return f"{problem.field} must not be blank"
+    return f"{problem.field}: {problem.message} (got {problem.input!r})"

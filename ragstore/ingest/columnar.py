@@ -27,8 +27,8 @@ import numpy as np
 import orjson
 from pydantic import ValidationError
 
+from ragstore.common.problems import describe_validation_error
 from ragstore.errors import InvalidInput, ModelMismatch
-from ragstore.ingest.readers import describe_validation_error
 from ragstore.ingest.records import ChunkRecord
 
 if TYPE_CHECKING:
@@ -268,7 +268,8 @@ def sidecar_of(path: Path) -> Path:
 
 
 def _read_npy(path: Path, label: str, one: OnePass) -> None:
-    from ragstore.ingest.fast import fast_record, raw_lines, slow_record
+    from ragstore.ingest.fast import fast_record, raw_lines
+    from ragstore.ingest.records import slow_record
 
     try:
         matrix = np.load(path, mmap_mode="r", allow_pickle=False)

@@ -32,15 +32,20 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 import psycopg
-from pydantic import ValidationError
 
 from ragstore.common.closing import Closing
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
-from ragstore.ingest.readers import describe_validation_error
-from ragstore.ingest.records import FTS_SAFE_BYTES, MAX_ID_BYTES, MAX_ID_CHARS, MAX_TEXT_CHARS, ChunkRecord
+from ragstore.ingest.records import (
+    FTS_SAFE_BYTES,
+    MAX_ID_BYTES,
+    MAX_ID_CHARS,
+    MAX_TEXT_CHARS,
+    ChunkRecord,
+    slow_record,
+)
 
 Conn = psycopg.Connection[Any]
 TextCheck = Callable[[str, str], None]
@@ -185,17 +190,6 @@ def fast_record(line: bytes) -> tuple[Fields, list[Any] | None, str | None] | No
         return None
     fields: Fields = (chunk_id, package, text, metadata)  # type: ignore[assignment]  # checked by _id_ok
     return fields, vector, model
-
-
-def slow_record(where: str, text: str) -> ChunkRecord:
-    """The pydantic reading of one JSONL line: the record, or InvalidInput naming the line and the field."""
-    try:
-        return ChunkRecord.model_validate_json(text)
-    except ValidationError as exc:
-        kinds = {e["type"] for e in exc.errors()}
-        if kinds & {"json_invalid", "json_type", "model_type"}:
-            raise InvalidInput(f"{where}: not a JSON object: {describe_validation_error(exc)}") from exc
-        raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
 
 
 @dataclass

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def record_from(item: ChunkRecord | Mapping[str, Any], where: str) -> ChunkRecord:
     """``item`` as a validated ChunkRecord; InvalidInput naming ``where`` and the field otherwise."""
-    from ragstore.ingest.readers import describe_validation_error
+    from ragstore.common.problems import describe_validation_error
 
     if isinstance(item, ChunkRecord):
         return item

@@ -24,9 +24,10 @@ from pydantic import ValidationError
 from ragstore.common.files import entry_problem, file_kind, read_regular
 from ragstore.common.jsonl import MAX_LINE_BYTES as MAX_LINE_BYTES  # re-exported: the line limit of every reader
 from ragstore.common.jsonl import read_lines
+from ragstore.common.problems import describe_validation_error
 from ragstore.errors import InvalidInput, NotFound
 from ragstore.ingest.chunker import MAX_CHARS, chunk_text
-from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.records import ChunkRecord, slow_record
 
 if TYPE_CHECKING:
     from ragstore.ingest.fast import RawLine
@@ -36,15 +37,6 @@ JSONL_SUFFIXES = (".jsonl", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 EMPTY = "empty or whitespace-only document"
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache"}
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line: the first error's field path and message (``vector.3: Input should be a valid number``)."""
-    first = exc.errors(include_url=False)[0]
-    loc = ".".join(str(part) for part in first.get("loc", ())) or "record"
-    message = str(first.get("msg", "invalid"))
-    extra = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{loc}: {message}{extra}"
 
 
 @dataclass(frozen=True)
@@ -185,14 +177,7 @@ def close_sources(sources: Sequence[Source]) -> None:
 def read_jsonl(path: Path, *, label: str | None = None) -> Iterator[tuple[str, ChunkRecord]]:
     """Records of a JSONL file, one per non-blank line."""
     for where, _number, text in read_lines(path, label=label):
-        try:
-            record = ChunkRecord.model_validate_json(text)
-        except ValidationError as exc:
-            kinds = {e["type"] for e in exc.errors()}
-            if kinds & {"json_invalid", "json_type", "model_type"}:
-                raise InvalidInput(f"{where}: not a JSON object: {describe_validation_error(exc)}") from exc
-            raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
-        yield where, record
+        yield where, slow_record(where, text)
 
 
 class _BadFile(Exception):

@@ -165,3 +165,19 @@ def check_matrix(matrix: Matrix, *, rows: int, dim: int, model: str, where: str)
     finite = np.isfinite(matrix).all(axis=1)
     if not finite.all():
         raise InvalidInput(f"{where}: vector #{int(np.argmin(finite))} holds NaN or Infinity")
+
+
+def slow_record(where: str, text: str) -> ChunkRecord:
+    """The pydantic reading of one JSONL line: the record, or InvalidInput naming the line and the field
+    (``not a JSON object`` when the line is not one)."""
+    from pydantic import ValidationError
+
+    from ragstore.common.problems import describe_validation_error
+
+    try:
+        return ChunkRecord.model_validate_json(text)
+    except ValidationError as exc:
+        kinds = {e["type"] for e in exc.errors()}
+        if kinds & {"json_invalid", "json_type", "model_type"}:
+            raise InvalidInput(f"{where}: not a JSON object: {describe_validation_error(exc)}") from exc
+        raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc

@@ -33,6 +33,7 @@ from psycopg.types.json import set_json_dumps
 from pydantic import ValidationError
 
 from ragstore.common.like import like_prefix
+from ragstore.common.problems import describe_validation_error
 from ragstore.db.citus import on_citus
 from ragstore.db.connection import db_errors, map_db_error
 from ragstore.db.sqlfiles import query
@@ -41,7 +42,6 @@ from ragstore.embed.cache import embed_cached
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family, cluster_by_package, drop_hnsw_index, ensure_hnsw_index, has_hnsw_index
 from ragstore.ingest.fast import PassResult, Prepared
-from ragstore.ingest.readers import describe_validation_error
 from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix, content_sha256, record_sha256
 
 if TYPE_CHECKING:

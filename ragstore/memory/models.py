@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from ragstore.common.files import read_bytes
+from ragstore.common.problems import first_problem
 from ragstore.common.strictjson import MAX_DEPTH, nesting_depth
 from ragstore.errors import InvalidInput
 
@@ -227,10 +228,8 @@ def load_profile(path: str | Path) -> AgentProfile:
     try:
         return AgentProfile.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        message = first["msg"].removeprefix("Value error, ")
-        raise InvalidInput(f"{file}: field '{field}': {message}") from exc
+        problem = first_problem(exc, "(top level)")
+        raise InvalidInput(f"{file}: field '{problem.field}': {problem.reason}") from exc
 
 
 class StorePolicy(BaseModel):

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from ragstore.common.jsonl import read_objects
 from ragstore.common.like import like_contains
+from ragstore.common.problems import first_problem
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import Conflict, InvalidInput, NotFound, PermissionDenied
@@ -104,9 +105,8 @@ def make_record(fields: dict[str, Any], where: str = "record", *, now: datetime 
         generated = fields.get("id") is None
         record = MemoryRecord.model_validate({**fields, "id": "pending" if generated else fields["id"]})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(record)"
-        raise InvalidInput(f"{where}: field '{field}': {first['msg'].removeprefix('Value error, ')}") from exc
+        problem = first_problem(exc, "(record)")
+        raise InvalidInput(f"{where}: field '{problem.field}': {problem.reason}") from exc
     if not generated:
         return record
     new_id = record_id_for(record.agent, record.store.value, record.at, record.content)
