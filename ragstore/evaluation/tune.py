@@ -177,20 +177,8 @@ def cross_validate(
 ) -> TuneReport:
     """The cross-validated choice among ``settings`` on fetched candidates (module docstring)."""
     qids, matrix, legs = score_grid(candidates, qrels, settings, k)
-    order = list(range(len(qids)))
-    random.Random(seed).shuffle(order)
-    fold_of = np.empty(len(qids), dtype=np.int64)
-    for position, index in enumerate(order):
-        fold_of[index] = position % folds
-    held = np.zeros(len(qids), dtype=np.float64)
-    per_fold: list[tuple[str, float]] = []
-    for f in range(folds):
-        train, test = fold_of != f, fold_of == f
-        best = int(np.argmax(matrix[:, train].mean(axis=1)))  # argmax: the first of equals (grid order)
-        held[test] = matrix[best, test]
-        per_fold.append((settings[best].label, float(matrix[best, test].mean())))
+    cv = cross_validate_scores(matrix, settings, folds=folds, seed=seed)
     means = matrix.mean(axis=1)
-    best_all = int(np.argmax(means))
     default_index = settings.index(DEFAULT_FUSION) if DEFAULT_FUSION in settings else None
     untuned = float(means[default_index]) if default_index is not None else float("nan")
     return TuneReport(
@@ -199,11 +187,68 @@ def cross_validate(
         queries=len(qids),
         skipped=(len(candidates) if asked is None else asked) - len(qids),
         folds=folds,
-        chosen=settings[best_all],
-        chosen_score=float(means[best_all]),
-        held_out=float(held.mean()),
+        chosen=settings[cv.chosen],
+        chosen_score=float(means[cv.chosen]),
+        held_out=cv.held_out,
         untuned=untuned,
         fts_only=float(np.mean(legs["fts"])),
         vector_only=float(np.mean(legs["vector"])),
-        per_fold=per_fold,
+        per_fold=[(settings[f.chosen].label, f.held_out) for f in cv.folds],
+    )
+
+
+def fold_assignment(n: int, folds: int, seed: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """Each of ``n`` queries' fold: a seeded shuffle dealt round-robin (fold sizes differ by at most one)."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    fold_of = np.empty(n, dtype=np.int64)
+    for position, index in enumerate(order):
+        fold_of[index] = position % folds
+    return fold_of
+
+
+@dataclass(frozen=True)
+class FoldResult:
+    """One fold: the row chosen on the other folds, and the mean scores on this fold's queries."""
+
+    chosen: int
+    queries: int
+    held_out: float
+    default_held_out: float
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """Cross-validation of the selection on a score matrix: held-out means over all queries, per fold."""
+
+    held_out: float
+    default_held_out: float
+    folds: list[FoldResult]
+    chosen: int
+
+
+def cross_validate_scores(
+    matrix: np.ndarray[Any, np.dtype[np.float64]],
+    settings: Sequence[FusionSettings],
+    *,
+    folds: int = 5,
+    seed: int = 0,
+) -> CrossValidation:
+    """Cross-validation on a score matrix ``[setting, query]`` (``settings`` names its rows)."""
+    default = settings.index(DEFAULT_FUSION) if DEFAULT_FUSION in settings else 0
+    fold_of = fold_assignment(matrix.shape[1], folds, seed)
+    held = np.zeros(matrix.shape[1], dtype=np.float64)
+    results: list[FoldResult] = []
+    for f in range(folds):
+        train, test = fold_of != f, fold_of == f
+        best = int(np.argmax(matrix[:, train].mean(axis=1)))  # argmax: the first of equals (grid order)
+        held[test] = matrix[best, test]
+        results.append(
+            FoldResult(best, int(test.sum()), float(matrix[best, test].mean()), float(matrix[default, test].mean()))
+        )
+    return CrossValidation(
+        held_out=float(held.mean()),
+        default_held_out=float(matrix[default].mean()),
+        folds=results,
+        chosen=int(np.argmax(matrix.mean(axis=1))),
     )
