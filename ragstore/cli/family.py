@@ -164,6 +164,13 @@ def _fusion_line(settings: Any) -> str:
     show_default=True,
     help="Leave the default only for a mean training gain above this many standard errors (0: plain argmax).",
 )
+@click.option(
+    "--per-leg",
+    "per_legs",
+    type=click.IntRange(1, 1000),
+    multiple=True,
+    help="Also try this depth per leg (repeat; default: the default's 50 only).",
+)
 @click.option("--dry-run", is_flag=True, help="Report the choice without storing it.")
 @click.option("--reset", is_flag=True, help="Forget the stored settings (back to the default) and exit.")
 @click.option("--json", "as_json", is_flag=True)
@@ -177,6 +184,7 @@ def family_tune(
     k: int,
     seed: int,
     min_gain_se: float,
+    per_legs: tuple[int, ...],
     dry_run: bool,
     reset: bool,
     as_json: bool,
@@ -192,7 +200,7 @@ def family_tune(
     family uses the default (an earlier tuning is forgotten).
     """
     from ragstore.evaluation.datasets import read_qrels, read_queries
-    from ragstore.evaluation.tune import tune
+    from ragstore.evaluation.tune import PER_LEGS, default_grid, tune
     from ragstore.search.fusion import store_settings
 
     families.check_name(name)
@@ -204,7 +212,8 @@ def family_tune(
     queries = read_queries(queries_path)
     qrels = read_qrels(qrels_path)
     with app(ctx).connect() as conn:
-        report = tune(conn, name, queries, qrels, k=k, folds=folds, seed=seed, min_gain_se=min_gain_se)
+        grid = default_grid(per_legs=sorted({*PER_LEGS, *per_legs}))
+        report = tune(conn, name, queries, qrels, k=k, folds=folds, seed=seed, min_gain_se=min_gain_se, grid=grid)
         stored = not report.kept_default and report.held_out >= report.default_held_out - 1e-12
         if not dry_run:
             store_settings(conn, name, report.chosen if stored else None)
@@ -213,8 +222,8 @@ def family_tune(
         return
     click.echo(
         f"family {name}: {report.queries} queries ({report.skipped} without a relevant judgement skipped), "
-        f"{report.folds}-fold cross-validation, nDCG@{k}; the default is left only for a training gain "
-        f"above {min_gain_se:g} standard errors\n"
+        f"{len(report.grid)} settings, {report.folds}-fold cross-validation, nDCG@{k}; the default is left "
+        f"only for a training gain above {min_gain_se:g} standard errors\n"
         f"  full text alone    {report.fts_only:.4f}\n  vector alone       {report.vector_only:.4f}\n"
         f"  default (untuned)  {report.untuned:.4f}\n  tuned, held out    {report.held_out:.4f}"
         f" (the default on the same folds {report.default_held_out:.4f})"

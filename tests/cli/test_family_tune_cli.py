@@ -38,6 +38,7 @@ def test_tune_reports_held_out_stores_the_choice_and_show_prints_it(dsn, conn, t
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["queries"] == 10 and report["folds"] == 5 and report["min_gain_se"] == 1.0
+    assert report["settings_tried"] == 22  # the default, rrf, cc × 3 normalisations × 7 alphas at 50 per leg
     assert 0.0 <= report["held_out_ndcg"] <= 1.0 and report["stored"] is (
         not report["kept_default"] and report["held_out_ndcg"] >= report["default_held_out_ndcg"]
     )
@@ -48,8 +49,13 @@ def test_tune_reports_held_out_stores_the_choice_and_show_prints_it(dsn, conn, t
         assert {"best_candidate", "train_gain", "train_gain_se", "held_out_ndcg", "default_held_out_ndcg"} <= set(fold)
     shown = runner.invoke(cli, ["--dsn", dsn, "family", "show", "docs"]).output
     assert "fusion:" in shown and ("tuned" in shown) is report["stored"]
-    text = runner.invoke(cli, ["--dsn", dsn, "family", "tune", "docs", *files, "--dry-run"]).output
-    assert "fold 5 (2 q.)" in text and "tuned, held out" in text and "not stored (--dry-run)" in text
+    text = runner.invoke(cli, ["--dsn", dsn, "family", "tune", "docs", *files, "--dry-run", "--per-leg", "30"]).output
+    assert (
+        "44 settings" in text
+        and "fold 5 (2 q.)" in text
+        and "tuned, held out" in text
+        and "not stored (--dry-run)" in text
+    )
     reset = runner.invoke(cli, ["--dsn", dsn, "family", "tune", "docs", "--queries", "x", "--qrels", "y", "--reset"])
     assert reset.exit_code == 0 and "back to the default" in reset.output
     after = json.loads(runner.invoke(cli, ["--dsn", dsn, "family", "show", "docs", "--json"]).output)

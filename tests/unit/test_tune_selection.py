@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ragstore.errors import InvalidInput
-from ragstore.evaluation.tune import cross_validate_scores, fold_assignment, select, tune
+from ragstore.evaluation.tune import ALPHAS, cross_validate_scores, default_grid, fold_assignment, select, tune
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings
 
 N, FOLDS, SEED = 50, 5, 0
@@ -72,3 +72,21 @@ def test_one_training_query_has_no_standard_error_so_only_the_plain_argmax_leave
 def test_a_bad_margin_is_refused_before_any_search(bad):
     with pytest.raises(InvalidInput, match="min_gain_se must be a number of at least 0"):
         tune(None, "docs", [], {}, min_gain_se=bad)
+
+
+def test_a_candidate_that_differs_on_one_query_only_is_exactly_one_standard_error_up_and_not_chosen():
+    # d / n over (d / √n) / √n: t is exactly 1 whatever the query and the difference; rounding must not decide
+    for n in range(2, 80):
+        for d in (0.1, 0.25, 0.3, 0.5, 1 / 3, 0.7):
+            scores = np.full((2, n), 0.4)
+            scores[1, n // 2] += d
+            assert select(scores, 0).chosen == 0, (n, d)
+            assert select(scores, 0, min_gain_se=0.999).chosen == 1, (n, d)
+
+
+def test_the_default_grid_tunes_fusion_at_the_default_depth_only():
+    grid = default_grid()
+    assert grid[0] == DEFAULT_FUSION and {s.per_leg for s in grid} == {DEFAULT_FUSION.per_leg}
+    assert len(grid) == len(set(grid)) == 1 + 3 * len(ALPHAS)  # rrf, and cc × 3 normalisations × alphas
+    deeper = default_grid(per_legs=(30, 50, 100))
+    assert {s.per_leg for s in deeper} == {30, 50, 100} and deeper[0] == DEFAULT_FUSION
