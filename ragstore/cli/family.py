@@ -223,7 +223,7 @@ def family_tune(
     click.echo(
         f"family {name}: {report.queries} queries ({report.skipped} without a relevant judgement skipped), "
         f"{len(report.grid)} settings, {report.folds}-fold cross-validation, nDCG@{k}; the default is left "
-        f"only for a training gain above {min_gain_se:g} standard errors\n"
+        f"only for a mean training gain above {min_gain_se:g} × its standard error\n"
         f"  full text alone    {report.fts_only:.4f}\n  vector alone       {report.vector_only:.4f}\n"
         f"  default (untuned)  {report.untuned:.4f}\n  tuned, held out    {report.held_out:.4f}"
         f" (the default on the same folds {report.default_held_out:.4f})"
@@ -231,12 +231,13 @@ def family_tune(
     for n, f in enumerate(report.per_fold, start=1):
         choice = "kept the default" if f.kept_default else f"chose {report.grid[f.chosen].label}"
         click.echo(
-            f"  fold {n} ({f.queries} q.): {choice}; best on training {report.grid[f.best].label} "
-            f"{_gain(f.train_gain, f.train_gain_se)}; held out {f.held_out:.4f}, default {f.default_held_out:.4f}"
+            f"  fold {n} ({f.queries} q.): {choice} ({_gain(report.grid[f.best], f.train_gain, f.train_gain_se)} on "
+            f"training); held out {f.held_out:.4f}, default {f.default_held_out:.4f}"
         )
-    evidence = f"best candidate {report.best.label} {_gain(report.gain, report.gain_se)} on all queries"
+    evidence = f"{_gain(report.best, report.gain, report.gain_se)} on all queries"
     if report.kept_default:
-        click.echo(f"  chosen: the default, {_fusion_line(report.chosen)} ({evidence}: not enough)")
+        enough = ": not enough" if report.gain > 0 else ""
+        click.echo(f"  chosen: the default, {_fusion_line(report.chosen)} ({evidence}{enough})")
     else:
         click.echo(f"  chosen: {_fusion_line(report.chosen)} ({evidence}; training score {report.chosen_score:.4f})")
     if dry_run:
@@ -249,8 +250,11 @@ def family_tune(
         click.echo("not stored: the held-out score does not beat the default; the family uses the default")
 
 
-def _gain(gain: float, se: float) -> str:
-    return f"{gain:+.4f} ± {se:.4f}"
+def _gain(best: Any, gain: float, se: float) -> str:
+    """The evidence the rule weighed: the best candidate's mean gain over the default ± its standard error."""
+    if gain <= 0.0:
+        return "no setting beats the default"
+    return f"best {best.label} {gain:+.4f} ± {se:.4f}"
 
 
 @family_group.command("drop")
