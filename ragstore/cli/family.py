@@ -231,7 +231,7 @@ def family_tune(
     for n, f in enumerate(report.per_fold, start=1):
         choice = "kept the default" if f.kept_default else f"chose {report.grid[f.chosen].label}"
         click.echo(
-            f"  fold {n} ({f.queries} q.): {choice} ({_gain(report.grid[f.best], f.train_gain, f.train_gain_se)} on "
+            f"  fold {n} ({f.queries} q.): {choice} ({_gain(report.grid[f.best], f.gain, f.gain_se)} on "
             f"training); held out {f.held_out:.4f}, default {f.default_held_out:.4f}"
         )
     evidence = f"{_gain(report.best, report.gain, report.gain_se)} on all queries"

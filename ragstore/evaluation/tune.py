@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -142,8 +142,8 @@ class TuneReport:
                     "chosen": self.grid[f.chosen].label,
                     "kept_default": f.kept_default,
                     "best_candidate": self.grid[f.best].label,
-                    "train_gain": _rounded(f.train_gain),
-                    "train_gain_se": _rounded(f.train_gain_se),
+                    "train_gain": _rounded(f.gain),
+                    "train_gain_se": _rounded(f.gain_se),
                     "held_out_ndcg": round(f.held_out, 4),
                     "default_held_out_ndcg": round(f.default_held_out, 4),
                 }
@@ -275,9 +275,9 @@ def cross_validate(
         min_gain_se=min_gain_se,
         chosen=settings[cv.chosen],
         kept_default=cv.kept_default,
-        best=settings[cv.final.best],
-        gain=cv.final.gain,
-        gain_se=cv.final.gain_se,
+        best=settings[cv.best],
+        gain=cv.gain,
+        gain_se=cv.gain_se,
         chosen_score=float(matrix[cv.chosen].mean()),
         held_out=cv.held_out,
         default_held_out=cv.default_held_out,
@@ -340,36 +340,24 @@ def select(scores: np.ndarray[Any, np.dtype[np.float64]], default: int, min_gain
 
 
 @dataclass(frozen=True)
-class FoldResult:
-    """One fold: the rule applied to the other folds' queries, then both rows scored on this fold's."""
+class FoldResult(Selection):
+    """One fold: the rule applied to the other folds' queries (the :class:`Selection` fields: ``gain`` ±
+    ``gain_se`` on those training queries), then the choice and the default scored on this fold's."""
 
-    chosen: int
-    best: int
-    kept_default: bool
-    train_gain: float
-    train_gain_se: float
     queries: int
     held_out: float
     default_held_out: float
 
 
 @dataclass(frozen=True)
-class CrossValidation:
-    """The selection rule cross-validated on a score matrix: held-out means over all queries, per fold,
-    and the rule applied to all queries (``chosen``: what gets stored)."""
+class CrossValidation(Selection):
+    """The selection rule cross-validated on a score matrix: the rule applied to all queries (the
+    :class:`Selection` fields; ``chosen`` is what gets stored), the held-out means over all queries, and
+    per fold."""
 
     held_out: float
     default_held_out: float
     folds: list[FoldResult]
-    final: Selection
-
-    @property
-    def chosen(self) -> int:
-        return self.final.chosen
-
-    @property
-    def kept_default(self) -> bool:
-        return self.final.kept_default
 
 
 def cross_validate_scores(
@@ -390,21 +378,13 @@ def cross_validate_scores(
         train, test = fold_of != f, fold_of == f
         pick = select(matrix[:, train], default, min_gain_se)
         held[test] = matrix[pick.chosen, test]
+        scored = (float(matrix[pick.chosen, test].mean()), float(matrix[default, test].mean()))
         results.append(
-            FoldResult(
-                chosen=pick.chosen,
-                best=pick.best,
-                kept_default=pick.kept_default,
-                train_gain=pick.gain,
-                train_gain_se=pick.gain_se,
-                queries=int(test.sum()),
-                held_out=float(matrix[pick.chosen, test].mean()),
-                default_held_out=float(matrix[default, test].mean()),
-            )
+            FoldResult(**asdict(pick), queries=int(test.sum()), held_out=scored[0], default_held_out=scored[1])
         )
     return CrossValidation(
+        **asdict(select(matrix, default, min_gain_se)),
         held_out=float(held.mean()),
         default_held_out=float(matrix[default].mean()),
         folds=results,
-        final=select(matrix, default, min_gain_se),
     )

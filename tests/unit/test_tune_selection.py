@@ -40,7 +40,7 @@ def test_without_a_margin_the_rule_is_the_plain_argmax_and_loses_held_out():
     assert [f.chosen for f in cv.folds] == [1, 2, 3, 4, 5]
     assert not any(f.kept_default for f in cv.folds)
     assert cv.held_out < cv.default_held_out - 0.02
-    assert all(abs(f.train_gain - 0.01) < 1e-9 for f in cv.folds)
+    assert all(abs(f.gain - 0.01) < 1e-9 for f in cv.folds)
 
 
 def test_a_candidate_better_on_every_query_is_chosen_in_every_fold_and_stored():
@@ -52,14 +52,14 @@ def test_a_candidate_better_on_every_query_is_chosen_in_every_fold_and_stored():
     assert not any(f.kept_default for f in cv.folds) and not cv.kept_default
     assert cv.held_out > cv.default_held_out + 0.05
     for f in cv.folds:
-        assert f.train_gain > 0.05 and 0.0 < f.train_gain_se < f.train_gain / 5
+        assert f.gain > 0.05 and 0.0 < f.gain_se < f.gain / 5
         assert f.held_out > f.default_held_out
 
 
 def test_a_candidate_equal_to_the_default_never_replaces_it_even_without_a_margin():
     matrix = np.tile(np.linspace(0.1, 0.9, N), (len(SETTINGS), 1))
     cv = cross_validate_scores(matrix, SETTINGS, folds=FOLDS, seed=SEED, min_gain_se=0.0)
-    assert cv.chosen == 0 and all(f.kept_default and f.train_gain == 0.0 for f in cv.folds)
+    assert cv.chosen == 0 and all(f.kept_default and f.gain == 0.0 for f in cv.folds)
 
 
 def test_one_training_query_has_no_standard_error_so_only_the_plain_argmax_leaves_the_default():
