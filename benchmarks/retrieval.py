@@ -10,7 +10,9 @@ indexed once (``--index``), every query's hybrid candidates are fetched once at 
 (:func:`ragstore.evaluation.tune.fetch_candidates`), and every mode is fused from them in numpy with the
 arithmetic of the SQL statement: the two single legs, RRF, and convex combination with each normalisation
 and dense weight. The table prints nDCG@10 per set × mode, the 5-fold cross-validated tuned score
-(held out), and which mode is the default. Then latency: ``search()`` as users call it, the default
+(held out) of the plain argmax over 30/50/100 per leg (how ``family tune`` chose before) and of its rule
+(``--min-gain-se``, 50 per leg), the rule's gain over the default on the same folds, and which mode is
+the default. Then latency: ``search()`` as users call it, the default
 hybrid against HNSW alone, interleaved query by query on the same connection (query vectors embedded
 off the clock), each query timed ``--latency-reps`` times and its median kept; the mean and p95 of those
 medians, the ratio, and the 1-minute load average when the set's timing ended.
@@ -33,7 +35,7 @@ from ragstore.db.connection import connect
 from ragstore.embed.registry import make_backend
 from ragstore.errors import NotFound
 from ragstore.evaluation.datasets import read_qrels, read_queries
-from ragstore.evaluation.tune import cross_validate, default_grid, fetch_candidates, score_grid
+from ragstore.evaluation.tune import MIN_GAIN_SE, cross_validate_scores, default_grid, fetch_candidates, score_grid
 from ragstore.families import create_family, get_family
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import backend_for, index_sources
@@ -107,8 +109,10 @@ def main() -> None:
     parser.add_argument("--subset", type=int, default=None, help="only the first N queries of each set")
     parser.add_argument("--latency-queries", type=int, default=200, help="queries timed per set (0: skip)")
     parser.add_argument("--latency-reps", type=int, default=3, help="timed runs per query (their median counts)")
+    parser.add_argument("--min-gain-se", type=float, default=MIN_GAIN_SE, help="the tuner's margin (family tune)")
     args = parser.parse_args()
     grid = default_grid()
+    deep = default_grid(per_legs=(30, 50, 100))  # the grid family tune searched by argmax before its rule
     table: dict[str, dict[str, float]] = {}
     notes: dict[str, str] = {}
     for item in args.set:
@@ -131,9 +135,19 @@ def main() -> None:
         row["default"] = float(matrix[0].mean())
         for i, (label, _) in enumerate(MODES, start=1):
             row[label] = float(matrix[i].mean())
-        report = cross_validate(family, cands, qrels, grid, k=10, folds=5, seed=0)
-        row["tuned (held out)"] = report.held_out
-        notes[name] = f"{len(judged)} queries; candidates {fetched:.0f}s; tuned choice {report.chosen.label}"
+        _, scores, _ = score_grid(cands, qrels, deep, 10)
+        argmax = cross_validate_scores(scores, deep, folds=5, seed=0, min_gain_se=0.0)
+        tuned = cross_validate_scores(
+            scores[[deep.index(s) for s in grid]], grid, folds=5, seed=0, min_gain_se=args.min_gain_se
+        )
+        row["tuned before: argmax, 30/50/100 per leg (held out)"] = argmax.held_out
+        row[f"tuned: {args.min_gain_se:g} SE rule, 50 per leg (held out)"] = tuned.held_out
+        row["tuned − default (held out)"] = tuned.held_out - tuned.default_held_out
+        departed = sum(not f.kept_default for f in tuned.folds)
+        notes[name] = (
+            f"{len(judged)} queries; candidates {fetched:.0f}s; argmax choice {deep[argmax.chosen].label}; "
+            f"rule choice {grid[tuned.chosen].label} (left the default in {departed} of 5 folds)"
+        )
         if args.latency_queries:
             lat = latency(family, [q.text for q in judged], args.latency_queries, args.latency_reps)
             row.update({f"ms {key}": value for key, value in lat.items() if key != "load"})
@@ -150,9 +164,8 @@ def main() -> None:
         cells = []
         for n in names:
             v = table[n].get(label)
-            cells.append(
-                "" if v is None else (f"{v:.2f}" if label.startswith(("ms", "hybrid/", "load")) else f"{v:.3f}")
-            )
+            fmt = ".2f" if label.startswith(("ms", "hybrid/", "load")) else "+.4f" if "−" in label else ".3f"
+            cells.append("" if v is None else format(v, fmt))
         print(f"| {label} | " + " | ".join(cells) + " |")
     for n in names:
         best_leg = max(table[n]["fts"], table[n]["vector"])

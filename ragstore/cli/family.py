@@ -157,6 +157,20 @@ def _fusion_line(settings: Any) -> str:
 @click.option("--folds", type=click.IntRange(2, 20), default=5, show_default=True, help="Cross-validation folds.")
 @click.option("-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="nDCG cut-off.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fold split.")
+@click.option(
+    "--min-gain-se",
+    type=click.FloatRange(min=0.0),
+    default=1.0,
+    show_default=True,
+    help="Leave the default only for a mean training gain above this many standard errors (0: plain argmax).",
+)
+@click.option(
+    "--per-leg",
+    "per_legs",
+    type=click.IntRange(1, 1000),
+    multiple=True,
+    help="Also try this depth per leg (repeat; default: the default's 50 only).",
+)
 @click.option("--dry-run", is_flag=True, help="Report the choice without storing it.")
 @click.option("--reset", is_flag=True, help="Forget the stored settings (back to the default) and exit.")
 @click.option("--json", "as_json", is_flag=True)
@@ -169,18 +183,24 @@ def family_tune(
     folds: int,
     k: int,
     seed: int,
+    min_gain_se: float,
+    per_legs: tuple[int, ...],
     dry_run: bool,
     reset: bool,
     as_json: bool,
 ) -> None:
     """Choose NAME's hybrid fusion (kind, normalisation, alpha, per-leg depth) on labelled queries.
 
-    Every setting is scored by nDCG@k with k-fold cross-validation; the held-out score is reported (what
-    to expect on new queries), the best setting on all queries is stored on the family and used by
-    `ragstore search`, `ragstore eval` and ragstore.hybrid_search() from then on.
+    Every setting is scored by nDCG@k. The rule: the setting with the best mean gain over the default
+    is chosen only when that gain exceeds --min-gain-se standard errors of its per-query differences;
+    otherwise the default is kept. The rule is cross-validated (k folds: chosen on the other folds, scored
+    on the fold) and the held-out score reported next to the default's; then the rule's choice on all
+    queries is stored on the family (used by `ragstore search`, `ragstore eval` and
+    ragstore.hybrid_search()) when it is not the default and does not lose held out. Otherwise the
+    family uses the default (an earlier tuning is forgotten).
     """
     from ragstore.evaluation.datasets import read_qrels, read_queries
-    from ragstore.evaluation.tune import tune
+    from ragstore.evaluation.tune import PER_LEGS, default_grid, tune
     from ragstore.search.fusion import store_settings
 
     families.check_name(name)
@@ -192,26 +212,49 @@ def family_tune(
     queries = read_queries(queries_path)
     qrels = read_qrels(qrels_path)
     with app(ctx).connect() as conn:
-        report = tune(conn, name, queries, qrels, k=k, folds=folds, seed=seed)
-        stored = not dry_run and report.held_out >= report.untuned - 1e-12
-        if stored:
-            store_settings(conn, name, report.chosen)
+        grid = default_grid(per_legs=sorted({*PER_LEGS, *per_legs}))
+        report = tune(conn, name, queries, qrels, k=k, folds=folds, seed=seed, min_gain_se=min_gain_se, grid=grid)
+        stored = not report.kept_default and report.held_out >= report.default_held_out - 1e-12
+        if not dry_run:
+            store_settings(conn, name, report.chosen if stored else None)
     if as_json:
-        emit_json(report.as_dict() | {"stored": stored})
+        emit_json(report.as_dict() | {"stored": stored and not dry_run})
         return
     click.echo(
         f"family {name}: {report.queries} queries ({report.skipped} without a relevant judgement skipped), "
-        f"{report.folds}-fold cross-validation, nDCG@{k}\n"
+        f"{len(report.grid)} settings, {report.folds}-fold cross-validation, nDCG@{k}; the default is left "
+        f"only for a mean training gain above {min_gain_se:g} × its standard error\n"
         f"  full text alone    {report.fts_only:.4f}\n  vector alone       {report.vector_only:.4f}\n"
-        f"  default (untuned)  {report.untuned:.4f}\n  tuned, held out    {report.held_out:.4f}\n"
-        f"  chosen: {_fusion_line(report.chosen)} (training score {report.chosen_score:.4f})"
+        f"  default (untuned)  {report.untuned:.4f}\n  tuned, held out    {report.held_out:.4f}"
+        f" (the default on the same folds {report.default_held_out:.4f})"
     )
-    if stored:
-        click.echo("stored on the family: `ragstore search` uses it (--fusion/--alpha override)")
-    elif dry_run:
-        click.echo("not stored (--dry-run)")
+    for n, f in enumerate(report.per_fold, start=1):
+        choice = "kept the default" if f.kept_default else f"chose {report.grid[f.chosen].label}"
+        click.echo(
+            f"  fold {n} ({f.queries} q.): {choice} ({_gain(report.grid[f.best], f.gain, f.gain_se)} on "
+            f"training); held out {f.held_out:.4f}, default {f.default_held_out:.4f}"
+        )
+    evidence = f"{_gain(report.best, report.gain, report.gain_se)} on all queries"
+    if report.kept_default:
+        enough = ": not enough" if report.gain > 0 else ""
+        click.echo(f"  chosen: the default, {_fusion_line(report.chosen)} ({evidence}{enough})")
     else:
-        click.echo("not stored: the held-out score does not beat the default")
+        click.echo(f"  chosen: {_fusion_line(report.chosen)} ({evidence}; training score {report.chosen_score:.4f})")
+    if dry_run:
+        click.echo("not stored (--dry-run)")
+    elif stored:
+        click.echo("stored on the family: `ragstore search` uses it (--fusion/--alpha override)")
+    elif report.kept_default:
+        click.echo("the family uses the default")
+    else:
+        click.echo("not stored: the held-out score does not beat the default; the family uses the default")
+
+
+def _gain(best: Any, gain: float, se: float) -> str:
+    """The evidence the rule weighed: the best candidate's mean gain over the default ± its standard error."""
+    if gain <= 0.0:
+        return "no setting beats the default"
+    return f"best {best.label} {gain:+.4f} ± {se:.4f}"
 
 
 @family_group.command("drop")

@@ -32,8 +32,9 @@ def backend_for(family: Family, caches: Caches | None = None) -> Backend:
     """
     from ragstore.embed.registry import make_backend
 
-    # fts_config belongs to the chunks; target is a model migration in progress (ragstore.families.migrate).
-    options = {k: v for k, v in family.options.items() if k not in {"fts_config", "target"}}
+    # fts_config belongs to the chunks; target is a model migration in progress (ragstore.families.migrate);
+    # fusion is the hybrid fusion `family tune` stored.
+    options = {k: v for k, v in family.options.items() if k not in {"fts_config", "target", "fusion"}}
     key = json.dumps([family.backend, family.model, family.dim, options], sort_keys=True, default=str)
 
     def make() -> Backend:
