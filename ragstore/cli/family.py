@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -115,6 +116,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a family: rows, dimension, model, index and size."""
     with app(ctx).connect() as conn:
         stats = families.family_stats(conn, name)
+    from ragstore.families import filter_keys
     from ragstore.search.fusion import settings_of
 
     fusion = settings_of(stats.family.options)
@@ -125,6 +127,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         "total_bytes": stats.total_bytes,
         "hnsw_index": stats.hnsw_index,
         "hnsw_bytes": stats.hnsw_bytes,
+        "filter_keys": list(filter_keys.declared(stats.family)),
     }
     if as_json:
         emit_json(data)
@@ -140,7 +143,8 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         f"dim:     {stats.family.dim} ({stats.family.vector_type})\n"
         f"table:   ragstore.{stats.family.table}\nrows:    {stats.rows}\n"
         f"index:   {index}\nsize:    {_size(stats.total_bytes)}\nstate:   {stats.family.state}\n"
-        f"fusion:  {_fusion_line(fusion)} ({'tuned: ragstore family tune' if tuned else 'the default'})"
+        f"fusion:  {_fusion_line(fusion)} ({'tuned: ragstore family tune' if tuned else 'the default'})\n"
+        f"filter keys: {_keys_line(filter_keys.declared(stats.family))}"
     )
 
 
@@ -212,6 +216,71 @@ def family_tune(
         click.echo("not stored (--dry-run)")
     else:
         click.echo("not stored: the held-out score does not beat the default")
+
+
+@family_group.group("filter-keys")
+@click.argument("name")
+def filter_keys_group(name: str) -> None:
+    """Declared metadata filter keys of family NAME: a filter on one reads a btree index of its own.
+
+    `add KEY` builds the index (concurrently: the family stays in use) and records the key; `remove KEY`
+    forgets it and drops the index; `list` shows them. Answers are the same with or without a key
+    declared; a filter on it ({"KEY": v}, $eq, $in, $gt/$gte/$lt/$lte) plans through its index.
+    """
+    families.check_name(name)
+
+
+def _family_of(ctx: click.Context) -> str:
+    parent = ctx.parent
+    assert parent is not None
+    return str(parent.params["name"])
+
+
+@filter_keys_group.command("add")
+@click.argument("key")
+@click.pass_context
+def filter_keys_add(ctx: click.Context, key: str) -> None:
+    """Declare KEY: build its btree index, then record it."""
+    from ragstore.families import filter_keys
+
+    name = _family_of(ctx)
+    with app(ctx).connect() as conn:
+        family = filter_keys.add_key(conn, name, key)
+    click.echo(terminal_safe(f"family {name}: filter keys {_keys_line(filter_keys.declared(family))}"))
+
+
+@filter_keys_group.command("remove")
+@click.argument("key")
+@click.pass_context
+def filter_keys_remove(ctx: click.Context, key: str) -> None:
+    """Forget KEY and drop its index (filters on it read the GIN index again)."""
+    from ragstore.families import filter_keys
+
+    name = _family_of(ctx)
+    with app(ctx).connect() as conn:
+        family = filter_keys.remove_key(conn, name, key)
+    click.echo(terminal_safe(f"family {name}: filter keys {_keys_line(filter_keys.declared(family))}"))
+
+
+@filter_keys_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def filter_keys_list(ctx: click.Context, as_json: bool) -> None:
+    """The declared keys, each with its index and whether that index is valid."""
+    from ragstore.families import filter_keys
+
+    with app(ctx).connect() as conn:
+        found = filter_keys.list_keys(conn, _family_of(ctx))
+    if as_json:
+        emit_json([k.as_dict() for k in found])
+        return
+    for k in found:
+        state = _size(k.bytes or 0) if k.valid else "MISSING or invalid: run `filter-keys add` again"
+        click.echo(terminal_safe(f"{json.dumps(k.key, ensure_ascii=False)}  {k.index} ({state})"))
+
+
+def _keys_line(keys: tuple[str, ...]) -> str:
+    return terminal_safe(", ".join(json.dumps(k, ensure_ascii=False) for k in keys)) if keys else "(none)"
 
 
 @family_group.command("drop")
