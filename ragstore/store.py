@@ -295,14 +295,15 @@ class Store(Closing):
             conn.commit()
         self.caches.forget_family(name)
 
-    def add_filter_key(self, family: str, key: str) -> Family:
-        """Declare metadata ``key`` a filter key of ``family``: a btree index (built concurrently) that
-        filters on the key read instead of the GIN index (:mod:`ragstore.families.filter_keys`); answers
-        do not change. Raises InvalidInput, NotFound, Conflict (a model migration is under way)."""
+    def add_filter_key(self, family: str, key: str, *, covering: bool = False) -> Family:
+        """Declare metadata ``key`` a filter key of ``family``: a btree index (built concurrently; with
+        ``covering``, holding the rows' vectors too) that filters on the key read instead of the GIN index
+        (:mod:`ragstore.families.filter_keys`); answers do not change. Raises InvalidInput, NotFound,
+        Conflict (a model migration is under way)."""
         from ragstore.families import filter_keys
 
         with self.connection() as conn:
-            found = filter_keys.add_key(conn, family, key)
+            found = filter_keys.add_key(conn, family, key, covering=covering)
         self.caches.forget_family(family)
         return found
 

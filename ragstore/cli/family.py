@@ -128,6 +128,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         "hnsw_index": stats.hnsw_index,
         "hnsw_bytes": stats.hnsw_bytes,
         "filter_keys": list(filter_keys.declared(stats.family)),
+        "filter_keys_covering": sorted(filter_keys.covering(stats.family)),
     }
     if as_json:
         emit_json(data)
@@ -144,7 +145,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         f"table:   ragstore.{stats.family.table}\nrows:    {stats.rows}\n"
         f"index:   {index}\nsize:    {_size(stats.total_bytes)}\nstate:   {stats.family.state}\n"
         f"fusion:  {_fusion_line(fusion)} ({'tuned: ragstore family tune' if tuned else 'the default'})\n"
-        f"filter keys: {_keys_line(filter_keys.declared(stats.family))}"
+        f"filter keys: {_keys_line(stats.family)}"
     )
 
 
@@ -238,15 +239,21 @@ def _family_of(ctx: click.Context) -> str:
 
 @filter_keys_group.command("add")
 @click.argument("key")
+@click.option(
+    "--covering",
+    is_flag=True,
+    help="Also hold the rows' vectors, ids and metadata in the index (about the table's size; vectors up to "
+    "512 dimensions): a filtered exact search reads the index alone. Again without it: back to plain.",
+)
 @click.pass_context
-def filter_keys_add(ctx: click.Context, key: str) -> None:
+def filter_keys_add(ctx: click.Context, key: str, covering: bool) -> None:
     """Declare KEY: build its btree index, then record it."""
     from ragstore.families import filter_keys
 
     name = _family_of(ctx)
     with app(ctx).connect() as conn:
-        family = filter_keys.add_key(conn, name, key)
-    click.echo(terminal_safe(f"family {name}: filter keys {_keys_line(filter_keys.declared(family))}"))
+        family = filter_keys.add_key(conn, name, key, covering=covering)
+    click.echo(f"family {name}: filter keys {_keys_line(family)}")
 
 
 @filter_keys_group.command("remove")
@@ -259,7 +266,7 @@ def filter_keys_remove(ctx: click.Context, key: str) -> None:
     name = _family_of(ctx)
     with app(ctx).connect() as conn:
         family = filter_keys.remove_key(conn, name, key)
-    click.echo(terminal_safe(f"family {name}: filter keys {_keys_line(filter_keys.declared(family))}"))
+    click.echo(f"family {name}: filter keys {_keys_line(family)}")
 
 
 @filter_keys_group.command("list")
@@ -276,11 +283,19 @@ def filter_keys_list(ctx: click.Context, as_json: bool) -> None:
         return
     for k in found:
         state = _size(k.bytes or 0) if k.valid else "MISSING or invalid: run `filter-keys add` again"
-        click.echo(terminal_safe(f"{json.dumps(k.key, ensure_ascii=False)}  {k.index} ({state})"))
+        kind = "covering" if k.covering else "btree"
+        click.echo(terminal_safe(f"{json.dumps(k.key, ensure_ascii=False)}  {kind} {k.index} ({state})"))
 
 
-def _keys_line(keys: tuple[str, ...]) -> str:
-    return terminal_safe(", ".join(json.dumps(k, ensure_ascii=False) for k in keys)) if keys else "(none)"
+def _keys_line(family: families.Family) -> str:
+    """The declared filter keys of ``family`` as JSON strings, covering ones marked."""
+    from ragstore.families import filter_keys
+
+    cover = filter_keys.covering(family)
+    keys = [
+        json.dumps(k, ensure_ascii=False) + (" (covering)" if k in cover else "") for k in filter_keys.declared(family)
+    ]
+    return terminal_safe(", ".join(keys)) if keys else "(none)"
 
 
 @family_group.command("drop")

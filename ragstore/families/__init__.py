@@ -117,7 +117,7 @@ def vector_type_for(dim: int) -> str:
 
 # Family options that are not the backend's settings: the full-text configuration, a model migration's
 # target, the hybrid fusion chosen by `family tune`, the declared filter keys (ragstore.families.filter_keys).
-NOT_BACKEND_OPTIONS = frozenset({"fts_config", "target", "fusion", "filter_keys"})
+NOT_BACKEND_OPTIONS = frozenset({"fts_config", "target", "fusion", "filter_keys", "filter_keys_covering"})
 
 
 def backend_options(family: Family) -> dict[str, Any]:

@@ -21,9 +21,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+import psycopg
 from psycopg import pq, sql
 from psycopg.types.json import Jsonb
 
@@ -34,6 +35,10 @@ from ragstore.errors import Conflict, InvalidInput, NotFound
 from ragstore.families import Family, check_name, get_family
 
 OPTION = "filter_keys"
+COVERING_OPTION = "filter_keys_covering"  # the declared keys whose index is covering (a subset)
+# A covering index holds each row's vector; a btree entry holds at most 2,704 bytes, and a 512-d vector
+# takes 2,052, leaving the rest for the row's ids and metadata. Wider families declare plain keys.
+COVERING_MAX_DIM = 512
 # A key is any JSON object key PostgreSQL can store; this bound keeps statement texts and error lines short.
 MAX_KEY_LENGTH = 256
 
@@ -60,40 +65,75 @@ def check_key(key: object) -> str:
     return key
 
 
-def index_name(table: str, key: str) -> str:
-    """The name of ``key``'s index on the family table ``table``: the table's name (cut to 36 characters)
-    and a digest of both, at most 56 characters (PostgreSQL's limit is 63)."""
-    digest = hashlib.sha256(f"{table}\0{key}".encode()).hexdigest()[:16]
-    return f"{table[:36]}_fk_{digest}"
+def covering(family: Family) -> frozenset[str]:
+    """The declared keys of ``family`` whose index is covering."""
+    raw = family.options.get(COVERING_OPTION)
+    return frozenset(k for k in raw if isinstance(k, str)) if isinstance(raw, list) else frozenset()
+
+
+def index_name(table: str, key: str, covering: bool = False) -> str:
+    """The name of ``key``'s index (plain or ``covering``) on the family table ``table``: the table's name
+    (cut to 36 characters) and a digest of all three, at most 57 characters (PostgreSQL's limit is 63)."""
+    digest = hashlib.sha256(f"{table}\0{key}\0{'covering' if covering else 'btree'}".encode()).hexdigest()[:16]
+    return f"{table[:36]}_fk{'c' if covering else ''}_{digest}"
+
+
+def covering_problem(family: Family) -> str | None:
+    """Why ``family`` cannot have covering filter-key indexes (its vectors are too wide), or None."""
+    if family.vector_type == "vector" and family.dim <= COVERING_MAX_DIM:
+        return None
+    return (
+        f"a covering index holds each row's vector, and family {family.name!r} has {family.dim}-d "
+        f"{family.vector_type} vectors: over the {COVERING_MAX_DIM} dimensions a btree entry can hold; "
+        "declare the key without covering"
+    )
 
 
 @dataclass(frozen=True)
 class FilterKey:
-    """A declared key, its index, and whether that index is built and valid."""
+    """A declared key, its index (covering or not), and whether that index is built and valid."""
 
     key: str
+    covering: bool
     index: str
     valid: bool
     bytes: int | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "index": self.index, "valid": self.valid, "bytes": self.bytes}
+        return asdict(self)
 
 
-def _ddl(block: str, table: str, key: str, *, concurrently: bool) -> sql.Composed:
+def _ddl(block: str, table: str, key: str, *, covering: bool, concurrently: bool) -> sql.Composed:
+    if block == "filter_key_index" and covering:
+        block = "filter_key_index_covering"
     return sql.SQL(query("families", block)).format(
         concurrently=sql.SQL("CONCURRENTLY" if concurrently else ""),
-        index=sql.Identifier(index_name(table, key)),
+        index=sql.Identifier(index_name(table, key, covering)),
         table=sql.Identifier(table),
         key=sql.Literal(key),
     )
 
 
-def create_indexes(conn: Conn, family: Family, keys: tuple[str, ...] | None = None) -> None:
-    """Build the indexes of ``keys`` (by default every declared key) on ``family``'s table, in the caller's
-    transaction (for a table nobody reads yet: the one a model migration creates)."""
-    for key in declared(family) if keys is None else keys:
-        conn.execute(_ddl("filter_key_index", family.table, key, concurrently=False))
+def create_indexes(conn: Conn, family: Family) -> None:
+    """Build the indexes of every key declared on ``family`` on its table, in the caller's transaction (for
+    a table nobody reads yet: the one a model migration creates). ``family`` is the family on that table:
+    its covering keys when the table's vectors allow them (:func:`kept_options` says what is kept)."""
+    wide = covering_problem(family) is not None
+    for key in declared(family):
+        cover = key in covering(family) and not wide
+        conn.execute(_ddl("filter_key_index", family.table, key, covering=cover, concurrently=False))
+
+
+def kept_options(old: Family, new: Family) -> dict[str, Any]:
+    """The filter-key options a family keeps when its table is replaced by ``new``'s (a model migration):
+    its keys, and its covering keys while ``new``'s vectors are narrow enough for them."""
+    kept: dict[str, Any] = {}
+    if declared(old):
+        kept[OPTION] = list(declared(old))
+    cover = sorted(covering(old)) if covering_problem(new) is None else []
+    if cover:
+        kept[COVERING_OPTION] = cover
+    return kept
 
 
 def list_keys(conn: Conn, name: str) -> list[FilterKey]:
@@ -102,9 +142,10 @@ def list_keys(conn: Conn, name: str) -> list[FilterKey]:
     out = []
     with db_errors():
         for key in declared(family):
-            index = index_name(family.table, key)
+            cover = key in covering(family)
+            index = index_name(family.table, key, cover)
             row = conn.execute(query("families", "filter_key_index_state"), {"index": index}).fetchone()
-            out.append(FilterKey(key, index, bool(row and row[0]), None if row is None else int(row[1])))
+            out.append(FilterKey(key, cover, index, bool(row and row[0]), None if row is None else int(row[1])))
     return out
 
 
@@ -121,9 +162,9 @@ def _autocommit(conn: Conn) -> Iterator[None]:
         conn.autocommit = before
 
 
-def _update(conn: Conn, name: str, table: str, change: Any) -> Family:
-    """Lock family ``name``'s registry row, check it still serves ``table`` and is not migrating, and store
-    ``change(keys)`` as its declared keys."""
+def _update(conn: Conn, name: str, table: str, key: str, mode: bool | None) -> Family:
+    """Lock family ``name``'s registry row, check it still serves ``table`` and is not migrating, and record
+    ``key`` as declared plain (``mode`` False), covering (True) or not declared (None)."""
     with conn.transaction(), db_errors():
         row = conn.execute(query("families", "lock_family_options"), {"name": name}).fetchone()
         if row is None:
@@ -132,17 +173,22 @@ def _update(conn: Conn, name: str, table: str, change: Any) -> Family:
         if state != "ready" or serving != table:
             raise Conflict(f"family {name!r} is being migrated to another model: finish or abort that first")
         options = dict(options or {})
-        keys = sorted(change(set(declared_from(options))))
-        if keys:
-            options[OPTION] = keys
-        else:
-            options.pop(OPTION, None)
+        keys, cover = set(_listed(options, OPTION)) - {key}, set(_listed(options, COVERING_OPTION)) - {key}
+        if mode is not None:
+            keys.add(key)
+        if mode:
+            cover.add(key)
+        for option, values in ((OPTION, keys), (COVERING_OPTION, cover)):
+            if values:
+                options[option] = sorted(values)
+            else:
+                options.pop(option, None)
         conn.execute(query("families", "set_family_options"), {"name": name, "options": Jsonb(options)})
     return get_family(conn, name)
 
 
-def declared_from(options: dict[str, Any]) -> tuple[str, ...]:
-    raw = options.get(OPTION)
+def _listed(options: dict[str, Any], option: str) -> tuple[str, ...]:
+    raw = options.get(option)
     return tuple(k for k in raw if isinstance(k, str)) if isinstance(raw, list) else ()
 
 
@@ -154,21 +200,35 @@ def _ready(conn: Conn, name: str) -> Family:
     return family
 
 
-def add_key(conn: Conn, name: str, key: str) -> Family:
+def add_key(conn: Conn, name: str, key: str, *, covering: bool = False) -> Family:
     """Declare ``key`` on family ``name``: build its index concurrently (the family stays in use), refresh
     the table's statistics (the planner's estimate of a filter on the key reads the index's expression
-    statistics), then record the key. Declaring a declared key again rebuilds a missing or invalid index.
-    Raises InvalidInput (the key), NotFound, Conflict (a model migration is under way)."""
+    statistics), record the key, then drop its index of the other form if it had one (declaring a key
+    again with or without ``covering`` switches it). Declaring a declared key again rebuilds a missing or
+    invalid index. Raises InvalidInput (the key; ``covering`` on a family whose vectors are too wide),
+    NotFound, Conflict (a model migration is under way)."""
     check_key(key)
     family = _ready(conn, name)
-    index = index_name(family.table, key)
+    if covering:
+        problem = covering_problem(family)
+        if problem is not None:
+            raise InvalidInput(problem)
+    index = index_name(family.table, key, covering)
     with _autocommit(conn), db_errors():
         row = conn.execute(query("families", "filter_key_index_state"), {"index": index}).fetchone()
         if row is not None and not row[0]:  # left invalid by an interrupted build
-            conn.execute(_ddl("drop_filter_key_index", family.table, key, concurrently=True))
-        conn.execute(_ddl("filter_key_index", family.table, key, concurrently=True))
+            conn.execute(_ddl("drop_filter_key_index", family.table, key, covering=covering, concurrently=True))
+        try:
+            conn.execute(_ddl("filter_key_index", family.table, key, covering=covering, concurrently=True))
+        except psycopg.Error:
+            # A failed concurrent build leaves an invalid index behind, which every write would maintain.
+            conn.execute(_ddl("drop_filter_key_index", family.table, key, covering=covering, concurrently=True))
+            raise
         conn.execute(sql.SQL(query("families", "analyze_table")).format(table=sql.Identifier(family.table)))
-    return _update(conn, name, family.table, lambda keys: keys | {key})
+    family = _update(conn, name, family.table, key, covering)
+    with _autocommit(conn), db_errors():
+        conn.execute(_ddl("drop_filter_key_index", family.table, key, covering=not covering, concurrently=True))
+    return family
 
 
 def remove_key(conn: Conn, name: str, key: str) -> Family:
@@ -177,7 +237,8 @@ def remove_key(conn: Conn, name: str, key: str) -> Family:
     family = _ready(conn, name)
     if key not in declared(family):
         raise InvalidInput(f"family {name!r} has no declared filter key {key!r} (see `ragstore family show {name}`)")
-    family = _update(conn, name, family.table, lambda keys: keys - {key})
+    family = _update(conn, name, family.table, key, None)
     with _autocommit(conn), db_errors():
-        conn.execute(_ddl("drop_filter_key_index", family.table, key, concurrently=True))
+        for cover in (False, True):
+            conn.execute(_ddl("drop_filter_key_index", family.table, key, covering=cover, concurrently=True))
     return family

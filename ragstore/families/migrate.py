@@ -375,10 +375,9 @@ DROP_LOCK_TIMEOUT = "100ms"
 
 
 def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier, batch_size: int) -> None:
-    options = dict(target.options)
-    for kept in ("fts_config", filter_keys.OPTION):  # what the family is, whatever its model
-        if kept in old.options:
-            options[kept] = old.options[kept]
+    options = dict(target.options) | filter_keys.kept_options(old, new)
+    if "fts_config" in old.options:
+        options["fts_config"] = old.options["fts_config"]
     conn.commit()
     with conn.transaction(), db_errors():
         citus.sequential(conn)  # on Citus: the catch-up writes the new table's shards, then the registry

@@ -189,7 +189,7 @@ def test_unknown_family_and_undeclared_key_are_named(conn: Any) -> None:
 def _filter_key_indexes(conn: Any, table: str) -> list[str]:
     rows = conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = 'ragstore' AND tablename = %s AND indexname LIKE %s",
-        (table, "%\\_fk\\_%"),
+        (table, "%\\_fk%\\_%"),
     ).fetchall()
     conn.commit()
     return sorted(r[0] for r in rows)
@@ -257,3 +257,79 @@ def test_a_migrated_family_keeps_the_gin_index_of_its_metadata_copy(conn: Any, t
     moved = families.get_family(conn, "docs")
     found = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", (moved.metadata_index,)).fetchone()
     assert found is not None and "gin (metadata jsonb_path_ops)" in found[0] and "fastupdate=off" in found[0]
+
+
+def test_a_family_with_a_tuned_fusion_or_filter_keys_still_indexes(conn: Any, tmp_path: Path) -> None:
+    from ragstore.ingest.readers import open_sources
+    from ragstore.ingest.run import index_sources
+    from ragstore.search.fusion import FusionSettings, store_settings
+
+    families.create_family(conn, "docs", OfflineBackend())
+    store_settings(conn, "docs", FusionSettings())  # what `ragstore family tune` stores
+    conn.commit()
+    filter_keys.add_key(conn, "docs", "lang")
+    report = index_sources(conn, "docs", open_sources([str(_records(tmp_path / "a.jsonl", 10))]))
+    assert report.inserted == 10  # the family's options that are not the backend's are not passed to it
+
+
+def _explain_analyze(conn: Any, fam: families.Family, metadata: dict[str, Any]) -> str:
+    flt = make_filter(None, metadata).for_family(fam)
+    statement = vec.exact_subset_statement(fam, flt, 10, vectors=False)
+    params = {**flt.params(), "q": vec.query_param(fam, clustered(1, dim=fam.dim, seed=3)[0])}
+    conn.commit()
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        explain = sql.SQL("EXPLAIN (ANALYZE, COSTS OFF) ") + sql.SQL(statement)  # type: ignore[arg-type]
+        rows = conn.execute(explain, params).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+def test_a_covering_key_is_read_by_an_index_only_scan_and_switches_back(conn: Any, loaded: families.Family) -> None:
+    fam = filter_keys.add_key(conn, "docs", "lang", covering=True)
+    assert filter_keys.covering(fam) == {"lang"}
+    conn.commit()
+    conn.autocommit = True
+    conn.execute(sql.SQL("VACUUM ragstore.{}").format(sql.Identifier(fam.table)))  # all-visible pages
+    conn.autocommit = False
+    plan = _explain_analyze(conn, fam, {"lang": "fr"})
+    assert f"Index Only Scan using {filter_keys.index_name(fam.table, 'lang', True)}" in plan, plan
+    assert "Heap Fetches: 0" in plan, plan
+    q = clustered(1, seed=5)[0]
+    plain = run_vector(conn, replace(fam, options={}), q, k=N, flt=make_filter(None, {"lang": "fr"}))
+    assert [h.chunk_id for h in search(conn, "docs", vector=q, k=N, metadata={"lang": "fr"})] == [
+        h.chunk_id for h in plain
+    ]
+    assert _filter_key_indexes(conn, fam.table).count(filter_keys.index_name(fam.table, "lang", True)) == 1
+    fam = filter_keys.add_key(conn, "docs", "lang")  # plain again: the covering index goes
+    assert filter_keys.covering(fam) == frozenset()
+    names = _filter_key_indexes(conn, fam.table)
+    assert filter_keys.index_name(fam.table, "lang") in names
+    assert filter_keys.index_name(fam.table, "lang", True) not in names
+
+
+def test_covering_is_refused_on_wide_vectors_and_dropped_by_a_migration_to_them(conn: Any, tmp_path: Path) -> None:
+    from ragstore.ingest.readers import open_sources
+    from ragstore.ingest.run import index_sources
+
+    families.create_family(conn, "docs", OfflineBackend())
+    filter_keys.add_key(conn, "docs", "lang", covering=True)
+    index_sources(conn, "docs", open_sources([str(_records(tmp_path / "a.jsonl", 12))]))
+    migrate_family(conn, "docs", HashBackend(dim=600))
+    moved = families.get_family(conn, "docs")
+    assert filter_keys.declared(moved) == ("lang",) and filter_keys.covering(moved) == frozenset()
+    assert _filter_key_indexes(conn, moved.table) == [filter_keys.index_name(moved.table, "lang")]
+    with pytest.raises(InvalidInput, match="600-d vector vectors: over the 512 dimensions"):
+        filter_keys.add_key(conn, "docs", "lang", covering=True)
+    assert filter_keys.covering(families.get_family(conn, "docs")) == frozenset()
+
+
+def test_a_covering_build_that_fails_leaves_no_invalid_index(conn: Any) -> None:
+    fam = families.create_family(conn, "docs", OfflineBackend())
+    big = {"lang": "en", "blob": "".join(f"{i * 7919 % 10007:05d}" for i in range(800))}  # 4,000 characters
+    load(conn, fam, clustered(3), metadata=[big, {"lang": "fr"}, {}])
+    with pytest.raises(Exception, match="index row"):
+        filter_keys.add_key(conn, "docs", "lang", covering=True)
+    assert _filter_key_indexes(conn, fam.table) == []
+    assert filter_keys.declared(families.get_family(conn, "docs")) == ()
+    filter_keys.add_key(conn, "docs", "lang")  # the plain index holds only the key's value
+    assert _filter_key_indexes(conn, fam.table) == [filter_keys.index_name(fam.table, "lang")]
