@@ -333,3 +333,19 @@ def test_a_covering_build_that_fails_leaves_no_invalid_index(conn: Any) -> None:
     assert filter_keys.declared(families.get_family(conn, "docs")) == ()
     filter_keys.add_key(conn, "docs", "lang")  # the plain index holds only the key's value
     assert _filter_key_indexes(conn, fam.table) == [filter_keys.index_name(fam.table, "lang")]
+
+
+def test_a_row_too_large_for_a_covering_index_is_refused_and_nothing_is_written(conn: Any, tmp_path: Path) -> None:
+    from ragstore.ingest.readers import open_sources
+    from ragstore.ingest.run import index_sources
+
+    families.create_family(conn, "docs", OfflineBackend())
+    filter_keys.add_key(conn, "docs", "lang", covering=True)
+    index_sources(conn, "docs", open_sources([str(_records(tmp_path / "a.jsonl", 4))]))
+    big = tmp_path / "big.jsonl"
+    blob = "".join(f"{i * 7919 % 10007:05d}" for i in range(800))
+    big.write_text(json.dumps({"chunk_id": "big", "package_path": "pkg", "text": "t", "metadata": {"b": blob}}) + "\n")
+    with pytest.raises(InvalidInput, match=r'nothing was written: index row size \d+ exceeds .* index "emb_docs_fkc_'):
+        index_sources(conn, "docs", open_sources([str(big)]))
+    conn.rollback()
+    assert conn.execute("SELECT count(*) FROM ragstore.emb_docs").fetchone() == (4,)
