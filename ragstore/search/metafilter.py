@@ -15,6 +15,11 @@ value is a parameter (the SQL text depends only on the filter's shape, never on 
 
 Anything else (another ``$`` word, an empty ``$and``, a list where a scalar belongs) is InvalidInput
 naming the problem, before any database call.
+
+On a family with declared filter keys (:mod:`ragstore.families.filter_keys`), :func:`declare` marks the
+leaves on those keys: they are rendered with the key as a literal, ``(metadata -> 'key')``, the expression
+the key's btree indexes (a containment of a scalar at the key becomes ``$eq``, ``$in`` becomes ``= ANY``),
+so their shape holds the key. The rows kept are the same.
 """
 
 from __future__ import annotations
