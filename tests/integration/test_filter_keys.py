@@ -54,14 +54,16 @@ def loaded(conn: Any) -> families.Family:
     return fam
 
 
-def _plan(conn: Any, fam: families.Family, metadata: dict[str, Any]) -> str:
+def _plan(conn: Any, fam: families.Family, metadata: dict[str, Any], *, analyze: bool = False) -> str:
+    """EXPLAIN (with ``analyze``, EXPLAIN ANALYZE) of the exact search over the rows ``metadata`` keeps."""
     flt = make_filter(None, metadata).for_family(fam)
     statement = vec.exact_subset_statement(fam, flt, 10, vectors=False)
     params = {**flt.params(), "q": vec.query_param(fam, clustered(1, dim=fam.dim, seed=3)[0])}
     conn.commit()
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")  # a small table: show which index the planner takes
-        rows = conn.execute(sql.SQL("EXPLAIN ") + sql.SQL(statement), params).fetchall()  # type: ignore[arg-type]
+        explain = sql.SQL("EXPLAIN (ANALYZE, COSTS OFF) " if analyze else "EXPLAIN ")
+        rows = conn.execute(explain + sql.SQL(statement), params).fetchall()  # type: ignore[arg-type]
     return "\n".join(r[0] for r in rows)
 
 
@@ -272,18 +274,6 @@ def test_a_family_with_a_tuned_fusion_or_filter_keys_still_indexes(conn: Any, tm
     assert report.inserted == 10  # the family's options that are not the backend's are not passed to it
 
 
-def _explain_analyze(conn: Any, fam: families.Family, metadata: dict[str, Any]) -> str:
-    flt = make_filter(None, metadata).for_family(fam)
-    statement = vec.exact_subset_statement(fam, flt, 10, vectors=False)
-    params = {**flt.params(), "q": vec.query_param(fam, clustered(1, dim=fam.dim, seed=3)[0])}
-    conn.commit()
-    with conn.transaction():
-        conn.execute("SET LOCAL enable_seqscan = off")
-        explain = sql.SQL("EXPLAIN (ANALYZE, COSTS OFF) ") + sql.SQL(statement)  # type: ignore[arg-type]
-        rows = conn.execute(explain, params).fetchall()
-    return "\n".join(r[0] for r in rows)
-
-
 def test_a_covering_key_is_read_by_an_index_only_scan_and_switches_back(conn: Any, loaded: families.Family) -> None:
     fam = filter_keys.add_key(conn, "docs", "lang", covering=True)
     assert filter_keys.covering(fam) == {"lang"}
@@ -291,7 +281,7 @@ def test_a_covering_key_is_read_by_an_index_only_scan_and_switches_back(conn: An
     conn.autocommit = True
     conn.execute(sql.SQL("VACUUM ragstore.{}").format(sql.Identifier(fam.table)))  # all-visible pages
     conn.autocommit = False
-    plan = _explain_analyze(conn, fam, {"lang": "fr"})
+    plan = _plan(conn, fam, {"lang": "fr"}, analyze=True)
     assert f"Index Only Scan using {filter_keys.index_name(fam.table, 'lang', True)}" in plan, plan
     assert "Heap Fetches: 0" in plan, plan
     q = clustered(1, seed=5)[0]
