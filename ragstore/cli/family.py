@@ -220,24 +220,17 @@ def family_tune(
 
 
 @family_group.group("filter-keys")
-@click.argument("name")
-def filter_keys_group(name: str) -> None:
-    """Declared metadata filter keys of family NAME: a filter on one reads a btree index of its own.
+def filter_keys_group() -> None:
+    """Declared metadata filter keys: a filter on one reads a btree index of its own.
 
-    `add KEY` builds the index (concurrently: the family stays in use) and records the key; `remove KEY`
-    forgets it and drops the index; `list` shows them. Answers are the same with or without a key
-    declared; a filter on it ({"KEY": v}, $eq, $in, $gt/$gte/$lt/$lte) plans through its index.
+    `add NAME KEY` builds the index (concurrently: the family stays in use) and records the key; `remove
+    NAME KEY` forgets it and drops the index; `list NAME` shows them. Answers are the same with or without
+    a key declared; a filter on it ({"KEY": v}, $eq, $in, $gt/$gte/$lt/$lte) plans through its index.
     """
-    families.check_name(name)
-
-
-def _family_of(ctx: click.Context) -> str:
-    parent = ctx.parent
-    assert parent is not None
-    return str(parent.params["name"])
 
 
 @filter_keys_group.command("add")
+@click.argument("name")
 @click.argument("key")
 @click.option(
     "--covering",
@@ -246,38 +239,38 @@ def _family_of(ctx: click.Context) -> str:
     "512 dimensions): a filtered exact search reads the index alone. Again without it: back to plain.",
 )
 @click.pass_context
-def filter_keys_add(ctx: click.Context, key: str, covering: bool) -> None:
-    """Declare KEY: build its btree index, then record it."""
+def filter_keys_add(ctx: click.Context, name: str, key: str, covering: bool) -> None:
+    """Declare KEY on family NAME: build its btree index, then record it."""
     from ragstore.families import filter_keys
 
-    name = _family_of(ctx)
     with app(ctx).connect() as conn:
         family = filter_keys.add_key(conn, name, key, covering=covering)
     click.echo(f"family {name}: filter keys {_keys_line(family)}")
 
 
 @filter_keys_group.command("remove")
+@click.argument("name")
 @click.argument("key")
 @click.pass_context
-def filter_keys_remove(ctx: click.Context, key: str) -> None:
-    """Forget KEY and drop its index (filters on it read the GIN index again)."""
+def filter_keys_remove(ctx: click.Context, name: str, key: str) -> None:
+    """Forget KEY on family NAME and drop its index (filters on it read the GIN index again)."""
     from ragstore.families import filter_keys
 
-    name = _family_of(ctx)
     with app(ctx).connect() as conn:
         family = filter_keys.remove_key(conn, name, key)
     click.echo(f"family {name}: filter keys {_keys_line(family)}")
 
 
 @filter_keys_group.command("list")
+@click.argument("name")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def filter_keys_list(ctx: click.Context, as_json: bool) -> None:
-    """The declared keys, each with its index and whether that index is valid."""
+def filter_keys_list(ctx: click.Context, name: str, as_json: bool) -> None:
+    """The keys declared on family NAME, each with its index and whether that index is valid."""
     from ragstore.families import filter_keys
 
     with app(ctx).connect() as conn:
-        found = filter_keys.list_keys(conn, _family_of(ctx))
+        found = filter_keys.list_keys(conn, name)
     if as_json:
         emit_json([k.as_dict() for k in found])
         return
