@@ -339,3 +339,32 @@ def test_a_row_too_large_for_a_covering_index_is_refused_and_nothing_is_written(
         index_sources(conn, "docs", open_sources([str(big)]))
     conn.rollback()
     assert conn.execute("SELECT count(*) FROM ragstore.emb_docs").fetchone() == (4,)
+
+
+def test_a_store_and_the_langchain_adapter_on_it_filter_through_a_key_declared_on_the_store(dsn: str) -> None:
+    pytest.importorskip("langchain_core")
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from ragstore.integrations.langchain import RagstoreVectorStore
+    from ragstore.store import Store
+
+    with Store(dsn, pool_size=2) as store:
+        adapter = RagstoreVectorStore(DeterministicFakeEmbedding(size=8), family="lc", store=store)
+        adapter.add_documents(
+            [Document(page_content=f"doc {i}", metadata={"kind": "abc"[i % 3], "n": i}) for i in range(30)]
+        )
+        wanted = {"kind": "a", "n": {"$gte": 6}}
+        before = [d.id for d in adapter.similarity_search("doc", k=30, filter=wanted)]
+        store.search("lc", vector=[1.0] * 8, metadata=wanted)  # the store caches the family without keys
+        fam = store.add_filter_key("lc", "kind")
+        assert filter_keys.declared(store.family("lc")) == ("kind",) == filter_keys.declared(fam)
+        assert store.filter_keys("lc")[0].valid
+        after = [d.id for d in adapter.similarity_search("doc", k=30, filter=wanted)]
+        assert after == before and len(after) == 8
+        with store.connection() as conn:
+            cached = store.caches.family("lc")
+            assert cached is not None and filter_keys.declared(cached) == ("kind",)
+            assert filter_keys.index_name(cached.table, "kind") in _plan(conn, cached, {"kind": "a"})
+        store.remove_filter_key("lc", "kind")
+        assert store.filter_keys("lc") == []
