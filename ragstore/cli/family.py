@@ -262,15 +262,18 @@ def filter_keys_remove(ctx: click.Context, name: str, key: str) -> None:
 
 
 @filter_keys_group.command("list")
-@click.argument("name")
 @click.option("--json", "as_json", is_flag=True)
+@click.argument("name")
 @click.pass_context
-def filter_keys_list(ctx: click.Context, name: str, as_json: bool) -> None:
+def filter_keys_list(ctx: click.Context, as_json: bool, name: str) -> None:
     """The keys declared on family NAME, each with its index and whether that index is valid."""
-    from ragstore.families import filter_keys
+    from ragstore.families.filter_keys import list_keys
 
     with app(ctx).connect() as conn:
-        found = filter_keys.list_keys(conn, name)
+        _echo_keys(list_keys(conn, name), as_json)
+
+
+def _echo_keys(found: list[Any], as_json: bool) -> None:
     if as_json:
         emit_json([k.as_dict() for k in found])
         return
