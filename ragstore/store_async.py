@@ -303,7 +303,7 @@ class AsyncStore:
             matrix = await asyncio.to_thread(chosen.embed, [query])
             vector = matrix[0]
         q = check_query_vector(vector, fam)
-        flt: Filter = request.flt
+        flt: Filter = request.flt.for_family(fam)  # conditions on its declared filter keys read their btree
         k: int = request.want
         if not np.any(q):
             statement = _vector.zero_query_statement(fam, flt, k)

@@ -368,3 +368,41 @@ def test_a_store_and_the_langchain_adapter_on_it_filter_through_a_key_declared_o
             assert filter_keys.index_name(cached.table, "kind") in _plan(conn, cached, {"kind": "a"})
         store.remove_filter_key("lc", "kind")
         assert store.filter_keys("lc") == []
+
+
+def _index_scans(conn: Any, index: str, at_least: int, patience: float = 8.0) -> int:
+    """``pg_stat_user_indexes.idx_scan`` of ``index`` once it reaches ``at_least`` (a backend reports its
+    counts about a second after it goes idle), or what it is after ``patience`` seconds."""
+    import time
+
+    deadline = time.monotonic() + patience
+    while True:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = %s", (index,)).fetchone()
+        conn.commit()
+        scans = int(row[0]) if row else 0
+        if scans >= at_least or time.monotonic() > deadline:
+            return scans
+        time.sleep(0.2)
+
+
+def test_the_async_store_filters_through_a_declared_key(dsn: str, conn: Any) -> None:
+    from ragstore import AsyncStore
+    from tests.integration.test_store import LoopThread
+
+    n = 2000
+    fam = families.create_family(conn, "docs", OfflineBackend())
+    load(conn, fam, clustered(n), metadata=[{"tag": f"t{i % 200}"} for i in range(n)])
+    filter_keys.add_key(conn, "docs", "tag")
+    index = filter_keys.index_name(fam.table, "tag")
+    before = _index_scans(conn, index, 0, patience=0)
+    loop = LoopThread()
+    astore = AsyncStore(dsn, pool_size=1)
+    loop.run(astore.open())
+    try:
+        hits = loop.run(astore.search("docs", vector=clustered(1, seed=2)[0], k=20, metadata={"tag": "t7"}))
+    finally:
+        loop.run(astore.close())
+        loop.stop()
+    assert sorted(h.chunk_id for h in hits) == [f"c{i:05d}" for i in range(7, n, 200)]
+    assert _index_scans(conn, index, before + 1) > before  # the declared key's btree was read
