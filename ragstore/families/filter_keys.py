@@ -203,10 +203,12 @@ def _ready(conn: Conn, name: str) -> Family:
 def add_key(conn: Conn, name: str, key: str, *, covering: bool = False) -> Family:
     """Declare ``key`` on family ``name``: build its index concurrently (the family stays in use), refresh
     the table's statistics (the planner's estimate of a filter on the key reads the index's expression
-    statistics), record the key, then drop its index of the other form if it had one (declaring a key
-    again with or without ``covering`` switches it). Declaring a declared key again rebuilds a missing or
-    invalid index. Raises InvalidInput (the key; ``covering`` on a family whose vectors are too wide),
-    NotFound, Conflict (a model migration is under way)."""
+    statistics; for a covering index a VACUUM too, which marks the pages all-visible so that its scans skip
+    the heap), record the key, then drop its index of the other form if it had one (declaring a key again
+    with or without ``covering`` switches it). Declaring a declared key again rebuilds a missing or invalid
+    index. Commits a transaction the connection has open (the index is built outside any). Raises
+    InvalidInput (the key; ``covering`` on a family whose vectors are too wide), NotFound, Conflict (a model
+    migration is under way)."""
     check_key(key)
     family = _ready(conn, name)
     if covering:
@@ -224,7 +226,8 @@ def add_key(conn: Conn, name: str, key: str, *, covering: bool = False) -> Famil
             # A failed concurrent build leaves an invalid index behind, which every write would maintain.
             conn.execute(_ddl("drop_filter_key_index", family.table, key, covering=covering, concurrently=True))
             raise
-        conn.execute(sql.SQL(query("families", "analyze_table")).format(table=sql.Identifier(family.table)))
+        refresh = "vacuum_analyze_table" if covering else "analyze_table"
+        conn.execute(sql.SQL(query("families", refresh)).format(table=sql.Identifier(family.table)))
     family = _update(conn, name, family.table, key, covering)
     with _autocommit(conn), db_errors():
         conn.execute(_ddl("drop_filter_key_index", family.table, key, covering=not covering, concurrently=True))

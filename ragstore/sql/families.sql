@@ -109,6 +109,11 @@ SELECT i.indisvalid, pg_relation_size(i.indexrelid)
 FROM pg_index AS i
 WHERE i.indexrelid = to_regclass(format('ragstore.%%I', %(index)s::text))
 
+-- name: vacuum_analyze_table
+-- After a covering filter-key index is built: marks the pages all-visible, which an index-only scan needs
+-- to skip the heap, and refreshes the statistics. Outside any transaction.
+VACUUM (ANALYZE) ragstore.{table}
+
 -- name: lock_family_options
 SELECT state, table_name, options FROM ragstore.families WHERE name = %(name)s FOR UPDATE
 
