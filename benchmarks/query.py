@@ -22,18 +22,26 @@ Every figure is from one run on one machine: compare the ratios, not the absolut
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import psycopg
 from _db import admin_dsn, scratch_database
 from pgvector import HalfVector, Vector
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
-from ragstore import families
+from ragstore import families, migrate
+from ragstore.caches import Caches
 from ragstore.db.connection import connect
+from ragstore.errors import NotFound
+from ragstore.families import filter_keys
 from ragstore.search import search
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
@@ -148,18 +156,28 @@ def timed(fn: Callable[[np.ndarray], list[str]], qs: np.ndarray) -> tuple[list[l
     return results, np.array(times)
 
 
+def interleaved(
+    fns: Sequence[Callable[[np.ndarray], list[str]]], qs: np.ndarray
+) -> list[tuple[list[list[str]], np.ndarray]]:
+    """Each of ``fns`` on every query, query by query, the order rotated from one query to the next so
+    that all see the same load on a shared machine; per function its answers and times (ms)."""
+    for fn in fns:
+        fn(qs[0])  # warm: prepared statements, the family cache, the estimate
+    found: list[list[list[str]]] = [[] for _ in fns]
+    times: list[list[float]] = [[] for _ in fns]
+    for i, q in enumerate(qs):
+        for slot in [(i + j) % len(fns) for j in range(len(fns))]:
+            started = time.perf_counter()
+            found[slot].append(fns[slot](q))
+            times[slot].append((time.perf_counter() - started) * 1000)
+    return [(f, np.array(t)) for f, t in zip(found, times, strict=True)]
+
+
 def paired(
     first: Callable[[np.ndarray], list[str]], second: Callable[[np.ndarray], list[str]], qs: np.ndarray
 ) -> tuple[list[list[str]], np.ndarray, list[list[str]], np.ndarray]:
-    first(qs[0]), second(qs[0])  # warm: prepared statements, the family cache
-    out: tuple[list[list[str]], list[float], list[list[str]], list[float]] = ([], [], [], [])
-    for i, q in enumerate(qs):
-        order = ((first, 0), (second, 2)) if i % 2 == 0 else ((second, 2), (first, 0))
-        for fn, slot in order:
-            started = time.perf_counter()
-            out[slot].append(fn(q))  # type: ignore[attr-defined]
-            out[slot + 1].append((time.perf_counter() - started) * 1000)  # type: ignore[attr-defined]
-    return out[0], np.array(out[1]), out[2], np.array(out[3])
+    (first_found, first_t), (second_found, second_t) = interleaved([first, second], qs)
+    return first_found, first_t, second_found, second_t
 
 
 def recall(found: list[list[str]], expected: list[list[int]]) -> float:
@@ -173,13 +191,32 @@ def row(label: str, found: list[list[str]], expected: list[list[int]], times: np
     return float(p50)
 
 
-def metadata_against_package(dsn: str, data: np.ndarray, qs: np.ndarray) -> None:
-    """A 1% ``metadata=`` filter against a 1% ``package=`` filter through search(), interleaved."""
+def metadata_against_package(dsn: str, data: np.ndarray, qs: np.ndarray, declare: str | None = None) -> None:
+    """A 1% ``metadata=`` filter against a 1% ``package=`` filter through search(), interleaved; with
+    ``declare``, the tag key declared (``filter_keys.add_key``) and three filters interleaved: package,
+    metadata through the GIN index (search() given caches that remember the family without its declared
+    key), metadata through the declared key's index (``declare``: "btree" or "covering"). The family table
+    is vacuumed after the index is built, as autovacuum would: a covering index is read alone only where
+    the visibility map says the pages are all-visible."""
     n = data.shape[0]
     pkg_mask = np.array([package_of(i).startswith(FILTERS["1%"]) for i in range(n)])
     tag_mask = np.array([tag_of(i) == "t0" for i in range(n)])
     pkg_truth, tag_truth = truth(data, qs, pkg_mask), truth(data, qs, tag_mask)
     with connect(dsn, autocommit=True) as conn:
+        fam = families.get_family(conn, "bench")
+        wanted = declare == "covering"
+        if declare and ("tag" not in filter_keys.declared(fam) or ("tag" in filter_keys.covering(fam)) != wanted):
+            started = time.perf_counter()
+            fam = filter_keys.add_key(conn, "bench", "tag", covering=wanted)
+            conn.execute(sql.SQL("VACUUM ragstore.{}").format(sql.Identifier(fam.table)))
+            print(
+                f"  declared filter key 'tag' ({declare}, built concurrently, then ANALYZE and VACUUM):"
+                f" {time.perf_counter() - started:.1f} s"
+            )
+        elif not declare and filter_keys.declared(fam):
+            fam = filter_keys.remove_key(conn, "bench", "tag")
+        undeclared = Caches()
+        undeclared.remember_family(replace(fam, options={}))
 
         def by_package(q: np.ndarray) -> list[str]:
             return [h.chunk_id for h in search(conn, "bench", vector=q, k=K, package=FILTERS["1%"])]
@@ -187,17 +224,68 @@ def metadata_against_package(dsn: str, data: np.ndarray, qs: np.ndarray) -> None
         def by_metadata(q: np.ndarray) -> list[str]:
             return [h.chunk_id for h in search(conn, "bench", vector=q, k=K, metadata={"tag": "t0"})]
 
-        fam = families.get_family(conn, "bench")
-        pkg_plan = vec.plan_for(conn, fam, Filter(FILTERS["1%"]))
-        tag_plan = vec.plan_for(conn, fam, Filter(None, {"tag": "t0"}))
-        pkg_found, pkg_t, tag_found, tag_t = paired(by_package, by_metadata, qs)
-        print(f"  -- 1% filters through search(), {len(qs)} queries interleaved")
-        p50 = row(f"package='a/b/c/d/' ({int(pkg_mask.sum()):,} rows) -> {pkg_plan}", pkg_found, pkg_truth, pkg_t)
-        m50 = row(f"metadata={{'tag': 't0'}} ({int(tag_mask.sum()):,} rows) -> {tag_plan}", tag_found, tag_truth, tag_t)
-        hits = min(len(f) for f in tag_found)
+        def by_metadata_gin(q: np.ndarray) -> list[str]:
+            hits = search(conn, "bench", vector=q, k=K, metadata={"tag": "t0"}, caches=undeclared)
+            return [h.chunk_id for h in hits]
+
+        tag = Filter(None, {"tag": "t0"})
+        labels = [
+            (
+                f"package='a/b/c/d/' ({int(pkg_mask.sum()):,} rows)",
+                vec.plan_for(conn, fam, Filter(FILTERS["1%"])),
+                pkg_truth,
+            ),
+            (f"metadata={{'tag': 't0'}} ({int(tag_mask.sum()):,} rows), GIN", vec.plan_for(conn, fam, tag), tag_truth),
+        ]
+        fns = [by_package, by_metadata_gin if declare else by_metadata]
+        if declare:
+            labels.append(
+                (f"metadata, declared key ({declare})", vec.plan_for(conn, fam, tag.for_family(fam)), tag_truth)
+            )
+            fns.append(by_metadata)
+        load_before = os.getloadavg()[0]
+        results = interleaved(fns, qs)
         print(
-            f"  metadata / package p50 ratio: {m50 / p50:.2f}; fewest hits returned under the metadata filter: {hits}"
+            f"  -- 1% filters through search(), {len(qs)} queries interleaved; load average"
+            f" {load_before:.1f} -> {os.getloadavg()[0]:.1f}"
         )
+        p50s = []
+        for (label, plan, expected), (found, times) in zip(labels, results, strict=True):
+            p50s.append(row(f"{label} -> {plan}", found, expected, times))
+            print(f"      hits: fewest {min(len(f) for f in found)}, p95/p50 {np.percentile(times, 95) / p50s[-1]:.2f}")
+        for (label, _, _), p50 in zip(labels[1:], p50s[1:], strict=True):
+            print(f"  {label} / package p50 ratio: {p50 / p50s[0]:.2f}")
+
+
+@contextlib.contextmanager
+def kept_or_scratch(admin: str, keep: str | None, n: int, dim: int) -> Iterator[str]:
+    """A scratch database (dropped at the end), or with ``keep`` the database of that name, created and
+    migrated when missing and kept afterwards, so that the next run skips the load."""
+    if keep is None:
+        with scratch_database(admin) as dsn:
+            yield dsn
+        return
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (keep,)).fetchone()
+        if exists is None:
+            conn.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(keep)))
+    dsn = make_conninfo(admin, dbname=keep)
+    migrate.upgrade(dsn)
+    yield dsn
+
+
+def loaded(dsn: str, n: int, dim: int) -> families.Family | None:
+    """The bench family when a kept database already holds it with ``n`` rows of ``dim`` dimensions."""
+    with connect(dsn) as conn:
+        try:
+            fam = families.get_family(conn, "bench")
+        except NotFound:
+            return None
+        rows = conn.execute(sql.SQL("SELECT count(*) FROM ragstore.{}").format(sql.Identifier(fam.table))).fetchone()
+    if fam.dim != dim or rows is None or rows[0] != n:
+        raise SystemExit(f"the kept database holds another bench family ({rows} rows, {fam.dim}-d): drop it first")
+    print(f"  reusing the loaded family ({n:,} rows)")
+    return fam
 
 
 def bench(
@@ -210,11 +298,12 @@ def bench(
     filter_queries: int,
     seed: int,
     metadata_only: bool = False,
+    declare_tag: str | None = None,
 ) -> None:
     print(f"\n== {n:,} rows x {dim}-d, {queries} queries ==")
     data, qs = make_data(n, dim, queries, seed)
-    fam = load(dsn, data)
-    metadata_against_package(dsn, data, qs[:filter_queries])
+    fam = loaded(dsn, n, dim) or load(dsn, data)
+    metadata_against_package(dsn, data, qs[:filter_queries], declare_tag)
     if metadata_only:
         return
     full = truth(data, qs)
@@ -329,13 +418,25 @@ def main() -> None:
     parser.add_argument("--filter-queries", type=int, default=100, help="queries per filtered plan")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--metadata-only", action="store_true", help="only metadata= against package= at 1%%")
+    parser.add_argument(
+        "--keep-db",
+        metavar="NAME",
+        help="load into database NAME of the server and keep it; a later run with the same NAME reuses the"
+        " loaded rows when it holds the same size (and, the data being seeded, must use the same --seed)",
+    )
+    parser.add_argument(
+        "--declare-tag",
+        choices=("btree", "covering"),
+        help="with --metadata-only: also declare the tag key (ragstore family filter-keys add, --covering)"
+        " and compare package=, metadata= through the GIN index and through the declared key",
+    )
     args = parser.parse_args()
     efs = [int(x) for x in args.ef.split(",")]
     with admin_dsn(args.dsn) as admin:
         for spec in args.sizes.split(","):
             rows_text, dim_text = spec.lower().split(":")
             n = int(float(rows_text.replace("k", "e3").replace("m", "e6")))
-            with scratch_database(admin) as dsn:
+            with kept_or_scratch(admin, args.keep_db, n, int(dim_text)) as dsn:
                 bench(
                     dsn,
                     n,
@@ -346,6 +447,7 @@ def main() -> None:
                     args.filter_queries,
                     args.seed,
                     args.metadata_only,
+                    args.declare_tag,
                 )
 
 

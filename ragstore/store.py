@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ragstore.evaluation.datasets import Qrels, Query
     from ragstore.evaluation.runner import EvalResult, ModeSpec
     from ragstore.families import Family, FamilyStats
+    from ragstore.families.filter_keys import FilterKey
     from ragstore.ingest.readers import Source
     from ragstore.ingest.writer import IndexReport
     from ragstore.memory.models import AgentProfile, MemoryRecord
@@ -292,6 +293,35 @@ class Store(Closing):
             drop_family(conn, name)
             conn.commit()
         self.caches.forget_family(name)
+
+    def add_filter_key(self, family: str, key: str, *, covering: bool = False) -> Family:
+        """Declare metadata ``key`` a filter key of ``family``: a btree index (built concurrently; with
+        ``covering``, holding the rows' vectors too) that filters on the key read instead of the GIN index
+        (:mod:`ragstore.families.filter_keys`); answers do not change. Raises InvalidInput, NotFound,
+        Conflict (a model migration is under way)."""
+        from ragstore.families import filter_keys
+
+        with self.connection() as conn:
+            found = filter_keys.add_key(conn, family, key, covering=covering)
+        self.caches.forget_family(family)
+        return found
+
+    def remove_filter_key(self, family: str, key: str) -> Family:
+        """Forget filter key ``key`` of ``family`` and drop its index. Raises InvalidInput (not declared),
+        NotFound, Conflict."""
+        from ragstore.families import filter_keys
+
+        with self.connection() as conn:
+            found = filter_keys.remove_key(conn, family, key)
+        self.caches.forget_family(family)
+        return found
+
+    def filter_keys(self, family: str) -> list[FilterKey]:
+        """The declared filter keys of ``family``, each with its index and whether that index is valid."""
+        from ragstore.families import filter_keys
+
+        with self.connection() as conn:
+            return filter_keys.list_keys(conn, family)
 
     # -- writing ----------------------------------------------------------------------------------
     def index(

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ragstore.evaluation.datasets import Qrels, Query
     from ragstore.evaluation.runner import EvalResult, ModeSpec
     from ragstore.families import Family, FamilyStats
+    from ragstore.families.filter_keys import FilterKey
     from ragstore.ingest.records import ChunkRecord
     from ragstore.ingest.writer import IndexReport
     from ragstore.migrate import MigrationResult
@@ -202,6 +203,15 @@ class AsyncStore:
     async def drop_family(self, name: str) -> None:
         await asyncio.to_thread(self.store.drop_family, name)
 
+    async def add_filter_key(self, family: str, key: str, *, covering: bool = False) -> Family:
+        return await asyncio.to_thread(self.store.add_filter_key, family, key, covering=covering)
+
+    async def remove_filter_key(self, family: str, key: str) -> Family:
+        return await asyncio.to_thread(self.store.remove_filter_key, family, key)
+
+    async def filter_keys(self, family: str) -> list[FilterKey]:
+        return await asyncio.to_thread(self.store.filter_keys, family)
+
     async def index(
         self, records: Iterable[ChunkRecord | Mapping[str, Any]], family: str, **options: Any
     ) -> IndexReport:
@@ -293,7 +303,7 @@ class AsyncStore:
             matrix = await asyncio.to_thread(chosen.embed, [query])
             vector = matrix[0]
         q = check_query_vector(vector, fam)
-        flt: Filter = request.flt
+        flt: Filter = request.flt.for_family(fam)  # conditions on its declared filter keys read their btree
         k: int = request.want
         if not np.any(q):
             statement = _vector.zero_query_statement(fam, flt, k)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -115,6 +116,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a family: rows, dimension, model, index and size."""
     with app(ctx).connect() as conn:
         stats = families.family_stats(conn, name)
+    from ragstore.families import filter_keys
     from ragstore.search.fusion import settings_of
 
     fusion = settings_of(stats.family.options)
@@ -125,6 +127,8 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         "total_bytes": stats.total_bytes,
         "hnsw_index": stats.hnsw_index,
         "hnsw_bytes": stats.hnsw_bytes,
+        "filter_keys": list(filter_keys.declared(stats.family)),
+        "filter_keys_covering": sorted(filter_keys.covering(stats.family)),
     }
     if as_json:
         emit_json(data)
@@ -140,7 +144,8 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         f"dim:     {stats.family.dim} ({stats.family.vector_type})\n"
         f"table:   ragstore.{stats.family.table}\nrows:    {stats.rows}\n"
         f"index:   {index}\nsize:    {_size(stats.total_bytes)}\nstate:   {stats.family.state}\n"
-        f"fusion:  {_fusion_line(fusion)} ({'tuned: ragstore family tune' if tuned else 'the default'})"
+        f"fusion:  {_fusion_line(fusion)} ({'tuned: ragstore family tune' if tuned else 'the default'})\n"
+        f"filter keys: {_keys_line(stats.family)}"
     )
 
 
@@ -255,6 +260,81 @@ def _gain(best: Any, gain: float, se: float) -> str:
     if gain <= 0.0:
         return "no setting beats the default"
     return f"best {best.label} {gain:+.4f} ± {se:.4f}"
+
+
+@family_group.group("filter-keys")
+def filter_keys_group() -> None:
+    """Declared metadata filter keys: a filter on one reads a btree index of its own.
+
+    `add NAME KEY` builds the index (concurrently: the family stays in use) and records the key; `remove
+    NAME KEY` forgets it and drops the index; `list NAME` shows them. Answers are the same with or without
+    a key declared; a filter on it ({"KEY": v}, $eq, $in, $gt/$gte/$lt/$lte) plans through its index.
+    """
+
+
+@filter_keys_group.command("add")
+@click.argument("name")
+@click.argument("key")
+@click.option(
+    "--covering",
+    is_flag=True,
+    help="Also hold the rows' vectors, ids and metadata in the index (about the table's size; vectors up to "
+    "512 dimensions): a filtered exact search reads the index alone. Again without it: back to plain.",
+)
+@click.pass_context
+def filter_keys_add(ctx: click.Context, name: str, key: str, covering: bool) -> None:
+    """Declare KEY on family NAME: build its btree index, then record it."""
+    from ragstore.families import filter_keys
+
+    with app(ctx).connect() as conn:
+        family = filter_keys.add_key(conn, name, key, covering=covering)
+    click.echo(f"family {name}: filter keys {_keys_line(family)}")
+
+
+@filter_keys_group.command("remove")
+@click.argument("name")
+@click.argument("key")
+@click.pass_context
+def filter_keys_remove(ctx: click.Context, name: str, key: str) -> None:
+    """Forget KEY on family NAME and drop its index (filters on it read the GIN index again)."""
+    from ragstore.families import filter_keys
+
+    with app(ctx).connect() as conn:
+        family = filter_keys.remove_key(conn, name, key)
+    click.echo(f"family {name}: filter keys {_keys_line(family)}")
+
+
+@filter_keys_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.argument("name")
+@click.pass_context
+def filter_keys_list(ctx: click.Context, as_json: bool, name: str) -> None:
+    """The keys declared on family NAME, each with its index and whether that index is valid."""
+    from ragstore.families.filter_keys import list_keys
+
+    with app(ctx).connect() as conn:
+        _echo_keys(list_keys(conn, name), as_json)
+
+
+def _echo_keys(found: list[Any], as_json: bool) -> None:
+    if as_json:
+        emit_json([k.as_dict() for k in found])
+        return
+    for k in found:
+        state = _size(k.bytes or 0) if k.valid else "MISSING or invalid: run `filter-keys add` again"
+        kind = "covering" if k.covering else "btree"
+        click.echo(terminal_safe(f"{json.dumps(k.key, ensure_ascii=False)}  {kind} {k.index} ({state})"))
+
+
+def _keys_line(family: families.Family) -> str:
+    """The declared filter keys of ``family`` as JSON strings, covering ones marked."""
+    from ragstore.families import filter_keys
+
+    cover = filter_keys.covering(family)
+    keys = [
+        json.dumps(k, ensure_ascii=False) + (" (covering)" if k in cover else "") for k in filter_keys.declared(family)
+    ]
+    return terminal_safe(", ".join(keys)) if keys else "(none)"
 
 
 @family_group.command("drop")

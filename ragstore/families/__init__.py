@@ -115,6 +115,16 @@ def vector_type_for(dim: int) -> str:
     )
 
 
+# Family options that are not the backend's settings: the full-text configuration, a model migration's
+# target, the hybrid fusion chosen by `family tune`, the declared filter keys (ragstore.families.filter_keys).
+NOT_BACKEND_OPTIONS = frozenset({"fts_config", "target", "fusion", "filter_keys", "filter_keys_covering"})
+
+
+def backend_options(family: Family) -> dict[str, Any]:
+    """The settings ``family`` recorded for its backend (``base_url``, ``dimensions``, ...)."""
+    return {k: v for k, v in family.options.items() if k not in NOT_BACKEND_OPTIONS}
+
+
 def row_to_family(row: tuple[Any, ...]) -> Family:
     """A row of the ``get_family``/``list_families`` blocks as a Family."""
     name, backend, model, dim, vector_type, table, state, options = row

@@ -38,7 +38,7 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import UNCACHED_BACKENDS, cache_key, embed_cached, key_for, seed_from_family
 from ragstore.errors import Conflict, InvalidInput
-from ragstore.families import Family, ensure_hnsw_index, get_family, give_table_to_owner, vector_type_for
+from ragstore.families import Family, ensure_hnsw_index, filter_keys, get_family, give_table_to_owner, vector_type_for
 from ragstore.ingest.records import check_matrix
 
 Progress = Callable[[int], None]
@@ -308,9 +308,11 @@ def _begin(conn: Conn, family: Family, new: Family, target: Target) -> None:
         cur = conn.execute(query("family_migrate", "begin"), {"name": family.name, "target": Jsonb(target.as_json())})
         if cur.rowcount != 1:
             raise Conflict(f"family {family.name!r} changed state while the migration started; rerun it")
-        # The HNSW index comes after the backfill: building once beats maintaining it row by row.
-        for block in ("create_table", "create_package_index"):
+        # The HNSW index comes after the backfill: building once beats maintaining it row by row. The
+        # metadata indexes (GIN, and a btree per declared filter key) serve filtered searches from the swap.
+        for block in ("create_table", "create_package_index", "create_metadata_index"):
             conn.execute(sql.SQL(query("families", block)).format(**ids))
+        filter_keys.create_indexes(conn, new)
         if citus.is_citus(conn):
             # Distributed and co-located like the old table: the backfill's joins and the swap's
             # catch-up run shard by shard, and the new shards sit on every worker.
@@ -373,7 +375,7 @@ DROP_LOCK_TIMEOUT = "100ms"
 
 
 def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier, batch_size: int) -> None:
-    options = dict(target.options)
+    options = dict(target.options) | filter_keys.kept_options(old, new)
     if "fts_config" in old.options:
         options["fts_config"] = old.options["fts_config"]
     conn.commit()

@@ -13,7 +13,7 @@ from ragstore.caches import Caches, caches_for
 from ragstore.db.connection import db_errors
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
-from ragstore.families import Family, check_fts_config, get_family
+from ragstore.families import Family, backend_options, check_fts_config, get_family
 from ragstore.ingest.columnar import COLUMNAR_KINDS, read_columnar
 from ragstore.ingest.fast import OnePass, Spool
 from ragstore.ingest.readers import EMPTY, Skipped, Source
@@ -32,9 +32,7 @@ def backend_for(family: Family, caches: Caches | None = None) -> Backend:
     """
     from ragstore.embed.registry import make_backend
 
-    # fts_config belongs to the chunks; target is a model migration in progress (ragstore.families.migrate);
-    # fusion is the hybrid fusion `family tune` stored.
-    options = {k: v for k, v in family.options.items() if k not in {"fts_config", "target", "fusion"}}
+    options = backend_options(family)
     key = json.dumps([family.backend, family.model, family.dim, options], sort_keys=True, default=str)
 
     def make() -> Backend:

@@ -445,6 +445,7 @@ def run_vector(
     send); the numpy exact path (``exact=True``) always fills it. Raises DatabaseUnavailable (and
     InvalidInput for a statement the server refuses).
     """
+    flt = flt.for_family(family)  # conditions on its declared filter keys read their btree
     if exact:
         hits: list[Hit] = []
         top_level = conn.info.transaction_status == pq.TransactionStatus.IDLE

@@ -16,9 +16,10 @@ the filter keeps; counting the filtered rows through the btree (the earlier plan
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from ragstore.common.strictjson import check_json_value, loads_strict, text_prob
 from ragstore.db.connection import Conn, run_isolated
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
+from ragstore.families.filter_keys import declared
 from ragstore.search import metafilter
 from ragstore.search.metafilter import uses_operators
 
@@ -60,14 +62,24 @@ def exact_max_rows(dim: int) -> int:
 @dataclass(frozen=True)
 class Filter:
     """A package_path prefix and/or a metadata filter (a containment, or operators as
-    :mod:`ragstore.search.metafilter` describes); both empty means no filter."""
+    :mod:`ragstore.search.metafilter` describes); both empty means no filter. ``keys`` are the declared
+    filter keys of the family it runs on (:meth:`for_family`): conditions on them are rendered with the
+    expression their btree indexes (:mod:`ragstore.families.filter_keys`)."""
 
     package: str | None = None
     metadata: dict[str, Any] | None = None
+    keys: frozenset[str] = field(default=frozenset(), kw_only=True)
 
     @property
     def active(self) -> bool:
         return bool(self.package) or bool(self.metadata)
+
+    def for_family(self, family: Family) -> Filter:
+        """This filter on ``family``: with its declared filter keys (the same filter when it has none)."""
+        keys = frozenset(declared(family))
+        if keys == self.keys:
+            return self
+        return Filter(self.package, self.metadata, keys=keys)
 
     def where(self, alias: str = "e", *, extra: sql.Composable | None = None) -> sql.Composable:
         """``WHERE …`` (or nothing) over the family table ``alias``: both filters read it alone (it keeps a
@@ -90,12 +102,25 @@ class Filter:
         values: dict[str, Any] = {}
         if self.package:
             values["package_like"] = like_prefix(self.package)
-        if self.metadata:
-            if uses_operators(self.metadata):
-                values.update(metafilter.params(metafilter.parse(self.metadata)))
-            else:
-                values["metadata"] = Jsonb(self.metadata)
+        node = self._tree
+        if node is not None:
+            values.update(metafilter.params(node))
+        elif self.metadata:
+            values["metadata"] = Jsonb(self.metadata)
         return values
+
+    @functools.cached_property
+    def _tree(self) -> metafilter.Node | None:
+        """The metadata filter's condition tree, or None for a plain containment on no declared key (one
+        ``@>`` with the whole object, as before filter keys)."""
+        if not self.metadata:
+            return None
+        if uses_operators(self.metadata):
+            node = metafilter.parse(self.metadata)
+            return metafilter.declare(node, self.keys) if self.keys else node
+        if not self.keys or self.keys.isdisjoint(self.metadata):
+            return None
+        return metafilter.declare(metafilter.containment(self.metadata), self.keys)
 
     @property
     def metadata_shape(self) -> metafilter.Shape | None:
@@ -103,9 +128,8 @@ class Filter:
         containment) or the shape of an operator filter (:mod:`ragstore.search.metafilter`)."""
         if not self.metadata:
             return None
-        if uses_operators(self.metadata):
-            return metafilter.shape(metafilter.parse(self.metadata))
-        return CONTAINMENT
+        node = self._tree
+        return CONTAINMENT if node is None else metafilter.shape(node)
 
 
 CONTAINMENT: metafilter.Shape = ("@>",)
@@ -262,6 +286,8 @@ def estimate_key(family: Family, flt: Filter) -> tuple[str, str | None, str | No
         metadata = None if flt.metadata is None else json.dumps(flt.metadata, sort_keys=True)
     except TypeError:
         return None
+    if metadata is not None and flt.keys:  # another statement, another estimate
+        metadata += " declared " + json.dumps(sorted(flt.keys))
     return (family.table, flt.package, metadata)
 
 

@@ -15,6 +15,11 @@ value is a parameter (the SQL text depends only on the filter's shape, never on 
 
 Anything else (another ``$`` word, an empty ``$and``, a list where a scalar belongs) is InvalidInput
 naming the problem, before any database call.
+
+On a family with declared filter keys (:mod:`ragstore.families.filter_keys`), :func:`declare` marks the
+leaves on those keys: they are rendered with the key as a literal, ``(metadata -> 'key')``, the expression
+the key's btree indexes (a containment of a scalar at the key becomes ``$eq``, ``$in`` becomes ``= ANY``),
+so their shape holds the key. The rows kept are the same.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class Leaf:
     op: str  # "contains" or one of COMPARISONS
     key: str
     value: Any
+    declared: bool = False  # the key is a declared filter key: rendered as (metadata -> 'key')
 
 
 @dataclass(frozen=True)
@@ -113,10 +119,38 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
+def containment(metadata: dict[str, Any]) -> Node:
+    """A plain containment filter (no ``$`` operator) as a condition tree: one ``contains`` leaf per key
+    (``metadata @> {"a": 1, "b": 2}`` holds exactly when ``metadata @> {"a": 1}`` and ``metadata @> {"b": 2}``)."""
+    leaves = tuple(Leaf("contains", key, value) for key, value in metadata.items())
+    return leaves[0] if len(leaves) == 1 else Branch("$and", leaves)
+
+
+# The comparisons a btree on (metadata -> 'key') serves; $ne and $nin keep the key a parameter.
+INDEXED = ("contains", "$eq", "$in", "$gt", "$gte", "$lt", "$lte")
+
+
+def declare(node: Node, keys: frozenset[str] | set[str]) -> Node:
+    """``node`` with its leaves on ``keys`` (the family's declared filter keys) marked declared.
+
+    A containment of a scalar at a declared key becomes ``$eq``: ``{"k": ["x"]} @> {"k": "x"}`` is false in
+    PostgreSQL, so ``metadata @> {"k": v}`` and ``(metadata -> 'k') = v`` keep the same rows when ``v`` is a
+    scalar (numbers compare by value, ``1`` and ``1.0`` alike, in both). Containment of an object or a list
+    stays a containment (it is not an equality)."""
+    if isinstance(node, Branch):
+        return Branch(node.op, tuple(declare(child, keys) for child in node.children))
+    if node.key not in keys or node.op not in INDEXED:
+        return node
+    if node.op == "contains":
+        return Leaf("$eq", node.key, node.value, True) if _is_scalar(node.value) else node
+    return Leaf(node.op, node.key, node.value, True)
+
+
 def shape(node: Node) -> Shape:
-    """What the SQL text depends on (values left out), hashable: a statement is rendered once per shape."""
+    """What the SQL text depends on (values left out), hashable: a statement is rendered once per shape. A
+    declared leaf's shape holds its key, which its SQL text holds as a literal."""
     if isinstance(node, Leaf):
-        return (node.op,)
+        return (node.op, node.key) if node.declared else (node.op,)
     return (node.op, tuple(shape(child) for child in node.children))
 
 
@@ -135,9 +169,13 @@ def _render(node_shape: Shape, alias: sql.Identifier, counter: list[int]) -> sql
         return sql.SQL("(") + joiner.join(_render(child, alias, counter) for child in node_shape[1]) + sql.SQL(")")
     n = counter[0]
     counter[0] += 1
-    key = sql.Placeholder(f"mf{n}_k")
+    declared = len(node_shape) == 2
+    # A declared key is a literal: the expression must be the one its btree indexes, (metadata -> 'key').
+    key = sql.Literal(node_shape[1]) if declared else sql.Placeholder(f"mf{n}_k")
     value = sql.Placeholder(f"mf{n}_v")
     field = sql.SQL("({}.metadata -> {})").format(alias, key)
+    if declared and op == "$in":  # the btree serves = ANY; the list holds scalars only
+        return sql.SQL("{f} = ANY ({v}::jsonb[])").format(f=field, v=value)
     if op == "contains":
         return sql.SQL("{}.metadata @> {}").format(alias, value)
     if op == "$eq":
@@ -168,9 +206,12 @@ def _params(node: Node, out: dict[str, Any], counter: list[int]) -> None:
         return
     n = counter[0]
     counter[0] += 1
-    out[f"mf{n}_k"] = node.key
+    if not node.declared:
+        out[f"mf{n}_k"] = node.key
     if node.op == "contains":
         out[f"mf{n}_v"] = Jsonb({node.key: node.value})
+    elif node.declared and node.op == "$in":
+        out[f"mf{n}_v"] = [Jsonb(v) for v in node.value]
     else:
         out[f"mf{n}_v"] = Jsonb(node.value)
     if node.op in _SQL_COMPARE:

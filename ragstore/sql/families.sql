@@ -80,3 +80,42 @@ CLUSTER ragstore.{table} USING {package_index}
 
 -- name: analyze_table
 ANALYZE ragstore.{table}
+
+-- name: filter_key_index
+-- A declared filter key (ragstore.families.filter_keys): a btree on the key's JSON value in the family's
+-- metadata copy. A filter on the key is rendered with the same expression, (e.metadata -> 'key'), so
+-- the planner reads its rows through this index ($eq, $in, ranges) instead of the GIN bitmap. The key is
+-- a psycopg.sql.Literal (an index expression cannot hold a parameter); no placeholder may appear in a
+-- comment here, where a key holding a line break would end the comment. CONCURRENTLY for a family in
+-- use, nothing for the empty table a model migration creates.
+CREATE INDEX {concurrently} IF NOT EXISTS {index} ON ragstore.{table} ((metadata -> {key}))
+
+-- name: filter_key_index_covering
+-- The covering form of a declared key's index: the columns the exact search over the filtered rows reads
+-- are in the index too (the metadata column as well: the planner reads an expression of a column from
+-- an index only when the column is in it), so that search is an index-only scan of a few contiguous
+-- leaf pages instead of one heap block per row. As large as the table; for vectors up to 512 dimensions
+-- (a btree entry holds at most 2,704 bytes). No placeholder may appear in a comment here either.
+CREATE INDEX {concurrently} IF NOT EXISTS {index} ON ragstore.{table} ((metadata -> {key}))
+    INCLUDE (family, chunk_id, package_path, content_sha256, embedding, metadata)
+
+-- name: drop_filter_key_index
+DROP INDEX {concurrently} IF EXISTS ragstore.{index}
+
+-- name: filter_key_index_state
+-- The declared key's index: whether it exists and is valid (a CREATE INDEX CONCURRENTLY that failed
+-- leaves an invalid index behind, which a retry drops first), and its size.
+SELECT i.indisvalid, pg_relation_size(i.indexrelid)
+FROM pg_index AS i
+WHERE i.indexrelid = to_regclass(format('ragstore.%%I', %(index)s::text))
+
+-- name: vacuum_analyze_table
+-- After a covering filter-key index is built: marks the pages all-visible, which an index-only scan needs
+-- to skip the heap, and refreshes the statistics. Outside any transaction.
+VACUUM (ANALYZE) ragstore.{table}
+
+-- name: lock_family_options
+SELECT state, table_name, options FROM ragstore.families WHERE name = %(name)s FOR UPDATE
+
+-- name: set_family_options
+UPDATE ragstore.families SET options = %(options)s, updated_at = now() WHERE name = %(name)s
