@@ -234,6 +234,19 @@ def add_key(conn: Conn, name: str, key: str, *, covering: bool = False) -> Famil
     return family
 
 
+def after_bulk_cluster(conn: Conn, family: Family) -> bool:
+    """After a bulk load's clustering, which rewrites the family table with an empty visibility map: a
+    family with a covering key gets a VACUUM (ANALYZE), so that its index-only scans skip the heap from the
+    first search instead of after autovacuum's visit. Run before the HNSW build (the table has no graph to
+    visit then, and after the rewrite no dead row). Returns whether it ran. A role that does not own the
+    table gets PostgreSQL's warning and no VACUUM (the scans then read the heap until autovacuum)."""
+    if not covering(family):
+        return False
+    with _autocommit(conn), db_errors():
+        conn.execute(sql.SQL(query("families", "vacuum_analyze_table")).format(table=sql.Identifier(family.table)))
+    return True
+
+
 def remove_key(conn: Conn, name: str, key: str) -> Family:
     """Forget ``key`` on family ``name`` and drop its index (filters on it go back to the GIN index).
     Raises InvalidInput (the key is not declared), NotFound, Conflict (a model migration is under way)."""

@@ -40,7 +40,14 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import embed_cached
 from ragstore.errors import InvalidInput, ModelMismatch
-from ragstore.families import Family, cluster_by_package, drop_hnsw_index, ensure_hnsw_index, has_hnsw_index
+from ragstore.families import (
+    Family,
+    cluster_by_package,
+    drop_hnsw_index,
+    ensure_hnsw_index,
+    filter_keys,
+    has_hnsw_index,
+)
 from ragstore.ingest.fast import PassResult, Prepared
 from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix, content_sha256, record_sha256
 
@@ -599,6 +606,7 @@ def _write_run(
         raise
     if bulk:
         cluster_by_package(conn, family)
+        filter_keys.after_bulk_cluster(conn, family)
         ensure_hnsw_index(conn, family)
     else:
         report = writer.report

@@ -110,8 +110,9 @@ FROM pg_index AS i
 WHERE i.indexrelid = to_regclass(format('ragstore.%%I', %(index)s::text))
 
 -- name: vacuum_analyze_table
--- After a covering filter-key index is built: marks the pages all-visible, which an index-only scan needs
--- to skip the heap, and refreshes the statistics. Outside any transaction.
+-- After a covering filter-key index is built, and after a bulk load's clustering of a family that has one:
+-- marks the pages all-visible, which an index-only scan needs to skip the heap, and refreshes the
+-- statistics. Outside any transaction.
 VACUUM (ANALYZE) ragstore.{table}
 
 -- name: lock_family_options

@@ -231,6 +231,27 @@ def test_declared_keys_survive_a_bulk_index_and_a_model_migration(conn: Any, tmp
     assert {h.chunk_id for h in hits} == {f"c{i:04d}" for i in range(1, 60, 2)}
 
 
+def test_a_bulk_load_into_a_family_with_a_covering_key_leaves_its_scans_off_the_heap(
+    conn: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from ragstore.ingest import writer
+    from ragstore.ingest.readers import open_sources
+    from ragstore.ingest.run import index_sources
+
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
+    families.create_family(conn, "docs", OfflineBackend())
+    fam = filter_keys.add_key(conn, "docs", "lang", covering=True)
+    vacuums = _vacuums(conn, fam.table)
+    index_sources(conn, "docs", open_sources([str(_records(tmp_path / "a.jsonl", 60))]))  # bulk: CLUSTER rewrites
+    # the clustering left an empty visibility map; the VACUUM after it marks the pages all-visible again
+    assert _vacuums(conn, fam.table) == vacuums + 1
+    plan = _plan(conn, fam, {"lang": "fr"}, analyze=True)
+    assert f"Index Only Scan using {filter_keys.index_name(fam.table, 'lang', True)}" in plan, plan
+    assert "Heap Fetches: 0" in plan, plan
+    hits = search(conn, "docs", vector=clustered(1, seed=3)[0], k=60, metadata={"lang": "fr"})
+    assert {h.chunk_id for h in hits} == {f"c{i:04d}" for i in range(1, 60, 2)}
+
+
 def test_a_migrating_family_refuses_key_changes(conn: Any, tmp_path: Path) -> None:
     families.create_family(conn, "docs", OfflineBackend())
     conn.execute("UPDATE ragstore.families SET state = 'migrating' WHERE name = 'docs'")
