@@ -114,7 +114,6 @@ def statement(
 # hybrid_citus.sql's block of that name where that file has one. {cosine} (in fts_top) is the cosine
 # block in the hybrid statement and NULL in the full-text one, which has no query vector.
 _PARTS = ("query_terms", "bm25", "fts_top", "hits", "vec_top", "vec_scan")
-_COMMENT_LINE = re.compile(r"^[ \t]*--.*\n", re.MULTILINE)
 
 
 def _part(name: str, citus: bool) -> str:
@@ -135,13 +134,10 @@ def _statement_text(
     citus: bool = False,
 ) -> str:
     flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
-    # Without their comment lines (they are for people reading the file): a statement of at most 4 KB is
-    # one psycopg converts once and remembers, not on every call.
-    text = _COMMENT_LINE.sub("", query("hybrid", block))
+    text = query("hybrid", block)
     for name in _PARTS:
-        text = text.replace("{" + name + "}", _COMMENT_LINE.sub("", _part(name, citus)))
-    cosine = _COMMENT_LINE.sub("", query("hybrid", "cosine")) if block == "hybrid" else "NULL::float8"
-    text = text.replace("{cosine}", cosine)
+        text = text.replace("{" + name + "}", _part(name, citus))
+    text = text.replace("{cosine}", query("hybrid", "cosine") if block == "hybrid" else "NULL::float8")
     values = dict(zip(("any", "fts_n", "vec_n", "k"), map(sql.Literal, literals), strict=True))
     # One node: the vector leg's scan references its settings row (the settings are made first); Citus
     # sets them with SET LOCAL before the statement instead.
