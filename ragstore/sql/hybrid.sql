@@ -2,8 +2,9 @@
 --
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
 -- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms}, {bm25}, {fts_top},
--- {vec_top} and {vec_scan} (the blocks of those names; on Citus those of hybrid_citus.sql where it has
--- them) and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
+-- {hits}, {vec_top} and {vec_scan} (the blocks of those names; on Citus those of hybrid_citus.sql where it
+-- has them), {cosine} (the cosine block in the hybrid statement, NULL in the full-text one) and
+-- {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
 -- which holds the metadata too: the package/metadata filter ANDed with the candidate's key for the
 -- full-text leg and with "%(use_vector)s" for the vector leg).
 --
