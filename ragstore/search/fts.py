@@ -111,8 +111,9 @@ def statement(
 
 
 # The blocks a statement of hybrid.sql is made of, in the order they are filled in: on Citus each is
-# hybrid_citus.sql's block of that name where that file has one.
-_PARTS = ("query_terms", "bm25", "fts_top", "vec_top", "vec_scan")
+# hybrid_citus.sql's block of that name where that file has one. {cosine} (in fts_top) is the cosine
+# block in the hybrid statement and NULL in the full-text one, which has no query vector.
+_PARTS = ("query_terms", "bm25", "fts_top", "hits", "vec_top", "vec_scan")
 
 
 def _part(name: str, citus: bool) -> str:
@@ -136,6 +137,7 @@ def _statement_text(
     text = query("hybrid", block)
     for name in _PARTS:
         text = text.replace("{" + name + "}", _part(name, citus))
+    text = text.replace("{cosine}", query("hybrid", "cosine") if block == "hybrid" else "NULL::float8")
     values = dict(zip(("any", "fts_n", "vec_n", "k"), map(sql.Literal, literals), strict=True))
     # One node: the vector leg's scan references its settings row (the settings are made first); Citus
     # sets them with SET LOCAL before the statement instead.

@@ -2,8 +2,9 @@
 --
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
 -- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms}, {bm25}, {fts_top},
--- {vec_top} and {vec_scan} (the blocks of those names; on Citus those of hybrid_citus.sql where it has
--- them) and {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
+-- {hits}, {vec_top} and {vec_scan} (the blocks of those names; on Citus those of hybrid_citus.sql where it
+-- has them), {cosine} (the cosine block in the hybrid statement, NULL in the full-text one) and
+-- {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
 -- which holds the metadata too: the package/metadata filter ANDed with the candidate's key for the
 -- full-text leg and with "%(use_vector)s" for the vector leg).
 --
@@ -44,21 +45,25 @@ candidates AS (
 -- (migration 0012): postings in ragstore.chunk_terms, N and the average length from the family's ledger.
 -- The score is rounded to 12 decimals: a sum's last bits depend on the order its terms are added in, so
 -- two chunks of equal score could otherwise come back in either order (and in another on Citus); rounded,
--- the chunk_id breaks their tie everywhere.
+-- the chunk_id breaks their tie everywhere. Rounded in float8 (round(x · 10^12) / 10^12, a correctly
+-- rounded division, so the nearest float8 to the rounded decimal: the value numeric rounding gives) at a
+-- fraction of the cost of a numeric round trip per chunk (two fifths of this block on ~1,000 chunks).
 bm25 AS MATERIALIZED (
-    SELECT s.chunk_id, round(s.score::numeric, 12)::float8 AS score
+    SELECT s.chunk_id, round(s.score * 1e12::float8) / 1e12::float8 AS score
     FROM ragstore.fts_scores(%(family)s, %(fts_config)s::regconfig, %(query)s, %(k1)s, %(b)s) AS s
 )
 
 -- name: fts_top
 -- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
 -- pass the filter, walked best first: the walk stops once fts_n are found (a LATERAL probe per candidate
--- by primary key; as EXISTS, the planner hashed both whole tables instead).
+-- by primary key; as EXISTS, the planner hashed both whole tables instead). The probe has the family's
+-- row at hand, so it also gives the candidate's cosine to the query (the cosine block in the hybrid
+-- statement, NULL in the full-text one): hybrid search reads no row again for it.
 fts_top AS MATERIALIZED (
-    SELECT f.chunk_id, f.score
+    SELECT f.chunk_id, f.score, served.cosine
     FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
     CROSS JOIN LATERAL (
-        SELECT 1 FROM ragstore.chunks AS c
+        SELECT {cosine} AS cosine FROM ragstore.chunks AS c
         JOIN ragstore.{table} AS e
           ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
         {where_fts}
@@ -81,19 +86,24 @@ ORDER BY fts_rank;
 
 -- name: hybrid
 -- Both legs, each top-N (fts_n, vec_n; ranks 1-based), then fused. Every candidate (the union of the two
--- lists) gets BOTH leg scores: its cosine to the query (computed when the vector leg missed it) and its
--- BM25 score (from bm25 when the full-text leg missed it, 0 when it holds none of the words).
+-- lists) gets BOTH leg scores: its cosine to the query (from the full-text leg's probe when the vector leg
+-- missed it) and its BM25 score (from bm25 when the full-text leg missed it, 0 when it holds none of the
+-- words).
 -- fusion = 'rrf': score = Σ w_leg / (rrf_k + rank_leg) over the legs that found it.
 -- fusion = 'cc' (convex combination): score = alpha · norm(cosine) + (1 − alpha) · norm(full text), where
 -- norm uses each leg's own top-N list: 'minmax' (x − min) / (max − min); 'zscore' (x − mean) / stddev;
 -- 'tmm' (theoretical min-max) (x − lo) / (max − lo) with lo the score's floor (−1 for cosine, 0 for
 -- full text). An empty leg (no word matched, a zero query vector) adds 0; a degenerate spread
 -- (max = min, stddev 0) gives 1 to the leg's best and 0 below it (minmax) or 0 (zscore).
--- The chunk_id breaks ties. ranks and scores of a leg that missed the chunk are null. Text, metadata and
--- vector are read for the k hits only.
+-- The chunk_id breaks ties. ranks and scores of a leg that missed the chunk are null.
+-- Rows are read by key only where needed: the full-text leg's probe checks its candidates are served and
+-- gives their cosine; the fused list is then walked best first (the hits block) and each chunk read with
+-- its text, metadata and vector, the vector leg's chunks checked to be served there, until k are found.
+-- A vector-leg chunk that is not served (its text changed since it was embedded) is left out of the hits
+-- but counts in its leg's ranks and statistics, as it was found by the index.
 WITH {query_terms},
 fts AS MATERIALIZED (
-    SELECT chunk_id, score, row_number() OVER (ORDER BY score DESC, chunk_id) AS rank
+    SELECT chunk_id, score, cosine, row_number() OVER (ORDER BY score DESC, chunk_id) AS rank
     FROM fts_top
 ),
 -- MATERIALIZED, then re-ranked: with iterative index scans (filtered queries) pgvector may return rows
@@ -111,7 +121,8 @@ stats AS MATERIALIZED (
 ),
 pool AS MATERIALIZED (
     SELECT coalesce(f.chunk_id, v.chunk_id) AS chunk_id,
-           f.rank AS fts_rank, f.score AS fts_score, v.rank AS vector_rank, v.score AS vector_score
+           f.rank AS fts_rank, f.score AS fts_score, v.rank AS vector_rank, v.score AS vector_score,
+           f.cosine AS fts_cosine
     FROM fts AS f
     FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
 ),
@@ -120,15 +131,10 @@ pool_bm25 AS MATERIALIZED (
     SELECT b.chunk_id, b.score FROM bm25 AS b WHERE b.chunk_id IN (SELECT chunk_id FROM pool)
 ),
 filled AS MATERIALIZED (
-    SELECT p.*,
-           coalesce(p.vector_score, CASE WHEN %(use_vector)s
-                THEN coalesce(nullif(1.0::float8 - (e.embedding <=> %(q)s::{vtype}), 'NaN'::float8), 0.0::float8)
-                ELSE 0.0::float8 END) AS cosine,
+    SELECT p.chunk_id, p.fts_rank, p.fts_score, p.vector_rank, p.vector_score,
+           coalesce(p.vector_score, p.fts_cosine) AS cosine,
            coalesce(p.fts_score, b.score, 0.0::float8) AS lexical
     FROM pool AS p
-    JOIN ragstore.{table} AS e ON e.chunk_id = p.chunk_id
-    JOIN ragstore.chunks AS c
-      ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
     LEFT JOIN pool_bm25 AS b ON b.chunk_id = p.chunk_id
 ),
 normed AS (
@@ -157,12 +163,31 @@ fused AS (
            END AS score
     FROM normed AS n
 )
-SELECT u.chunk_id, c.package_path, u.score, c.text, c.metadata, e.embedding, c.created_at,
+{hits};
+
+-- name: cosine
+-- A full-text candidate's cosine to the query in the hybrid statement's probe (e: its family row); 0 for a
+-- zero query vector (use_vector false) and where pgvector gives NaN.
+CASE WHEN %(use_vector)s
+     THEN coalesce(nullif(1.0::float8 - (e.embedding <=> %(q)s::{vtype}), 'NaN'::float8), 0.0::float8)
+     ELSE 0.0::float8 END
+
+-- name: hits
+-- The k best of the fused list whose chunk the family serves, with text, metadata (NULL when empty: no
+-- JSON to parse) and vector: walked best first, a LATERAL probe by primary key per chunk, stopping at k
+-- (hybrid_citus.sql has the Citus form, a join).
+SELECT u.chunk_id, h.package_path, u.score, h.text, h.metadata, h.embedding, h.created_at,
        u.fts_rank, u.fts_score, u.vector_rank, u.vector_score, u.cosine, u.lexical
-FROM (SELECT * FROM fused ORDER BY score DESC, chunk_id LIMIT {k}) AS u
-JOIN ragstore.{table} AS e ON e.chunk_id = u.chunk_id
-JOIN ragstore.chunks AS c ON c.family = e.family AND c.chunk_id = e.chunk_id
-ORDER BY u.score DESC, u.chunk_id;
+FROM (SELECT f.* FROM fused AS f ORDER BY f.score DESC, f.chunk_id) AS u
+CROSS JOIN LATERAL (
+    SELECT c.package_path, c.text, nullif(c.metadata, '{{}}'::jsonb) AS metadata, e.embedding, c.created_at
+    FROM ragstore.{table} AS e
+    JOIN ragstore.chunks AS c
+      ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
+    WHERE e.chunk_id = u.chunk_id
+) AS h
+ORDER BY u.score DESC, u.chunk_id
+LIMIT {k}
 
 -- name: vec_top
 -- The vector leg's top vec_n. The subquery s sets hnsw.ef_search / hnsw.iterative_scan with

@@ -6,8 +6,9 @@
 --   over the chunks holding a query word for tf, the chunk's length (dl) and a word's document frequency
 --   (df, its chunks). The arithmetic is ragstore.fts_scores' (migration 0012), so the scores are the
 --   single node's: both round the score to 12 decimals (hybrid.sql's bm25 block says why).
--- - fts_top: a join of the candidates to their chunk and vector instead of a LATERAL probe per candidate
---   (Citus pushes no LIMIT subquery laterally joined to another); the same rows, as the probe is by key.
+-- - fts_top and hits: a join of the candidates to their chunk and vector instead of a LATERAL probe per
+--   candidate (Citus pushes no LIMIT subquery laterally joined to another); the same rows, as the probe
+--   is by key.
 -- - vec_top: no settings subquery: the HNSW settings are SET LOCAL and propagated to the workers
 --   (ragstore.search.vector.run_with_settings); each shard returns its top vec_n, the coordinator merges.
 
@@ -44,7 +45,7 @@ bm25_weights AS MATERIALIZED (
     GROUP BY p.lexeme, s.n, s.avgdl
 ),
 bm25 AS MATERIALIZED (
-    SELECT p.chunk_id, round(sum(w.w * p.tf / (p.tf + w.c0 + w.c1 * p.dl))::numeric, 12)::float8 AS score
+    SELECT p.chunk_id, round(sum(w.w * p.tf / (p.tf + w.c0 + w.c1 * p.dl)) * 1e12::float8) / 1e12::float8 AS score
     FROM bm25_weights AS w
     JOIN bm25_postings AS p ON p.lexeme = w.lexeme
     GROUP BY p.chunk_id
@@ -52,9 +53,10 @@ bm25 AS MATERIALIZED (
 
 -- name: fts_top
 -- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
--- pass the filter (the filter holds the join to the candidate: family and chunk_id).
+-- pass the filter (the filter holds the join to the candidate: family and chunk_id), with the cosine
+-- block's value as on one node.
 fts_top AS MATERIALIZED (
-    SELECT f.chunk_id, f.score
+    SELECT f.chunk_id, f.score, {cosine} AS cosine
     FROM candidates AS f
     CROSS JOIN ragstore.chunks AS c
     JOIN ragstore.{table} AS e
@@ -63,6 +65,18 @@ fts_top AS MATERIALIZED (
     ORDER BY f.score DESC, f.chunk_id
     LIMIT {fts_n}
 )
+
+-- name: hits
+-- The k best of the fused list whose chunk the family serves, with text, metadata and vector: a join
+-- (Citus pushes no LIMIT subquery laterally joined to another), the same rows as one node's walk.
+SELECT u.chunk_id, c.package_path, u.score, c.text, nullif(c.metadata, '{{}}'::jsonb) AS metadata, e.embedding,
+       c.created_at, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score, u.cosine, u.lexical
+FROM fused AS u
+JOIN ragstore.{table} AS e ON e.chunk_id = u.chunk_id
+JOIN ragstore.chunks AS c
+  ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
+ORDER BY u.score DESC, u.chunk_id
+LIMIT {k}
 
 -- name: vec_top
 vec_top AS MATERIALIZED (

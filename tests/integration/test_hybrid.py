@@ -80,6 +80,22 @@ def test_k_cuts_the_fused_list_after_ordering(conn: Any, family: Any) -> None:
     assert [h.chunk_id for h in hits] == ["a"]
 
 
+def test_a_vector_leg_chunk_whose_text_changed_is_left_out_keeping_its_rank_and_k_is_filled(
+    conn: Any, family: Any
+) -> None:
+    before = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=4)
+    assert [h.chunk_id for h in before] == ["a", "b", "c", "d"]
+    # c (the vector leg's first) gets a new text behind the writer's back: its vector no longer embeds it.
+    conn.execute(
+        "UPDATE ragstore.chunks SET text = 'grape juice', content_sha256 = sha256('grape juice') "
+        "WHERE family = 'docs' AND chunk_id = 'c'"
+    )
+    kept = [(h.chunk_id, h.score, h.ranks, h.cosine) for h in before if h.chunk_id != "c"]
+    for k in (3, 10):  # the best k served chunks: the walk goes past c to fill k
+        hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=k, per_leg=4)
+        assert [(h.chunk_id, h.score, h.ranks, h.cosine) for h in hits] == kept  # a keeps vector rank 2
+
+
 def test_package_filter_applies_to_both_legs(conn: Any, family: Any) -> None:
     hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=4, package="p1/")
     assert {h.chunk_id for h in hits} == {"a", "c"}
