@@ -146,8 +146,13 @@ def test_postings_are_kept_by_the_triggers_alone(conn: Any, family: Any) -> None
     conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id IN ('cp', 'tar')")
     postings_are_current(conn)
     assert conn.execute("SELECT count(*) FROM ragstore.chunk_terms WHERE chunk_id IN ('cp', 'tar')").fetchone() == (0,)
-    # ... and the truncate trigger all of them.
+    # ... and the truncate trigger all of them, whether the TRUNCATE names the postings too or not.
     conn.execute("TRUNCATE ragstore.chunks CASCADE")
+    assert conn.execute("SELECT count(*) FROM ragstore.chunk_terms").fetchone() == (0,)
+    postings_are_current(conn)
+    write(conn, family, TEXTS)
+    postings_are_current(conn)
+    conn.execute("TRUNCATE ragstore.chunks, ragstore.chunk_terms, ragstore.family_chunk_deltas CASCADE")
     assert conn.execute("SELECT count(*) FROM ragstore.chunk_terms").fetchone() == (0,)
     postings_are_current(conn)
     write(conn, family, TEXTS)

@@ -26,7 +26,8 @@ $fn$;
 CREATE OR REPLACE FUNCTION ragstore.chunks_count_truncated() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, ragstore AS $fn$
 BEGIN
-    TRUNCATE ragstore.chunk_terms;
+    -- DELETE, not TRUNCATE: a TRUNCATE of ragstore.chunks that names the postings too holds them in use.
+    DELETE FROM ragstore.chunk_terms;
     DELETE FROM ragstore.family_chunk_deltas;
     RETURN NULL;
 END
