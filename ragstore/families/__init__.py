@@ -296,7 +296,7 @@ def has_hnsw_index(conn: Conn, family: Family) -> bool:
     return bool(row and row[0])
 
 
-def _may_own(conn: Conn, family: Family) -> bool:
+def may_own(conn: Conn, family: Family) -> bool:
     """Whether this session has the privileges of the family table's owner (else: the definer functions)."""
     row = conn.execute(query("roles", "may_own_table"), {"table": family.table}).fetchone()
     return bool(row and row[0])
@@ -310,7 +310,7 @@ def ensure_hnsw_index(conn: Conn, family: Family) -> None:
     """
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
-        if not _may_own(conn, family):
+        if not may_own(conn, family):
             citus.sequential(conn)
             conn.execute(query("roles", "build_hnsw"), {"family": family.name})
             return
@@ -328,7 +328,7 @@ def cluster_by_package(conn: Conn, family: Family) -> None:
     """
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
-        if not _may_own(conn, family):  # the app: ragstore.family_bulk_cluster clusters and analyzes
+        if not may_own(conn, family):  # the app: ragstore.family_bulk_cluster clusters and analyzes
             citus.sequential(conn)
             conn.execute(query("roles", "bulk_cluster"), {"family": family.name})
             return
@@ -346,7 +346,7 @@ def drop_hnsw_index(conn: Conn, family: Family) -> bool:
     """
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
-        if not _may_own(conn, family):
+        if not may_own(conn, family):
             citus.sequential(conn)
             row = conn.execute(query("roles", "bulk_drop_hnsw"), {"family": family.name}).fetchone()
             return bool(row and row[0])

@@ -32,7 +32,7 @@ from ragstore.common.strictjson import text_problem
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import Conflict, InvalidInput, NotFound
-from ragstore.families import Family, check_name, get_family
+from ragstore.families import Family, check_name, get_family, may_own
 
 OPTION = "filter_keys"
 COVERING_OPTION = "filter_keys_covering"  # the declared keys whose index is covering (a subset)
@@ -45,10 +45,7 @@ MAX_KEY_LENGTH = 256
 
 def declared(family: Family) -> tuple[str, ...]:
     """The keys declared on ``family`` (sorted)."""
-    raw = family.options.get(OPTION)
-    if not isinstance(raw, list):
-        return ()
-    return tuple(sorted(k for k in raw if isinstance(k, str)))
+    return tuple(sorted(_listed(family.options, OPTION)))
 
 
 def check_key(key: object) -> str:
@@ -67,8 +64,7 @@ def check_key(key: object) -> str:
 
 def covering(family: Family) -> frozenset[str]:
     """The declared keys of ``family`` whose index is covering."""
-    raw = family.options.get(COVERING_OPTION)
-    return frozenset(k for k in raw if isinstance(k, str)) if isinstance(raw, list) else frozenset()
+    return frozenset(_listed(family.options, COVERING_OPTION))
 
 
 def index_name(table: str, key: str, covering: bool = False) -> str:
@@ -238,9 +234,10 @@ def after_bulk_cluster(conn: Conn, family: Family) -> bool:
     """After a bulk load's clustering, which rewrites the family table with an empty visibility map: a
     family with a covering key gets a VACUUM (ANALYZE), so that its index-only scans skip the heap from the
     first search instead of after autovacuum's visit. Run before the HNSW build (the table has no graph to
-    visit then, and after the rewrite no dead row). Returns whether it ran. A role that does not own the
-    table gets PostgreSQL's warning and no VACUUM (the scans then read the heap until autovacuum)."""
-    if not covering(family):
+    visit then, and after the rewrite no dead row). Returns whether it ran. Skipped for a role that does
+    not own the table (the app), which VACUUM would refuse with a warning: its scans then read the heap
+    until autovacuum's visit."""
+    if not covering(family) or not may_own(conn, family):
         return False
     with _autocommit(conn), db_errors():
         conn.execute(sql.SQL(query("families", "vacuum_analyze_table")).format(table=sql.Identifier(family.table)))

@@ -229,3 +229,21 @@ def test_roles_survive_downgrade_which_revokes_grants_and_upgrade_restores_them(
             "has_table_privilege('ragstore_reader', 'ragstore.chunks', 'INSERT'), "
             "has_schema_privilege('ragstore_app', 'ragstore', 'CREATE')"
         ).fetchone() == (True, False, False)
+
+
+def test_app_role_bulk_loads_a_family_with_a_covering_filter_key(
+    dsn: str, app_dsn: str, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragstore.families import filter_keys
+    from ragstore.ingest import writer
+
+    with connect(dsn) as conn:
+        filter_keys.add_key(conn, "docs", "n", covering=True)  # the owner declares it
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)  # the bulk path: clustering, then the VACUUM step
+    notices: list[str] = []
+    with connect(app_dsn) as conn:
+        conn.add_notice_handler(lambda diag: notices.append(str(diag.message_primary)))
+        report = index_sources(conn, "docs", open_sources([str(docs)]))
+    assert report.inserted == 40
+    # The app does not own the table: the VACUUM is skipped, not attempted ("permission denied to vacuum").
+    assert not [n for n in notices if "permission denied" in n], notices
