@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 import psycopg
@@ -120,8 +119,16 @@ def index_sources(
     :data:`~ragstore.ingest.fast.PASS_BATCH`).
     """
     from ragstore.ingest.fast import raw_lines
+    from ragstore.ingest.writer import write_prepared
 
-    def read(one: OnePass) -> None:
+    family = get_family(conn, family_name)
+    chosen = backend or backend_for(family, caches_for(conn))
+    family.check_backend(chosen)
+    config = check_fts_config(conn, fts_config_of(family))
+    conn.commit()
+    with Spool() as spool:
+        one = OnePass(conn, family, config, spool, fts_size_check(conn, config))
+        one.batch = batch_size
         for source in sources:
             if source.lines is not None:
                 one.jsonl(source.lines)
@@ -131,10 +138,20 @@ def index_sources(
                 read_columnar(source, one)
             else:
                 one.records(source.records())
-
-    prefixes = [prefix for source in sources for prefix in source.prefixes]
-    options = _RunOptions(prune, batch_size, backend, progress, on_validated, prefixes)
-    report = _index(conn, family_name, read, options)
+        found = one.result
+        if on_validated is not None:
+            on_validated(found.total)
+        report = write_prepared(
+            conn,
+            family,
+            chosen,
+            spool.read(),
+            found,
+            prune=prune,
+            prune_prefixes=[prefix for source in sources for prefix in source.prefixes],
+            progress=progress,
+            fts_config=config,
+        )
     # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
     report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)
     return report
@@ -167,44 +184,6 @@ def index_records(
         backend=options.get("backend"),
         progress=options.get("progress"),
     )
-
-
-@dataclass
-class _RunOptions:
-    prune: bool
-    batch_size: int
-    backend: Backend | None
-    progress: Progress | None
-    on_validated: Callable[[int], None] | None
-    prefixes: list[str]
-
-
-def _index(conn: Conn, family_name: str, read: Callable[[OnePass], None], options: _RunOptions) -> IndexReport:
-    from ragstore.ingest.writer import write_prepared
-
-    family = get_family(conn, family_name)
-    chosen = options.backend or backend_for(family, caches_for(conn))
-    family.check_backend(chosen)
-    config = check_fts_config(conn, fts_config_of(family))
-    conn.commit()
-    with Spool() as spool:
-        one = OnePass(conn, family, config, spool, fts_size_check(conn, config))
-        one.batch = options.batch_size
-        read(one)
-        found = one.result
-        if options.on_validated is not None:
-            options.on_validated(found.total)
-        return write_prepared(
-            conn,
-            family,
-            chosen,
-            spool.read(),
-            found,
-            prune=options.prune,
-            prune_prefixes=options.prefixes,
-            progress=options.progress,
-            fts_config=config,
-        )
 
 
 def skipped_files(sources: Sequence[Source]) -> list[Skipped]:
