@@ -13,6 +13,7 @@ import pytest
 from ragstore import families
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
+from ragstore.errors import ModelMismatch
 from ragstore.families.migrate import migrate_family
 from ragstore.search.api import search
 from tests.integration.test_family_migrate import HashBackend, index, vectors_for, write_jsonl
@@ -49,10 +50,21 @@ def test_family_migrate_swaps_in_a_distributed_table_while_readers_get_answers(c
             with connect(citus_dsn) as rc:
                 probe = np.ones(8, dtype=np.float32)
                 while not stop.is_set():
-                    family = families.get_family(rc, "docs")
-                    vector = probe if family.dim == 8 else np.ones(family.dim, dtype=np.float32)
-                    hits_seen.append(len(search(rc, "docs", vector=vector, mode="hnsw", k=5)))
-                    rc.commit()
+                    # The vector is made for the family read here; should the swap to the new model land
+                    # between that read and the search (which reads the family again), the search refuses
+                    # the old dimension (ModelMismatch) and the reader asks once more.
+                    for attempt in range(2):
+                        family = families.get_family(rc, "docs")
+                        vector = probe if family.dim == 8 else np.ones(family.dim, dtype=np.float32)
+                        try:
+                            hits_seen.append(len(search(rc, "docs", vector=vector, mode="hnsw", k=5)))
+                        except ModelMismatch:
+                            rc.rollback()
+                            if attempt or families.get_family(rc, "docs").dim == family.dim:
+                                raise
+                            continue
+                        rc.commit()
+                        break
         except BaseException as exc:
             errors.append(exc)
 
