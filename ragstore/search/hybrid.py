@@ -122,16 +122,15 @@ def _candidates(
         **flt.params(),
         "q": _vector.query_param(family, vector),
         "use_vector": bool(np.any(vector)),
-        "fusion": settings.fusion,
         "w_fts": leg_weights["fts"],
         "w_vec": leg_weights["vector"],
         "rrf_k": settings.rrf_k,
-        "norm_kind": settings.normalization,
         "alpha": settings.alpha,
     }
     text = statement(
-        family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k, citus=on_citus(conn)
-    )
+        family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
+        citus=on_citus(conn), fusion=(settings.fusion, settings.normalization),
+    )  # fmt: skip
     # One statement sets ef_search and runs both legs, isolated so that no setting outlives it.
     return _vector.run_with_settings(
         conn,
