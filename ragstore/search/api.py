@@ -520,7 +520,7 @@ def _text_modes(
         hits = hybrid.fts_search(conn, family, text, k=k, package=flt.package, metadata=flt.metadata)
     else:
         settings = hybrid.resolve_settings(family, fusion=tuning.fusion, alpha=tuning.alpha)
-        # Each leg brings at least k candidates: with the default 50 per leg, k = 300 fused at most 100.
+        # Each leg brings at least k candidates (20 per leg by default would fuse at most 40 for k = 300).
         per_leg = max(settings.per_leg, k)
         hits = hybrid.hybrid_search(
             conn, family, text, query_vector, k=k, per_leg=per_leg, package=flt.package, metadata=flt.metadata,

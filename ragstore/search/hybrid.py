@@ -36,8 +36,8 @@ from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.filters import check_k, make_filter
 from ragstore.search.fts import fts_search, statement, text_params
+from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
-from ragstore.search.fusion import FusionSettings, settings_of
 from ragstore.search.rrf import DEFAULT_RRF_K
 from ragstore.search.types import Hit
 from ragstore.search.vector import row_to_hit
@@ -55,7 +55,7 @@ __all__ = [
 
 Conn = psycopg.Connection[Any]
 LEGS = ("fts", "vector")
-DEFAULT_PER_LEG = 50
+DEFAULT_PER_LEG = DEFAULT_FUSION.per_leg
 MAX_PER_LEG = _vector.MAX_EF_SEARCH  # ef_search must reach N, and pgvector caps it at 1,000
 
 
@@ -222,15 +222,15 @@ def fusion_candidates(
 
 def _row_to_hit(row: tuple[Any, ...]) -> Hit:
     f_rank, f_score, v_rank, v_score, cosine = row[7:12]
-    hit = row_to_hit(
+    return row_to_hit(
         row,
         ranks={"fts": None if f_rank is None else int(f_rank), "vector": None if v_rank is None else int(v_rank)},
         scores={
             "fts": None if f_score is None else float(f_score),
             "vector": None if v_score is None else float(v_score),
         },
+        cosine=float(cosine),
     )
-    return replace(hit, cosine=float(cosine))
 
 
 def blended_search(

@@ -269,10 +269,14 @@ def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[
 
 
 def row_to_hit(
-    row: Sequence[Any], ranks: dict[str, int | None] | None = None, scores: dict[str, float | None] | None = None
+    row: Sequence[Any],
+    ranks: dict[str, int | None] | None = None,
+    scores: dict[str, float | None] | None = None,
+    cosine: float | None = None,
 ) -> Hit:
     """A ``chunk_id, package_path, score, text, metadata, embedding`` row as a Hit (embedding and metadata
-    may be NULL: no vector, and ``{}``), with the legs' ``ranks`` and ``scores`` of a full-text or hybrid hit."""
+    may be NULL: no vector, and ``{}``), with the legs' ``ranks`` and ``scores`` and the ``cosine`` of a
+    full-text or hybrid hit."""
     chunk_id, package_path, score, text, metadata, embedding = row[:6]
     # Positional (the field order of Hit): this runs once per hit on the hot path.
     return Hit(
@@ -284,6 +288,9 @@ def row_to_hit(
         {} if metadata is None else metadata,  # a fresh dict from the JSON loader
         {} if ranks is None else ranks,
         {} if scores is None else scores,
+        None,
+        None,
+        cosine,
     )
 
 
