@@ -30,8 +30,10 @@ import numpy.typing as npt
 import psycopg
 
 from ragstore.db.citus import on_citus
-from ragstore.errors import InvalidInput, ModelMismatch
-from ragstore.families import Family
+from ragstore.db.connection import run_isolated
+from ragstore.db.sqlfiles import query
+from ragstore.errors import InvalidInput, ModelMismatch, RagstoreError
+from ragstore.families import Family, row_to_family
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.filters import check_k, make_filter
@@ -49,6 +51,7 @@ __all__ = [
     "fts_search",
     "fusion_candidates",
     "hybrid_search",
+    "hybrid_search_if_current",
     "parse_weights",
     "resolve_settings",
 ]
@@ -112,6 +115,28 @@ def _candidates(
     metadata: dict[str, Any] | None,
     match: str,
 ) -> list[tuple[Any, ...]]:
+    text, params, ef_search, iterative = _statement(
+        conn, family, query_text, query_vector, k=k, settings=settings, weights=weights, package=package,
+        metadata=metadata, match=match,
+    )  # fmt: skip
+    # One statement sets ef_search and runs both legs, isolated so that no setting outlives it.
+    return _vector.run_with_settings(conn, text, params, ef_search=ef_search, iterative=iterative)
+
+
+def _statement(
+    conn: Conn,
+    family: Family,
+    query_text: str,
+    query_vector: Any,
+    *,
+    k: int,
+    settings: FusionSettings,
+    weights: Mapping[str, float] | None,
+    package: str | None,
+    metadata: dict[str, Any] | None,
+    match: str,
+) -> tuple[str, dict[str, Any], int, bool]:
+    """The hybrid statement, its parameters, its ef_search and whether it scans iteratively."""
     k = check_k(k)
     per_leg = settings.per_leg
     leg_weights = check_weights(weights)
@@ -131,14 +156,7 @@ def _candidates(
         family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
         citus=on_citus(conn), fusion=(settings.fusion, settings.normalization),
     )  # fmt: skip
-    # One statement sets ef_search and runs both legs, isolated so that no setting outlives it.
-    return _vector.run_with_settings(
-        conn,
-        text,
-        params,
-        ef_search=_vector.ef_search_for(per_leg, None),
-        iterative=flt.active,
-    )
+    return text, params, _vector.ef_search_for(per_leg, None), flt.active
 
 
 def resolve_settings(
@@ -195,6 +213,40 @@ def hybrid_search(
         conn, family, query_text, query_vector, k=k, settings=chosen, weights=weights,
         package=package, metadata=metadata, match=match,
     )  # fmt: skip
+    return [_row_to_hit(row) for row in rows]
+
+
+def hybrid_search_if_current(
+    conn: Conn,
+    family: Family,
+    query_text: str,
+    query_vector: Any,
+    *,
+    k: int,
+    settings: FusionSettings,
+    package: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> list[Hit] | None:
+    """:func:`hybrid_search` on ``family`` as the caller remembers it, with the family's row read again in
+    the SAME round trip (one node only): the hits, or None when the row is not ``family`` any more (or
+    gone, or the statement failed on it: its table was swapped), in which case the caller reads the family
+    and searches again. Saves a search on a remembered family its own round trip for the family's row."""
+    if on_citus(conn):
+        return None
+    chosen = resolve_settings(family, settings)
+    text, params, ef_search, iterative = _statement(
+        conn, family, query_text, query_vector, k=k, settings=chosen, weights=None, package=package,
+        metadata=metadata, match="auto",
+    )  # fmt: skip
+    values = _vector.settings_params(params, ef_search=ef_search, iterative=iterative)
+    try:
+        current, rows = run_isolated(
+            conn, [(query("families", "get_family"), {"name": family.name}), (text, values)], binary=True
+        )
+    except RagstoreError:
+        return None
+    if not current or row_to_family(current[0]) != family:
+        return None
     return [_row_to_hit(row) for row in rows]
 
 

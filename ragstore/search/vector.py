@@ -119,14 +119,19 @@ def run_with_settings(
     autocommit, else between a savepoint and its rollback, so no setting outlives the call. Raises the
     mapped RagstoreError of a failing statement, after which the connection is usable.
     """
-    values = {
+    values = settings_params(params, ef_search=ef_search, iterative=iterative)
+    if on_citus(conn):
+        return _run_on_citus(conn, statement, values, ef_search=ef_search, iterative=iterative)
+    return run_isolated(conn, [(statement, values)], binary=True)[0]
+
+
+def settings_params(params: dict[str, Any], *, ef_search: int, iterative: bool) -> dict[str, Any]:
+    """``params`` with the values of the two settings a statement of :func:`run_with_settings` makes."""
+    return {
         **params,
         "ragstore_ef": str(int(ef_search)),
         "ragstore_iterative": "relaxed_order" if iterative else "off",
     }
-    if on_citus(conn):
-        return _run_on_citus(conn, statement, values, ef_search=ef_search, iterative=iterative)
-    return run_isolated(conn, [(statement, values)], binary=True)[0]
 
 
 def _run_on_citus(
