@@ -455,9 +455,8 @@ def _cached_hybrid(
         text, query_vector = _query(fam, query, None, backend, memo, needs_vector=True)
         settings = hybrid.resolve_settings(fam, fusion=tuning.fusion, alpha=tuning.alpha)
         hits: list[Hit] | None = hybrid.hybrid_search_if_current(
-            conn, fam, text, query_vector, k=k, settings=replace(settings, per_leg=max(settings.per_leg, k)),
-            package=flt.package, metadata=flt.metadata,
-        )  # fmt: skip
+            conn, fam, text, query_vector, k=k, settings=replace(settings, per_leg=max(settings.per_leg, k)), flt=flt
+        )
     except RagstoreError:
         return None
     if hits is None:

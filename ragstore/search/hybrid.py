@@ -36,7 +36,7 @@ from ragstore.errors import InvalidInput, ModelMismatch, RagstoreError
 from ragstore.families import Family, row_to_family
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
-from ragstore.search.filters import check_k, make_filter
+from ragstore.search.filters import Filter, check_k, make_filter
 from ragstore.search.fts import fts_search, statement, text_params
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
@@ -102,24 +102,10 @@ def _check_vector(family: Family, query_vector: Any) -> npt.NDArray[np.float32]:
     return array
 
 
-def _candidates(
-    conn: Conn,
-    family: Family,
-    query_text: str,
-    query_vector: Any,
-    *,
-    k: int,
-    settings: FusionSettings,
-    weights: Mapping[str, float] | None,
-    package: str | None,
-    metadata: dict[str, Any] | None,
-    match: str,
-) -> list[tuple[Any, ...]]:
-    text, params, ef_search, iterative = _statement(
-        conn, family, query_text, query_vector, k=k, settings=settings, weights=weights, package=package,
-        metadata=metadata, match=match,
-    )  # fmt: skip
-    # One statement sets ef_search and runs both legs, isolated so that no setting outlives it.
+def _run(conn: Conn, prepared: tuple[str, dict[str, Any], int, bool]) -> list[tuple[Any, ...]]:
+    """The rows of a statement of :func:`_statement`: one statement sets ef_search and runs both legs,
+    isolated so that no setting outlives it."""
+    text, params, ef_search, iterative = prepared
     return _vector.run_with_settings(conn, text, params, ef_search=ef_search, iterative=iterative)
 
 
@@ -209,10 +195,10 @@ def hybrid_search(
     settings, filters), ModelMismatch (a query vector of another dimension), and the mapped database errors.
     """
     chosen = resolve_settings(family, settings, per_leg=per_leg, rrf_k=rrf_k)
-    rows = _candidates(
+    rows = _run(conn, _statement(
         conn, family, query_text, query_vector, k=k, settings=chosen, weights=weights,
         package=package, metadata=metadata, match=match,
-    )  # fmt: skip
+    ))  # fmt: skip
     return [_row_to_hit(row) for row in rows]
 
 
@@ -222,10 +208,9 @@ def hybrid_search_if_current(
     query_text: str,
     query_vector: Any,
     *,
-    k: int,
     settings: FusionSettings,
-    package: str | None = None,
-    metadata: dict[str, Any] | None = None,
+    flt: Filter,
+    k: int,
 ) -> list[Hit] | None:
     """:func:`hybrid_search` on ``family`` as the caller remembers it, with the family's row read again in
     the SAME round trip (one node only): the hits, or None when the row is not ``family`` any more (or
@@ -235,8 +220,8 @@ def hybrid_search_if_current(
         return None
     chosen = resolve_settings(family, settings)
     text, params, ef_search, iterative = _statement(
-        conn, family, query_text, query_vector, k=k, settings=chosen, weights=None, package=package,
-        metadata=metadata, match="auto",
+        conn, family, query_text, query_vector, k=k, settings=chosen, weights=None, package=flt.package,
+        metadata=flt.metadata, match="auto",
     )  # fmt: skip
     values = _vector.settings_params(params, ef_search=ef_search, iterative=iterative)
     try:
@@ -256,10 +241,10 @@ def fusion_candidates(
     """Every hybrid candidate (the union of both legs' top ``per_leg``, unfiltered) with its ranks and both
     scores, for :func:`ragstore.search.fusion.fuse` (the tuner fetches once and fuses many ways)."""
     chosen = resolve_settings(family, FusionSettings(fusion="rrf"), per_leg=per_leg)
-    rows = _candidates(
+    rows = _run(conn, _statement(
         conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
         package=None, metadata=None, match="auto",
-    )  # fmt: skip
+    ))  # fmt: skip
     return [
         FusionCandidate(
             chunk_id=row[0],
@@ -310,10 +295,10 @@ def blended_search(
     """
     k = check_k(k)
     chosen = resolve_settings(family, FusionSettings(fusion="rrf", rrf_k=DEFAULT_RRF_K), per_leg=per_leg)
-    rows = _candidates(
+    rows = _run(conn, _statement(
         conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
         package=package, metadata=metadata, match="auto",
-    )  # fmt: skip
+    ))  # fmt: skip
     by_id = {row[0]: row for row in rows}
     candidates = [Candidate(row[0], float(row[11]), float(row[12]), row[6]) for row in rows]
     blended = blend(candidates, blend_weights, now=now, half_life_days=half_life_days, cosine_floor=cosine_floor)
