@@ -210,3 +210,36 @@ def test_a_word_no_chunk_holds_any_more_has_no_count(conn: Any, family: Any) -> 
     conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'ssh'")  # 'log' was its own
     assert conn.execute("SELECT count(*) FROM ragstore.chunk_term_df WHERE lexeme = 'log'").fetchone() == (0,)
     postings_are_current(conn)
+
+
+def test_concurrent_writers_of_one_family_keep_the_counts_current(dsn: str, conn: Any, family: Any) -> None:
+    # Two sessions write overlapping words into one family at once, in several batches each, inserting
+    # new chunks and changing the text of shared ones: they wait for each other on the words' counts
+    # (a deadlock, if any, is retried by the writer) and the counts end as the chunks say.
+    import threading
+
+    from ragstore.db.connection import connect
+
+    conn.commit()
+    errors: list[BaseException] = []
+
+    def writer(tag: str) -> None:
+        try:
+            with connect(dsn) as own:
+                texts = {f"{tag}{i}": f"cp copies files {tag} word{i} shared{i % 5}" for i in range(40)}
+                texts |= {f"both{i}": f"files both {tag} version {i}" for i in range(10)}
+                records = [
+                    (f"t:{cid}", ChunkRecord(chunk_id=cid, package_path="man/x", text=t)) for cid, t in texts.items()
+                ]
+                write_records(own, family, OfflineBackend(), records, batch_size=7)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(tag,)) for tag in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    postings_are_current(conn)
+    document_frequencies_are_current(conn)
