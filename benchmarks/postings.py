@@ -1,7 +1,9 @@
-"""What the full-text postings cost on the write path: an ingest with and without a foreign key on them.
+"""What the full-text postings cost on the write path: an ingest with and without a foreign key on them,
+or with and without each word's document frequency kept (``--compare df``).
 
     python benchmarks/postings.py                      # 20,000 chunks of ~100 words, 384-d vectors
     python benchmarks/postings.py --rows 50000 --words 150
+    python benchmarks/postings.py --compare df         # revision 0017's counts against 0016
 
 Every chunk written to ragstore.chunks gets one row in ragstore.chunk_terms per distinct word (its
 postings, written by the chunk triggers, read by BM25 full text). Until revision 0016 those rows had a
@@ -11,6 +13,10 @@ vectors (prose-like texts: words drawn from a Zipf law over a 20,000-word vocabu
 build), alternately with that foreign key put back as it was and without it (as the schema is now), two
 runs of each, in one database, and prints the seconds, the postings written and the ratio. Uses
 $RAGSTORE_DSN if set, else a throwaway embedded server.
+
+With ``--compare df`` the two variants are revision 0016 (the triggers write the postings only) and 0017
+(they also keep ragstore.chunk_term_df, each word's number of chunks, which BM25 reads instead of counting
+the postings): the database is migrated down or up before each load.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import numpy as np
 import orjson
 from _db import admin_dsn, scratch_database
 
+from ragstore import migrate
 from ragstore.db.connection import connect
 from ragstore.embed.external import ExternalBackend
 from ragstore.families import create_family
@@ -56,7 +63,16 @@ def write_jsonl(path: Path, rows: int, words: int, dim: int, seed: int = 3) -> N
             )
 
 
-def load(conn, name: str, path: Path, dim: int, foreign_key: bool) -> tuple[float, int]:
+def load(conn, name: str, path: Path, dim: int, variant: bool, compare: str, dsn: str) -> tuple[float, int]:
+    """Ingest ``path`` into a new family ``name`` with the variant on (the foreign key, or the counts of
+    revision 0017) or off; the seconds and the postings written."""
+    foreign_key = variant and compare == "fk"
+    if compare == "df":
+        conn.commit()
+        if variant:
+            migrate.upgrade(dsn)
+        else:
+            migrate.downgrade(dsn, "0016")
     if foreign_key:
         conn.execute(FOREIGN_KEY)
     conn.commit()
@@ -77,6 +93,9 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=100, help="words per chunk")
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--runs", type=int, default=2, help="runs of each variant, alternated")
+    parser.add_argument(
+        "--compare", choices=("fk", "df"), default="fk", help="the postings' foreign key, or 0017's counts"
+    )
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}", flush=True)
     times: dict[bool, list[float]] = {True: [], False: []}
@@ -85,15 +104,16 @@ def main() -> None:
             path = Path(folder) / "chunks.jsonl"
             write_jsonl(path, args.rows, args.words, args.dim)
             for run in range(args.runs):
-                for foreign_key in (True, False) if run % 2 == 0 else (False, True):
-                    name = f"{'fk' if foreign_key else 'nofk'}{run}"
-                    seconds, postings = load(conn, name, path, args.dim, foreign_key)
-                    times[foreign_key].append(seconds)
+                for variant in (True, False) if run % 2 == 0 else (False, True):
+                    name = f"{'' if variant else 'no'}{args.compare}{run}"
+                    seconds, postings = load(conn, name, path, args.dim, variant, args.compare, dsn)
+                    times[variant].append(seconds)
                     print(f"  {name}: {seconds:.1f}s, {postings:,} postings", flush=True)
-    with_fk, without = statistics.median(times[True]), statistics.median(times[False])
+    with_it, without = statistics.median(times[True]), statistics.median(times[False])
+    what = "the postings' foreign key" if args.compare == "fk" else "the words' document frequencies kept"
     print(
-        f"{args.rows:,} chunks x {args.words} words, {args.dim}-d: ingest with the postings' foreign key "
-        f"{with_fk:.1f}s, without {without:.1f}s (medians of {args.runs}): {with_fk / without:.2f}x faster without",
+        f"{args.rows:,} chunks x {args.words} words, {args.dim}-d: ingest with {what} "
+        f"{with_it:.1f}s, without {without:.1f}s (medians of {args.runs}): {with_it / without:.2f}x",
         flush=True,
     )
     print(f"load average at end: {os.getloadavg()}", flush=True)

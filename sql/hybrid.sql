@@ -1,13 +1,14 @@
 -- ragstore.hybrid_search, ragstore.fts_search and ragstore.search_auto: search for SQL users. hybrid_search
 -- was created by migration 0005 and redefined by 0007 (the family's own chunks), 0010 (fusion by the
--- family's settings) and 0012 (BM25); fts_search comes from 0010 and was redefined by 0012; search_auto
--- comes from 0010 (migrations/versions/sql/0010_fusion.sql and 0012_bm25.sql).
+-- family's settings), 0012 (BM25) and 0017 (the CLI statement's shape, 20 per leg); fts_search comes
+-- from 0010 and was redefined by 0012; search_auto comes from 0010 (migrations/versions/sql/0010_fusion.sql,
+-- 0012_bm25.sql and 0017_term_df.sql).
 --
 -- ragstore.search_auto(family, query_text, query_vector, k) runs the family's DEFAULT mode, the one
 -- `ragstore search` runs: full text for an offline family, hybrid for a semantic family (the query text
 -- and its vector, embedded by the application with the family's model), HNSW for a bare vector.
 --
--- Hybrid: each leg takes its top N chunks of the family (N = the family's per_leg, 50 by default): the
+-- Hybrid: each leg takes its top N chunks of the family (N = the family's per_leg, 20 by default): the
 -- full-text leg matches websearch_to_tsquery of the query (quotes, "or" and -exclusions work; a query of
 -- plain words matches chunks holding any of them) ranked by BM25 (k1 1.2, b 0.75) from the postings in
 -- ragstore.chunk_terms (tf, chunk length, df) and the family's chunk count and total length
@@ -28,18 +29,18 @@
 --   -- an offline family: full text, as `ragstore search` does
 --   SELECT * FROM ragstore.search_auto('docs', 'copy files', NULL, 10);
 --
--- The functions below are the text migrations 0012 (fts_scores, fts_top, hybrid_search, fts_search) and
--- 0010 (search_auto)
+-- The functions below are the text migrations 0012 (fts_top, fts_search), 0017 (fts_scores, hybrid_search)
+-- and 0010 (search_auto)
 -- run (tests/unit/test_sql_copies.py checks so).
 
 -- ragstore.fts_scores(family, config, query_text, k1, b): every chunk of the family holding a word of the
 -- query, with its BM25 score, Σ over the words it holds of idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b ·
--- dl / avgdl)), idf = ln(1 + (N − df + 0.5) / (df + 0.5)). tf, dl and df (a word's rows) come from
--- ragstore.chunk_terms through its primary key; N and avgdl from the family's ledger. only_chunks, when
--- given, keeps those chunks' scores alone (the df still count every chunk). The same scores `ragstore
--- search` computes (ragstore/sql/hybrid.sql calls this function).
-CREATE FUNCTION ragstore.fts_scores(family text, config regconfig, query_text text, k1 float8 DEFAULT 1.2,
-                                    b float8 DEFAULT 0.75, only_chunks text[] DEFAULT NULL)
+-- dl / avgdl)), idf = ln(1 + (N − df + 0.5) / (df + 0.5)). df comes from ragstore.chunk_term_df, tf and dl
+-- from ragstore.chunk_terms through its primary key (read once); N and avgdl from the family's ledger.
+-- only_chunks, when given, keeps those chunks' scores alone (the df still count every chunk). The same
+-- scores `ragstore search` computes (ragstore/sql/hybrid.sql calls this function).
+CREATE OR REPLACE FUNCTION ragstore.fts_scores(family text, config regconfig, query_text text, k1 float8 DEFAULT 1.2,
+                                               b float8 DEFAULT 0.75, only_chunks text[] DEFAULT NULL)
 RETURNS TABLE (chunk_id text, score float8)
 LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     WITH corpus AS MATERIALIZED (
@@ -50,14 +51,14 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     ),
     weights AS MATERIALIZED (
         SELECT t.lexeme,
-               ln(1.0::float8 + (s.n - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) * (k1 + 1.0::float8) AS w,
+               ln(1.0::float8 + (s.n - t.df + 0.5::float8) / (t.df + 0.5::float8)) * (k1 + 1.0::float8) AS w,
                k1 * (1.0::float8 - b) AS c0,
                k1 * b / s.avgdl AS c1
-        FROM ragstore.chunk_terms AS t
+        FROM ragstore.chunk_term_df AS t
         CROSS JOIN corpus AS s
         WHERE t.family = fts_scores.family
           AND t.lexeme = ANY (ARRAY(SELECT DISTINCT w FROM unnest(tsvector_to_array(to_tsvector(config, query_text))) AS w))
-        GROUP BY t.lexeme, s.n, s.avgdl
+        GROUP BY t.lexeme, t.df, s.n, s.avgdl
     )
     SELECT t.chunk_id, sum(w.w * t.tf / (t.tf + w.c0 + w.c1 * t.dl))
     FROM weights AS w
@@ -66,7 +67,7 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     GROUP BY t.chunk_id
 $fn$;
 COMMENT ON FUNCTION ragstore.fts_scores(text, regconfig, text, float8, float8, text[]) IS
-    'ragstore: BM25 score of every chunk of the family holding a word of the query (postings in ragstore.chunk_terms)';
+    'ragstore: BM25 score of every chunk of the family holding a word of the query (postings in ragstore.chunk_terms, document frequencies in ragstore.chunk_term_df)';
 
 -- ragstore.fts_top(family, query_text, k): the family's top k chunks by BM25 (chunk_id, score), chunk_id
 -- breaking ties; only chunks the family serves (its vector embeds the current text). A query of plain
@@ -132,7 +133,7 @@ COMMENT ON FUNCTION ragstore.search_family(text, text, integer) IS
 
 -- ragstore.hybrid_search(family, query_text, query_vector, k): full text (BM25) + vector over the family's
 -- own chunks, fused by the family's stored settings (default: convex combination of cosine and BM25
--- scores, each by theoretical min-max, dense weight 0.8, each leg's top 50). k is at most 1000.
+-- scores, each by theoretical min-max, dense weight 0.8, each leg's top 20). k is at most 1000.
 CREATE OR REPLACE FUNCTION ragstore.hybrid_search(family text, query_text text, query_vector vector, k integer)
 RETURNS TABLE (
     chunk_id     text,
@@ -159,18 +160,45 @@ BEGIN
             vector_dims(query_vector), family, fam.dim USING ERRCODE = 'data_exception';
     END IF;
     config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
-    fusion := '{"fusion": "cc", "normalization": "tmm", "alpha": 0.8, "per_leg": 50, "rrf_k": 60}'::jsonb
+    fusion := '{"fusion": "cc", "normalization": "tmm", "alpha": 0.8, "per_leg": 20, "rrf_k": 60}'::jsonb
               || coalesce(fam.options -> 'fusion', '{}'::jsonb);
     per_leg := greatest(least((fusion ->> 'per_leg')::integer, 1000), k);
     PERFORM set_config('hnsw.ef_search', least(greatest(per_leg, 100), 1000)::text, true);
     RETURN QUERY EXECUTE format($q$
-        WITH fts AS MATERIALIZED (
-            SELECT t.chunk_id, t.score, row_number() OVER (ORDER BY t.score DESC, t.chunk_id) AS rank
-            FROM ragstore.fts_top($5, $2, $6) AS t
+        WITH bm25 AS MATERIALIZED (
+            SELECT s.chunk_id, round(s.score * 1e12::float8) / 1e12::float8 AS score
+            FROM ragstore.fts_scores($5, $1, $2) AS s
+        ),
+        candidates AS (
+            SELECT b.chunk_id, b.score FROM bm25 AS b WHERE $11
+            UNION ALL
+            SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
+            FROM ragstore.chunks AS c LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
+            WHERE NOT $11 AND c.family = $5 AND c.tsv @@ websearch_to_tsquery($1, $2)
+        ),
+        fts_top AS MATERIALIZED (
+            SELECT f.chunk_id, f.score, served.cosine
+            FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
+            CROSS JOIN LATERAL (
+                SELECT CASE WHEN $12
+                            THEN coalesce(nullif(1.0::float8 - (e.embedding <=> $3::%2$s), 'NaN'::float8), 0.0::float8)
+                            ELSE 0.0::float8 END AS cosine
+                FROM ragstore.chunks AS c
+                JOIN ragstore.%1$I AS e
+                  ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
+                WHERE c.family = $5 AND c.chunk_id = f.chunk_id
+                LIMIT 1
+            ) AS served
+            ORDER BY f.score DESC, f.chunk_id
+            LIMIT $6
+        ),
+        fts AS MATERIALIZED (
+            SELECT t.chunk_id, t.score, t.cosine, row_number() OVER (ORDER BY t.score DESC, t.chunk_id) AS rank
+            FROM fts_top AS t
         ),
         vec_top AS MATERIALIZED (
             SELECT e.chunk_id, (e.embedding <=> $3::%2$s)::float8 AS distance
-            FROM ragstore.%1$I AS e ORDER BY e.embedding <=> $3::%2$s LIMIT $6
+            FROM ragstore.%1$I AS e WHERE $12 ORDER BY e.embedding <=> $3::%2$s LIMIT $6
         ),
         vec AS MATERIALIZED (
             SELECT t.chunk_id, 1.0::float8 - t.distance AS score,
@@ -187,25 +215,18 @@ BEGIN
         ),
         pool AS MATERIALIZED (
             SELECT coalesce(f.chunk_id, v.chunk_id) AS chunk_id,
-                   f.rank AS fts_rank, f.score AS fts_score, v.rank AS vector_rank, v.score AS vector_score
+                   f.rank AS fts_rank, f.score AS fts_score, v.rank AS vector_rank, v.score AS vector_score,
+                   f.cosine AS fts_cosine
             FROM fts AS f FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
         ),
         pool_bm25 AS MATERIALIZED (
-            SELECT b.chunk_id, b.score
-            FROM ragstore.fts_scores($5, $1, $2, 1.2, 0.75,
-                                     ARRAY(SELECT p.chunk_id FROM pool AS p WHERE p.fts_rank IS NULL)) AS b
+            SELECT b.chunk_id, b.score FROM bm25 AS b WHERE b.chunk_id IN (SELECT p.chunk_id FROM pool AS p)
         ),
         filled AS MATERIALIZED (
-            SELECT p.*,
-                   coalesce(p.vector_score,
-                            coalesce(nullif(1.0::float8 - (e.embedding <=> $3::%2$s), 'NaN'::float8), 0.0::float8))
-                     AS cosine,
+            SELECT p.chunk_id, p.fts_rank, p.fts_score, p.vector_rank, p.vector_score,
+                   coalesce(p.vector_score, p.fts_cosine) AS cosine,
                    coalesce(p.fts_score, b.score, 0.0::float8) AS lexical
-            FROM pool AS p
-            JOIN ragstore.%1$I AS e ON e.chunk_id = p.chunk_id
-            JOIN ragstore.chunks AS c
-              ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
-            LEFT JOIN pool_bm25 AS b ON b.chunk_id = p.chunk_id
+            FROM pool AS p LEFT JOIN pool_bm25 AS b ON b.chunk_id = p.chunk_id
         ),
         normed AS (
             SELECT x.*,
@@ -232,18 +253,26 @@ BEGIN
                    END AS fused_score
             FROM normed AS n
         )
-        SELECT u.chunk_id, c.package_path, u.fused_score, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score,
-               c.text
-        FROM (SELECT * FROM fused ORDER BY fused_score DESC, chunk_id LIMIT $4) AS u
-        JOIN ragstore.chunks AS c ON c.family = $5 AND c.chunk_id = u.chunk_id
+        SELECT u.chunk_id, h.package_path, u.fused_score, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score,
+               h.text
+        FROM (SELECT w.* FROM fused AS w ORDER BY w.fused_score DESC, w.chunk_id) AS u
+        CROSS JOIN LATERAL (
+            SELECT c.package_path, c.text
+            FROM ragstore.%1$I AS e
+            JOIN ragstore.chunks AS c
+              ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
+            WHERE e.chunk_id = u.chunk_id
+        ) AS h
         ORDER BY u.fused_score DESC, u.chunk_id
+        LIMIT $4
     $q$, fam.table_name, format('%s(%s)', fam.vector_type, fam.dim::integer))
     USING config, query_text, query_vector, k, fam.name, per_leg, fusion ->> 'fusion',
-          fusion ->> 'normalization', (fusion ->> 'alpha')::float8, (fusion ->> 'rrf_k')::integer;
+          fusion ->> 'normalization', (fusion ->> 'alpha')::float8, (fusion ->> 'rrf_k')::integer,
+          query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)', vector_norm(query_vector) > 0;
 END
 $fn$;
 COMMENT ON FUNCTION ragstore.hybrid_search(text, text, vector, integer) IS
-    'ragstore hybrid search: full text (BM25) + vector over the family''s chunks fused by its stored settings (default convex combination, theoretical min-max, dense weight 0.8, 50 per leg); ranks and scores per leg';
+    'ragstore hybrid search: full text (BM25) + vector over the family''s chunks fused by its stored settings (default convex combination, theoretical min-max, dense weight 0.8, 20 per leg); ranks and scores per leg';
 
 -- ragstore.fts_search(family, query_text, k): the full-text leg alone (BM25), over the family's own chunks.
 CREATE OR REPLACE FUNCTION ragstore.fts_search(family text, query_text text, k integer DEFAULT 10)

@@ -49,7 +49,7 @@ def _specs(modes: tuple[str, ...], rerank: str | None, weights: tuple[str, ...])
     metavar="fts=W,vector=W",
     help="Add a hybrid run with these RRF leg weights; repeat to sweep.",
 )
-@click.option("--per-leg", type=click.IntRange(1, 1000), default=None, help="Hybrid top-N per leg (default 50).")
+@click.option("--per-leg", type=click.IntRange(1, 1000), default=None, help="Hybrid top-N per leg (default 20).")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Evaluate only the first N queries.")
 @click.option("--json", "json_path", default=None, metavar="FILE", help="Write the results as JSON (- for stdout).")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Draw the metrics per mode.")

@@ -174,7 +174,7 @@ def _fusion_line(settings: Any) -> str:
     "per_legs",
     type=click.IntRange(1, 1000),
     multiple=True,
-    help="Also try this depth per leg (repeat; default: the default's 50 only).",
+    help="Also try this depth per leg (repeat; default: the default's 20 only).",
 )
 @click.option("--dry-run", is_flag=True, help="Report the choice without storing it.")
 @click.option("--reset", is_flag=True, help="Forget the stored settings (back to the default) and exit.")

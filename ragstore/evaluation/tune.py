@@ -7,7 +7,7 @@ Promises of :func:`tune`:
   setting of the grid is then fused in numpy (:func:`ragstore.search.fusion.fuse`, the same arithmetic as
   the SQL statement), so a grid of a hundred settings costs one search per query.
 - The grid: fusion ``rrf`` (rrf_k 60) and ``cc`` with each normalisation and each ``alpha``, at each
-  ``per_leg`` (the default's 50 unless more are asked for); plus the two single legs as references
+  ``per_leg`` (the default's 20 unless more are asked for); plus the two single legs as references
   (never chosen: a tuned family stays hybrid).
 - The selection rule (:func:`select`), the paired standard-error rule: on the training queries, each
   setting's per-query nDCG@k difference against the default; the setting with the best mean gain is

@@ -137,6 +137,8 @@ def search(
     cached: tuple[Family, npt.NDArray[np.float32]] | None = None
     if mode in ("auto", "hnsw") and query is None:
         hits, cached = _cached_hnsw(conn, memo, family, vector, want, flt, ef_search, rerank == "mmr")
+    elif mode in ("auto", "hybrid") and query is not None and rerank != "mmr" and hyde is None and floor is None:
+        hits = _cached_hybrid(conn, memo, family, query, backend, mode, want, flt, tuning)
     if hits is None:
         try:
             hits = _fresh(
@@ -372,9 +374,10 @@ def _with_cosine_relevance(hits: list[Hit], query_vector: npt.NDArray[np.float32
 # the remembered Family with no lookup round trip and no check of ragstore.families in its statement: what
 # it relies on is the table name and the dimension, and the server checks both (a swapped-out table is
 # UndefinedTable, another dimension a DataError), after which the family is read again. A text query
-# always reads the family first, as it embeds with the family's model (a family dropped and re-created
-# under the same table name with another model must not be served from the cache); the lookup is small
-# next to embedding the text.
+# embeds with the family's model (a family dropped and re-created under the same table name with another
+# model must not be served from the cache): a hybrid search on a remembered family reads the family's row
+# in the same round trip as its statement and keeps the hits only if the row is the one remembered
+# (_cached_hybrid); otherwise, and in the other text modes, the family is read first.
 
 
 def fresh_family(conn: Conn, name: str, caches: Caches | None = None) -> Family:
@@ -423,6 +426,42 @@ def _cached_hnsw(
     if not hits and not flt.active:
         return None, (fam, query_vector)  # an empty family, or one re-created since: the fresh path says
     return hits, (fam, query_vector)  # a filter that keeps no row is an answer: [] (not a second search)
+
+
+def _cached_hybrid(
+    conn: Conn,
+    memo: Caches,
+    name: str,
+    query: str,
+    backend: Backend | None,
+    mode: str,
+    k: int,
+    flt: Filter,
+    tuning: _Tuning,
+) -> list[Hit] | None:
+    """A hybrid search by text on the cached Family, the family's row read again in the statement's round
+    trip (:func:`ragstore.search.hybrid.hybrid_search_if_current`): a text query embeds with the family's
+    model, so the hits count only if the row is still the one remembered.
+
+    Returns None whenever the fresh path must answer: no cached family, a family whose mode for this query
+    is not hybrid, an error (raised again there if real), or a family row that changed (the fresh path
+    reads it, embeds with its model and searches again).
+    """
+    fam = memo.family(name)
+    if fam is None or (default_mode(fam, query) if mode == "auto" else mode) != "hybrid":
+        return None
+    hybrid: Any = importlib.import_module("ragstore.search.hybrid")
+    try:
+        text, query_vector = _query(fam, query, None, backend, memo, needs_vector=True)
+        settings = hybrid.resolve_settings(fam, fusion=tuning.fusion, alpha=tuning.alpha)
+        hits: list[Hit] | None = hybrid.hybrid_search_if_current(
+            conn, fam, text, query_vector, k=k, settings=replace(settings, per_leg=max(settings.per_leg, k)), flt=flt
+        )
+    except RagstoreError:
+        return None
+    if hits is None:
+        memo.forget_family(name)
+    return hits
 
 
 def run_vector(
@@ -520,7 +559,7 @@ def _text_modes(
         hits = hybrid.fts_search(conn, family, text, k=k, package=flt.package, metadata=flt.metadata)
     else:
         settings = hybrid.resolve_settings(family, fusion=tuning.fusion, alpha=tuning.alpha)
-        # Each leg brings at least k candidates: with the default 50 per leg, k = 300 fused at most 100.
+        # Each leg brings at least k candidates (20 per leg by default would fuse at most 40 for k = 300).
         per_leg = max(settings.per_leg, k)
         hits = hybrid.hybrid_search(
             conn, family, text, query_vector, k=k, per_leg=per_leg, package=flt.package, metadata=flt.metadata,

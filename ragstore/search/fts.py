@@ -101,13 +101,17 @@ def statement(
     vec_n: int = 0,
     k: int = 0,
     citus: bool = False,
+    fusion: tuple[str, str] = ("cc", "tmm"),
 ) -> str:
     """Block ``block`` of ``ragstore/sql/hybrid.sql`` for ``family`` and the shape of ``flt``, with the
     match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape. With
-    ``citus``, the form Citus pushes to the shards (the blocks of ``ragstore/sql/hybrid_citus.sql``)."""
+    ``citus``, the form Citus pushes to the shards (the blocks of ``ragstore/sql/hybrid_citus.sql``).
+    ``fusion`` (the hybrid statement's): the fusion and the normalisation, checked settings
+    (:class:`~ragstore.search.fusion.FusionSettings`), which pick the blocks fuse_<fusion> and
+    norm_<normalization>."""
     table = (family.table, f"{family.vector_type}({int(family.dim)})")  # vector_type is checked by families
     literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
-    return _statement_text(block, table, (bool(flt.package), flt.metadata_shape), literals, citus)
+    return _statement_text(block, table, (bool(flt.package), flt.metadata_shape), literals, citus, fusion)
 
 
 # The blocks a statement of hybrid.sql is made of, in the order they are filled in: on Citus each is
@@ -132,12 +136,16 @@ def _statement_text(
     shape: tuple[bool, metafilter.Shape | None],
     literals: tuple[Any, ...],
     citus: bool = False,
+    fusion: tuple[str, str] = ("cc", "tmm"),
 ) -> str:
     flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
     text = query("hybrid", block)
     for name in _PARTS:
         text = text.replace("{" + name + "}", _part(name, citus))
     text = text.replace("{cosine}", query("hybrid", "cosine") if block == "hybrid" else "NULL::float8")
+    if block == "hybrid":
+        text = text.replace("{fuse}", query("hybrid", f"fuse_{fusion[0]}"))
+        text = text.replace("{norm}", query("hybrid", f"norm_{fusion[1]}"))
     values = dict(zip(("any", "fts_n", "vec_n", "k"), map(sql.Literal, literals), strict=True))
     # One node: the vector leg's scan references its settings row (the settings are made first); Citus
     # sets them with SET LOCAL before the statement instead.

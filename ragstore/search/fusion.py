@@ -59,7 +59,7 @@ class FusionSettings:
     fusion: str = "cc"
     normalization: str = "tmm"
     alpha: float = 0.8
-    per_leg: int = 50
+    per_leg: int = 20
     rrf_k: int = 60
 
     def checked(self) -> FusionSettings:

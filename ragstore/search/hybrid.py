@@ -30,14 +30,16 @@ import numpy.typing as npt
 import psycopg
 
 from ragstore.db.citus import on_citus
-from ragstore.errors import InvalidInput, ModelMismatch
-from ragstore.families import Family
+from ragstore.db.connection import run_isolated
+from ragstore.db.sqlfiles import query
+from ragstore.errors import InvalidInput, ModelMismatch, RagstoreError
+from ragstore.families import Family, row_to_family
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
-from ragstore.search.filters import check_k, make_filter
+from ragstore.search.filters import Filter, check_k, make_filter
 from ragstore.search.fts import fts_search, statement, text_params
+from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
-from ragstore.search.fusion import FusionSettings, settings_of
 from ragstore.search.rrf import DEFAULT_RRF_K
 from ragstore.search.types import Hit
 from ragstore.search.vector import row_to_hit
@@ -49,13 +51,14 @@ __all__ = [
     "fts_search",
     "fusion_candidates",
     "hybrid_search",
+    "hybrid_search_if_current",
     "parse_weights",
     "resolve_settings",
 ]
 
 Conn = psycopg.Connection[Any]
 LEGS = ("fts", "vector")
-DEFAULT_PER_LEG = 50
+DEFAULT_PER_LEG = DEFAULT_FUSION.per_leg
 MAX_PER_LEG = _vector.MAX_EF_SEARCH  # ef_search must reach N, and pgvector caps it at 1,000
 
 
@@ -99,7 +102,14 @@ def _check_vector(family: Family, query_vector: Any) -> npt.NDArray[np.float32]:
     return array
 
 
-def _candidates(
+def _run(conn: Conn, prepared: tuple[str, dict[str, Any], int, bool]) -> list[tuple[Any, ...]]:
+    """The rows of a statement of :func:`_statement`: one statement sets ef_search and runs both legs,
+    isolated so that no setting outlives it."""
+    text, params, ef_search, iterative = prepared
+    return _vector.run_with_settings(conn, text, params, ef_search=ef_search, iterative=iterative)
+
+
+def _statement(
     conn: Conn,
     family: Family,
     query_text: str,
@@ -111,7 +121,8 @@ def _candidates(
     package: str | None,
     metadata: dict[str, Any] | None,
     match: str,
-) -> list[tuple[Any, ...]]:
+) -> tuple[str, dict[str, Any], int, bool]:
+    """The hybrid statement, its parameters, its ef_search and whether it scans iteratively."""
     k = check_k(k)
     per_leg = settings.per_leg
     leg_weights = check_weights(weights)
@@ -122,24 +133,16 @@ def _candidates(
         **flt.params(),
         "q": _vector.query_param(family, vector),
         "use_vector": bool(np.any(vector)),
-        "fusion": settings.fusion,
         "w_fts": leg_weights["fts"],
         "w_vec": leg_weights["vector"],
         "rrf_k": settings.rrf_k,
-        "norm_kind": settings.normalization,
         "alpha": settings.alpha,
     }
     text = statement(
-        family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k, citus=on_citus(conn)
-    )
-    # One statement sets ef_search and runs both legs, isolated so that no setting outlives it.
-    return _vector.run_with_settings(
-        conn,
-        text,
-        params,
-        ef_search=_vector.ef_search_for(per_leg, None),
-        iterative=flt.active,
-    )
+        family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
+        citus=on_citus(conn), fusion=(settings.fusion, settings.normalization),
+    )  # fmt: skip
+    return text, params, _vector.ef_search_for(per_leg, None), flt.active
 
 
 def resolve_settings(
@@ -192,10 +195,43 @@ def hybrid_search(
     settings, filters), ModelMismatch (a query vector of another dimension), and the mapped database errors.
     """
     chosen = resolve_settings(family, settings, per_leg=per_leg, rrf_k=rrf_k)
-    rows = _candidates(
+    rows = _run(conn, _statement(
         conn, family, query_text, query_vector, k=k, settings=chosen, weights=weights,
         package=package, metadata=metadata, match=match,
+    ))  # fmt: skip
+    return [_row_to_hit(row) for row in rows]
+
+
+def hybrid_search_if_current(
+    conn: Conn,
+    family: Family,
+    query_text: str,
+    query_vector: Any,
+    *,
+    settings: FusionSettings,
+    flt: Filter,
+    k: int,
+) -> list[Hit] | None:
+    """:func:`hybrid_search` on ``family`` as the caller remembers it, with the family's row read again in
+    the SAME round trip (one node only): the hits, or None when the row is not ``family`` any more (or
+    gone, or the statement failed on it: its table was swapped), in which case the caller reads the family
+    and searches again. Saves a search on a remembered family its own round trip for the family's row."""
+    if on_citus(conn):
+        return None
+    chosen = resolve_settings(family, settings)
+    text, params, ef_search, iterative = _statement(
+        conn, family, query_text, query_vector, k=k, settings=chosen, weights=None, package=flt.package,
+        metadata=flt.metadata, match="auto",
     )  # fmt: skip
+    values = _vector.settings_params(params, ef_search=ef_search, iterative=iterative)
+    try:
+        current, rows = run_isolated(
+            conn, [(query("families", "get_family"), {"name": family.name}), (text, values)], binary=True
+        )
+    except RagstoreError:
+        return None
+    if not current or row_to_family(current[0]) != family:
+        return None
     return [_row_to_hit(row) for row in rows]
 
 
@@ -205,10 +241,10 @@ def fusion_candidates(
     """Every hybrid candidate (the union of both legs' top ``per_leg``, unfiltered) with its ranks and both
     scores, for :func:`ragstore.search.fusion.fuse` (the tuner fetches once and fuses many ways)."""
     chosen = resolve_settings(family, FusionSettings(fusion="rrf"), per_leg=per_leg)
-    rows = _candidates(
+    rows = _run(conn, _statement(
         conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
         package=None, metadata=None, match="auto",
-    )  # fmt: skip
+    ))  # fmt: skip
     return [
         FusionCandidate(
             chunk_id=row[0],
@@ -223,15 +259,15 @@ def fusion_candidates(
 
 def _row_to_hit(row: tuple[Any, ...]) -> Hit:
     f_rank, f_score, v_rank, v_score, cosine = row[7:12]
-    hit = row_to_hit(
+    return row_to_hit(
         row,
         ranks={"fts": None if f_rank is None else int(f_rank), "vector": None if v_rank is None else int(v_rank)},
         scores={
             "fts": None if f_score is None else float(f_score),
             "vector": None if v_score is None else float(v_score),
         },
+        cosine=float(cosine),
     )
-    return replace(hit, cosine=float(cosine))
 
 
 def blended_search(
@@ -259,10 +295,10 @@ def blended_search(
     """
     k = check_k(k)
     chosen = resolve_settings(family, FusionSettings(fusion="rrf", rrf_k=DEFAULT_RRF_K), per_leg=per_leg)
-    rows = _candidates(
+    rows = _run(conn, _statement(
         conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
         package=package, metadata=metadata, match="auto",
-    )  # fmt: skip
+    ))  # fmt: skip
     by_id = {row[0]: row for row in rows}
     candidates = [Candidate(row[0], float(row[11]), float(row[12]), row[6]) for row in rows]
     blended = blend(candidates, blend_weights, now=now, half_life_days=half_life_days, cosine_floor=cosine_floor)

@@ -119,14 +119,19 @@ def run_with_settings(
     autocommit, else between a savepoint and its rollback, so no setting outlives the call. Raises the
     mapped RagstoreError of a failing statement, after which the connection is usable.
     """
-    values = {
+    values = settings_params(params, ef_search=ef_search, iterative=iterative)
+    if on_citus(conn):
+        return _run_on_citus(conn, statement, values, ef_search=ef_search, iterative=iterative)
+    return run_isolated(conn, [(statement, values)], binary=True)[0]
+
+
+def settings_params(params: dict[str, Any], *, ef_search: int, iterative: bool) -> dict[str, Any]:
+    """``params`` with the values of the two settings a statement of :func:`run_with_settings` makes."""
+    return {
         **params,
         "ragstore_ef": str(int(ef_search)),
         "ragstore_iterative": "relaxed_order" if iterative else "off",
     }
-    if on_citus(conn):
-        return _run_on_citus(conn, statement, values, ef_search=ef_search, iterative=iterative)
-    return run_isolated(conn, [(statement, values)], binary=True)[0]
 
 
 def _run_on_citus(
@@ -269,10 +274,14 @@ def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[
 
 
 def row_to_hit(
-    row: Sequence[Any], ranks: dict[str, int | None] | None = None, scores: dict[str, float | None] | None = None
+    row: Sequence[Any],
+    ranks: dict[str, int | None] | None = None,
+    scores: dict[str, float | None] | None = None,
+    cosine: float | None = None,
 ) -> Hit:
     """A ``chunk_id, package_path, score, text, metadata, embedding`` row as a Hit (embedding and metadata
-    may be NULL: no vector, and ``{}``), with the legs' ``ranks`` and ``scores`` of a full-text or hybrid hit."""
+    may be NULL: no vector, and ``{}``), with the legs' ``ranks`` and ``scores`` and the ``cosine`` of a
+    full-text or hybrid hit."""
     chunk_id, package_path, score, text, metadata, embedding = row[:6]
     # Positional (the field order of Hit): this runs once per hit on the hot path.
     return Hit(
@@ -284,6 +293,9 @@ def row_to_hit(
         {} if metadata is None else metadata,  # a fresh dict from the JSON loader
         {} if ranks is None else ranks,
         {} if scores is None else scores,
+        None,
+        None,
+        cosine,
     )
 
 

@@ -3,7 +3,8 @@
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
 -- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms}, {bm25}, {fts_top},
 -- {hits}, {vec_top} and {vec_scan} (the blocks of those names; on Citus those of hybrid_citus.sql where it
--- has them), {cosine} (the cosine block in the hybrid statement, NULL in the full-text one) and
+-- has them), {cosine} (the cosine block in the hybrid statement, NULL in the full-text one), {norm}
+-- and {fuse} (the blocks norm_<normalization> and fuse_<fusion> of the fusion settings) and
 -- {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
 -- which holds the metadata too: the package/metadata filter ANDed with the candidate's key for the
 -- full-text leg and with "%(use_vector)s" for the vector leg).
@@ -15,9 +16,11 @@
 -- not plan every call): {any} (true: a plain-words query matches chunks holding any of its words; false:
 -- websearch_to_tsquery's strict meaning), {fts_n} / {vec_n} (top-N per leg) and {k}.
 -- Parameters: family (the family's name), query (text), fts_config (regconfig name), k1 and b (BM25's),
--- q (the query vector), use_vector (false for a zero-magnitude query: the vector leg is empty), fusion
--- ('rrf' or 'cc'), w_fts / w_vec (RRF leg weights), rrf_k, norm_kind ('minmax', 'zscore' or 'tmm'),
--- alpha (the dense weight of 'cc'), ragstore_ef / ragstore_iterative (the HNSW settings).
+-- q (the query vector), use_vector (false for a zero-magnitude query: the vector leg is empty), w_fts /
+-- w_vec (RRF leg weights), rrf_k, alpha (the dense weight of 'cc'), ragstore_ef / ragstore_iterative (the
+-- HNSW settings).
+-- Statements are sent without their comments (ragstore.db.sqlfiles.compact): psycopg remembers the
+-- conversion of a statement's placeholders only for statements of at most 4,096 bytes.
 
 -- name: query_terms
 -- The CTEs both blocks start with. q: the query as a strict tsquery. bm25 and fts_top: the blocks of
@@ -138,32 +141,44 @@ filled AS MATERIALIZED (
     LEFT JOIN pool_bm25 AS b ON b.chunk_id = p.chunk_id
 ),
 normed AS (
-    SELECT x.*,
-           CASE %(norm_kind)s
-               WHEN 'minmax' THEN coalesce((x.cosine - s.v_min) / nullif(s.v_max - s.v_min, 0.0),
-                                           CASE WHEN x.cosine >= s.v_max THEN 1.0 ELSE 0.0 END)
-               WHEN 'zscore' THEN coalesce((x.cosine - s.v_mean) / nullif(s.v_sd, 0.0), 0.0)
-               ELSE coalesce((x.cosine + 1.0) / nullif(s.v_max + 1.0, 0.0), 0.0)
-           END::float8 AS v_norm,
-           CASE %(norm_kind)s
-               WHEN 'minmax' THEN coalesce((x.lexical - s.f_min) / nullif(s.f_max - s.f_min, 0.0),
-                                           CASE WHEN x.lexical >= s.f_max THEN 1.0 ELSE 0.0 END)
-               WHEN 'zscore' THEN coalesce((x.lexical - s.f_mean) / nullif(s.f_sd, 0.0), 0.0)
-               ELSE coalesce(x.lexical / nullif(s.f_max, 0.0), 0.0)
-           END::float8 AS f_norm
+    SELECT x.*, {norm}
     FROM filled AS x
     CROSS JOIN stats AS s
 ),
 fused AS (
-    SELECT n.*,
-           CASE WHEN %(fusion)s = 'rrf'
-                THEN coalesce(%(w_fts)s::float8 / (%(rrf_k)s::int + n.fts_rank), 0.0::float8)
-                     + coalesce(%(w_vec)s::float8 / (%(rrf_k)s::int + n.vector_rank), 0.0::float8)
-                ELSE %(alpha)s::float8 * n.v_norm + (1.0::float8 - %(alpha)s::float8) * n.f_norm
-           END AS score
+    SELECT n.*, {fuse} AS score
     FROM normed AS n
 )
 {hits};
+
+-- name: norm_minmax
+-- The legs' scores normalised in the hybrid statement (normed: x the candidate, s its legs' statistics),
+-- one block per normalisation: v_norm (cosine) and f_norm (full text). minmax: (x − min) / (max − min),
+-- and for a degenerate spread 1 at the leg's best and 0 below it.
+coalesce((x.cosine - s.v_min) / nullif(s.v_max - s.v_min, 0.0),
+         CASE WHEN x.cosine >= s.v_max THEN 1.0 ELSE 0.0 END)::float8 AS v_norm,
+coalesce((x.lexical - s.f_min) / nullif(s.f_max - s.f_min, 0.0),
+         CASE WHEN x.lexical >= s.f_max THEN 1.0 ELSE 0.0 END)::float8 AS f_norm
+
+-- name: norm_zscore
+-- zscore: (x − mean) / stddev, 0 for a degenerate spread.
+coalesce((x.cosine - s.v_mean) / nullif(s.v_sd, 0.0), 0.0)::float8 AS v_norm,
+coalesce((x.lexical - s.f_mean) / nullif(s.f_sd, 0.0), 0.0)::float8 AS f_norm
+
+-- name: norm_tmm
+-- tmm (theoretical min-max): (x − lo) / (max − lo), lo −1 for cosine and 0 for full text.
+coalesce((x.cosine + 1.0) / nullif(s.v_max + 1.0, 0.0), 0.0)::float8 AS v_norm,
+coalesce(x.lexical / nullif(s.f_max, 0.0), 0.0)::float8 AS f_norm
+
+-- name: fuse_rrf
+-- The fused score of a candidate (n) in the hybrid statement, one block per fusion. rrf: Σ w_leg / (rrf_k
+-- + rank_leg) over the legs that found it.
+coalesce(%(w_fts)s::float8 / (%(rrf_k)s::int + n.fts_rank), 0.0::float8)
++ coalesce(%(w_vec)s::float8 / (%(rrf_k)s::int + n.vector_rank), 0.0::float8)
+
+-- name: fuse_cc
+-- cc (convex combination): alpha · v_norm + (1 − alpha) · f_norm.
+%(alpha)s::float8 * n.v_norm + (1.0::float8 - %(alpha)s::float8) * n.f_norm
 
 -- name: cosine
 -- A full-text candidate's cosine to the query in the hybrid statement's probe (e: its family row); 0 for a

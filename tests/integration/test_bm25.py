@@ -96,6 +96,18 @@ def postings_are_current(conn: Any) -> None:
         "SELECT family, count(*), sum(tf) FROM ragstore.chunk_terms WHERE lexeme = '' GROUP BY family ORDER BY family"
     ).fetchall()
     assert ledger == counted
+    if conn.execute("SELECT to_regclass('ragstore.chunk_term_df')").fetchone()[0] is not None:  # from 0017
+        document_frequencies_are_current(conn)
+
+
+def document_frequencies_are_current(conn: Any) -> None:
+    # Each word's count of chunks, derived from the chunks' own tsvectors; no row for a word no chunk holds.
+    kept = conn.execute("SELECT family, lexeme, df FROM ragstore.chunk_term_df ORDER BY 1, 2").fetchall()
+    derived = conn.execute(
+        "SELECT c.family, u.lexeme, count(*) FROM ragstore.chunks AS c"
+        " CROSS JOIN LATERAL unnest(tsvector_to_array(c.tsv)) AS u(lexeme) GROUP BY 1, 2 ORDER BY 1, 2"
+    ).fetchall()
+    assert kept == derived
 
 
 def test_postings_and_ledger_follow_inserts_text_changes_deletes_and_drop(conn: Any, family: Any) -> None:
@@ -171,3 +183,63 @@ def test_0016_downgrade_restores_the_foreign_key_and_the_cascade(dsn: str, conn:
     assert postings_foreign_keys(conn) == []
     conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'mv'")
     postings_are_current(conn)
+
+
+def test_0017_downgrade_drops_the_document_frequencies_and_upgrade_backfills_them(
+    dsn: str, conn: Any, family: Any
+) -> None:
+    before = fts_search(conn, family, "copies files", k=10)
+    conn.commit()
+    migrate.downgrade(dsn, "0016")
+    assert conn.execute("SELECT to_regclass('ragstore.chunk_term_df')").fetchone()[0] is None
+    write(conn, family, {"mv": "mv moves files, mv copies nothing", "late": "written while 0016 was the head"})
+    postings_are_current(conn)  # by 0016's triggers, restored
+    conn.commit()
+    migrate.upgrade(dsn)
+    document_frequencies_are_current(conn)
+    write(conn, family, {"later": "copies files once more"})
+    postings_are_current(conn)
+    again = fts_search(conn, family, "copies files", k=10)
+    assert {h.chunk_id for h in before} < {h.chunk_id for h in again}
+
+
+def test_a_word_no_chunk_holds_any_more_has_no_count(conn: Any, family: Any) -> None:
+    assert conn.execute("SELECT df FROM ragstore.chunk_term_df WHERE lexeme = 'renam'").fetchone() == (1,)
+    write(conn, family, {"mv": "mv moves files"})  # the text change drops the word
+    assert conn.execute("SELECT count(*) FROM ragstore.chunk_term_df WHERE lexeme = 'renam'").fetchone() == (0,)
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'ssh'")  # 'log' was its own
+    assert conn.execute("SELECT count(*) FROM ragstore.chunk_term_df WHERE lexeme = 'log'").fetchone() == (0,)
+    postings_are_current(conn)
+
+
+def test_concurrent_writers_of_one_family_keep_the_counts_current(dsn: str, conn: Any, family: Any) -> None:
+    # Two sessions write overlapping words into one family at once, in several batches each, inserting
+    # new chunks and changing the text of shared ones: they wait for each other on the words' counts
+    # (a deadlock, if any, is retried by the writer) and the counts end as the chunks say.
+    import threading
+
+    from ragstore.db.connection import connect
+
+    conn.commit()
+    errors: list[BaseException] = []
+
+    def writer(tag: str) -> None:
+        try:
+            with connect(dsn) as own:
+                texts = {f"{tag}{i}": f"cp copies files {tag} word{i} shared{i % 5}" for i in range(40)}
+                texts |= {f"both{i}": f"files both {tag} version {i}" for i in range(10)}
+                records = [
+                    (f"t:{cid}", ChunkRecord(chunk_id=cid, package_path="man/x", text=t)) for cid, t in texts.items()
+                ]
+                write_records(own, family, OfflineBackend(), records, batch_size=7)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(tag,)) for tag in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    postings_are_current(conn)
+    document_frequencies_are_current(conn)

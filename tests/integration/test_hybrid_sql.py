@@ -100,3 +100,42 @@ def test_the_family_chunk_count_follows_writes_deletes_and_drop(conn: Any, famil
     assert counted("docs") == (3, 3)
     families.drop_family(conn, "other")
     assert counted("other") == (0, 0) and counted("docs") == (3, 3)
+
+
+def _function_defaults(conn: Any) -> dict[str, Any]:
+    import json
+    import re
+
+    source = conn.execute(
+        "SELECT prosrc FROM pg_proc WHERE oid = 'ragstore.hybrid_search(text, text, vector, integer)'::regprocedure"
+    ).fetchone()[0]
+    found = re.search(r"fusion := '(\{[^']*\})'::jsonb", source)
+    assert found is not None
+    return dict(json.loads(found.group(1)))
+
+
+def test_sql_function_defaults_are_the_librarys(conn: Any) -> None:
+    from ragstore.search.fusion import DEFAULT_FUSION
+
+    assert _function_defaults(conn) == DEFAULT_FUSION.as_dict()
+
+
+def test_sql_function_with_a_zero_vector_has_an_empty_vector_leg_as_the_library(conn: Any, family: Any) -> None:  # noqa: F811
+    zero = np.zeros(QUERY.shape[0], dtype=np.float32)
+    rows = conn.execute(
+        "SELECT chunk_id, score, fts_rank, vector_rank FROM ragstore.hybrid_search('docs', 'apple', %s, 10)",
+        (Vector(zero),),
+    ).fetchall()
+    hits = hybrid_search(conn, family, "apple", zero, k=10)
+    assert [r[0] for r in rows] == [h.chunk_id for h in hits] and rows
+    assert [r[1] for r in rows] == pytest.approx([h.score for h in hits], abs=1e-9)
+    assert [r[2:] for r in rows] == [(h.ranks["fts"], h.ranks["vector"]) for h in hits]
+    assert all(r[3] is None for r in rows)
+
+
+def test_0017_downgrade_restores_the_0012_function_and_upgrade_the_new_one(dsn: str, conn: Any) -> None:
+    migrate.downgrade(dsn, "0016")
+    assert _function_defaults(conn)["per_leg"] == 50
+    conn.rollback()
+    migrate.upgrade(dsn)
+    assert _function_defaults(conn)["per_leg"] == 20

@@ -89,4 +89,4 @@ def test_the_default_grid_tunes_fusion_at_the_default_depth_only():
     assert grid[0] == DEFAULT_FUSION and {s.per_leg for s in grid} == {DEFAULT_FUSION.per_leg}
     assert len(grid) == len(set(grid)) == 1 + 3 * len(ALPHAS)  # rrf, and cc × 3 normalisations × alphas
     deeper = default_grid(per_legs=(30, 50, 100))
-    assert {s.per_leg for s in deeper} == {30, 50, 100} and deeper[0] == DEFAULT_FUSION
+    assert {s.per_leg for s in deeper} == {DEFAULT_FUSION.per_leg, 30, 50, 100} and deeper[0] == DEFAULT_FUSION

@@ -1,0 +1,62 @@
+"""A hybrid search by text on a remembered family reads the family's row in the statement's round trip,
+not in one of its own before it; a changed row or a swapped table sends the search to the fresh path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ragstore.caches import caches_for
+from ragstore.db.connection import connect
+from ragstore.search import api
+from ragstore.search.api import search
+from ragstore.search.fusion import FusionSettings, store_settings
+from tests.integration.test_hybrid import family  # noqa: F401  (fixture)
+
+
+def _ids_scores(hits: list[Any]) -> list[tuple[str, float]]:
+    return [(h.chunk_id, h.score) for h in hits]
+
+
+def test_a_remembered_family_is_searched_without_a_lookup_first(conn: Any, family: Any, monkeypatch: Any) -> None:  # noqa: F811
+    conn.autocommit = True
+    first = search(conn, "docs", "apple", k=3, mode="hybrid")  # reads the family, remembers it
+    assert first
+
+    def no_lookup(connection: Any, name: str) -> Any:
+        raise AssertionError("the family was looked up before the search")
+
+    monkeypatch.setattr(api, "get_family", no_lookup)
+    assert _ids_scores(search(conn, "docs", "apple", k=3, mode="hybrid")) == _ids_scores(first)
+
+
+def test_a_family_row_changed_elsewhere_is_noticed_by_the_same_round_trip(dsn: str, conn: Any, family: Any) -> None:  # noqa: F811
+    conn.autocommit = True
+    cc = search(conn, "docs", "apple", k=4, mode="hybrid")
+    with connect(dsn) as other:  # another session stores other fusion settings for the family
+        store_settings(other, "docs", FusionSettings(fusion="rrf"))
+    rrf = search(conn, "docs", "apple", k=4, mode="hybrid")
+    remembered = caches_for(conn).family("docs")
+    assert remembered is not None and remembered.options["fusion"]["fusion"] == "rrf"
+    caches_for(conn).clear()
+    assert _ids_scores(rrf) == _ids_scores(search(conn, "docs", "apple", k=4, mode="hybrid"))
+    assert _ids_scores(rrf) != _ids_scores(cc)
+
+
+@pytest.mark.parametrize("autocommit", [True, False])
+def test_a_swapped_table_under_a_remembered_family_falls_back_and_answers(
+    conn: Any,
+    family: Any,  # noqa: F811
+    autocommit: bool,
+) -> None:
+    conn.autocommit = autocommit
+    expected = _ids_scores(search(conn, "docs", "apple", k=3, mode="hybrid"))
+    stale = caches_for(conn).family("docs")
+    conn.execute(f"ALTER TABLE ragstore.{family.table} RENAME TO emb_docs_v2")
+    conn.execute("UPDATE ragstore.families SET table_name = 'emb_docs_v2' WHERE name = 'docs'")
+    assert caches_for(conn).family("docs") is stale
+    assert _ids_scores(search(conn, "docs", "apple", k=3, mode="hybrid")) == expected
+    assert caches_for(conn).family("docs").table == "emb_docs_v2"
+    if not autocommit:
+        assert conn.info.transaction_status.name == "INTRANS"  # the caller's transaction is intact

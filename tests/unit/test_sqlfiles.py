@@ -1,0 +1,52 @@
+"""The SQL blocks are sent compact: no comments, white space outside quotes made one space, quoted text kept;
+the hybrid statements fit psycopg's cache of converted statements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from psycopg import _queries
+
+from ragstore.db.sqlfiles import compact, query
+from ragstore.search.filters import make_filter
+from ragstore.search.fts import statement
+from ragstore.search.fusion import FUSIONS, NORMALIZATIONS
+
+
+@dataclass
+class _Family:
+    name: str = "docs"
+    table: str = "emb_docs"
+    vector_type: str = "vector"
+    dim: int = 384
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def test_compact_drops_comments_and_keeps_quoted_text() -> None:
+    text = "SELECT 'a  -- b' ,  \"x  y\" -- a comment\n  /* another */ , $f$ a  -- kept\n $f$,\n\t1 -- last"
+    assert compact(text) == "SELECT 'a  -- b' , \"x  y\" , $f$ a  -- kept\n $f$, 1"
+
+
+def test_compact_keeps_doubled_quotes_inside_strings() -> None:
+    assert compact("SELECT 'it''s  -- here'   -- gone\n") == "SELECT 'it''s  -- here'"
+
+
+def test_blocks_are_returned_without_their_comments() -> None:
+    text = query("hybrid", "hybrid")
+    assert "--" not in text and "\n" not in text and "  " not in text
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize("normalization", NORMALIZATIONS)
+@pytest.mark.parametrize("any_words", [True, False])
+def test_unfiltered_hybrid_statements_fit_psycopgs_statement_cache(
+    fusion: str, normalization: str, any_words: bool
+) -> None:
+    # psycopg converts the placeholders of a longer statement again on every call.
+    text = statement(
+        _Family(), "hybrid", make_filter(None, None), any_words=any_words, fts_n=20, vec_n=20, k=10,
+        fusion=(fusion, normalization),
+    )  # fmt: skip
+    assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH
