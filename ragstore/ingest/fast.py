@@ -267,6 +267,8 @@ class OnePass:
         self.key = source_key(family, fts_config)
         self.spool = spool
         self.check_text = check_text
+        #: Called with every batch kept, after it is spooled (see :class:`ragstore.ingest.stream.BulkStream`).
+        self.sink: Callable[[Prepared], None] | None = None
         self.result = PassResult()
         self._known = sql.SQL(query("ingest", "lookup_sources")).format(**family.identifiers())
         # A family empty when the pass begins holds no source hash to find: its first load skips the lookups
@@ -274,7 +276,7 @@ class OnePass:
         with db_errors():
             row = conn.execute(sql.SQL(query("ingest", "family_is_empty")).format(**family.identifiers())).fetchone()
             conn.commit()
-        self._empty = bool(row and row[0])
+        self.empty = bool(row and row[0])
 
     # -- JSONL: hash, look up, parse what is new ----------------------------------------------------
     def jsonl(self, lines: Iterable[RawLine]) -> None:
@@ -308,7 +310,7 @@ class OnePass:
 
     def lookup(self, hashes: list[bytes]) -> dict[bytes, tuple[str, str]]:
         """The stored chunks among ``hashes``: ``{hash: (chunk_id, package_path)}``."""
-        if self._empty:
+        if self.empty:
             return {}
         with db_errors():
             params = {"hashes": hashes, "family": self.family.name, "model": self.family.model}
@@ -390,6 +392,8 @@ class OnePass:
             out.vectors[out.has_vector] = matrix[index[out.has_vector]]
         self.spool.add(out)
         result.to_write += len(rows)
+        if self.sink is not None:
+            self.sink(out)
 
     def _check_vectors(self, parsed: list[_Parsed]) -> Vectors:
         """The batch's vectors as one float32 matrix, checked at once: the dimension (ModelMismatch), then

@@ -137,7 +137,8 @@ def test_a_run_that_rewrites_a_tenth_of_a_family_rebuilds_its_graph_and_a_small_
     assert found.fetchone()[0] == "c003"
 
 
-def test_a_bulk_load_stopped_half_way_keeps_whole_batches_and_a_rerun_converges(conn, two, tmp_path, monkeypatch):
+def test_a_bulk_load_stopped_half_way_leaves_nothing_and_a_rerun_converges(conn, two, tmp_path, monkeypatch):
+    # A bulk load of precomputed vectors is streamed during the pass in one transaction: all or nothing.
     src = write_jsonl(tmp_path / "v.jsonl", rows(40))
     monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
     copy_direct = writer.Writer._copy_direct
@@ -153,11 +154,13 @@ def test_a_bulk_load_stopped_half_way_keeps_whole_batches_and_a_rerun_converges(
     with pytest.raises(RuntimeError, match="stopped"):
         index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
     conn.rollback()
-    assert conn.execute("SELECT count(*) FROM ragstore.emb_a").fetchone()[0] == 16  # the first batch, whole
+    assert len(calls) == 2
+    assert conn.execute("SELECT count(*) FROM ragstore.emb_a").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'a'").fetchone()[0] == 0
     assert families.family_stats(conn, "a").hnsw_index is not None
     monkeypatch.setattr(writer.Writer, "_copy_direct", copy_direct)
     report = index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
-    assert (report.inserted, report.unchanged) == (24, 16)
+    assert (report.inserted, report.unchanged) == (40, 0)
     monkeypatch.setattr(writer, "BULK_THRESHOLD", 10**9)
     index_sources(conn, "b", open_sources([str(src)]))
     assert content(conn, "a") == content(conn, "b")
