@@ -162,6 +162,7 @@ def index_sources(
             prune_prefixes=prefixes,
             progress=progress,
             fts_config=config,
+            batch_size=batch_size,
         )
     # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
     report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)

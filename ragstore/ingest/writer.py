@@ -565,18 +565,51 @@ def write_prepared(
     prune_prefixes: Iterable[str] = (),
     progress: Progress | None = None,
     fts_config: str | None = None,
+    batch_size: int = DEFAULT_BATCH,
 ) -> IndexReport:
     """Write what the one pass (:mod:`ragstore.ingest.fast`) kept: its batches, plus the counts and ids of
-    the records it found unchanged, duplicated or blank (which ``--prune`` must know)."""
+    the records it found unchanged, duplicated or blank (which ``--prune`` must know). Batches the pass
+    left small (a re-run where few records changed) are written together, up to ``batch_size`` records
+    a transaction."""
 
     def work(writer: Writer) -> None:
         _take_pass_counts(writer, found, progress)
-        for batch in batches:
+        for batch in coalesced(batches, batch_size):
             writer.write_prepared(batch)
             if progress is not None:
                 progress(len(batch))
 
     return _write_run(conn, family, backend, work, found.to_write, prune, prune_prefixes, fts_config)
+
+
+def coalesced(batches: Iterable[Prepared], size: int) -> Iterator[Prepared]:
+    """``batches`` joined in order into batches of at most ``size`` records (a larger one stays whole)."""
+    held: list[Prepared] = []
+    count = 0
+    for batch in batches:
+        if held and count + len(batch) > size:
+            yield join_prepared(held)
+            held, count = [], 0
+        held.append(batch)
+        count += len(batch)
+    if held:
+        yield join_prepared(held)
+
+
+def join_prepared(parts: list[Prepared]) -> Prepared:
+    """One batch of the records of ``parts``, in order."""
+    if len(parts) == 1:
+        return parts[0]
+    return Prepared(
+        [w for p in parts for w in p.wheres],
+        [i for p in parts for i in p.ids],
+        [k for p in parts for k in p.packages],
+        [t for p in parts for t in p.texts],
+        [m for p in parts for m in p.metadata],
+        [s for p in parts for s in p.sources],
+        np.concatenate([p.vectors for p in parts]),
+        np.concatenate([p.has_vector for p in parts]),
+    )
 
 
 def finish_streamed(

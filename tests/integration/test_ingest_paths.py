@@ -250,3 +250,15 @@ def test_a_streamed_bulk_load_stores_the_postings_the_merge_stores(conn, two, tm
     postings = "SELECT chunk_id, lexeme, tf, dl FROM ragstore.chunk_terms WHERE family = %s ORDER BY 1, 2"
     streamed = conn.execute(postings, ("a",)).fetchall()
     assert len(streamed) > 40 and streamed == conn.execute(postings, ("b",)).fetchall()
+
+
+def test_a_rerun_writes_the_few_changed_records_of_many_pass_batches_in_one_transaction(conn, two, tmp_path):
+    records = rows(40)
+    index_sources(conn, "a", open_sources([str(write_jsonl(tmp_path / "v.jsonl", records))]), batch_size=10)
+    changed = [r | {"text": "changed"} if i % 10 == 3 else r for i, r in enumerate(records)]  # one per batch
+    src = write_jsonl(tmp_path / "changed.jsonl", changed)
+    report = index_sources(conn, "a", open_sources([str(src)]), batch_size=10)
+    assert (report.updated, report.unchanged, report.batches) == (4, 36, 1)
+    fresh = index_sources(conn, "b", open_sources([str(src)]), batch_size=10)
+    assert fresh.inserted == 40
+    assert content(conn, "a") == content(conn, "b")
