@@ -143,9 +143,11 @@ def index_sources(
                 else:
                     one.records(source.records())
         except BaseException:
+            one.close()
             if stream is not None:
                 stream.abort()
             raise
+        one.close()
         found = one.result
         if on_validated is not None:
             on_validated(found.total)

@@ -262,3 +262,37 @@ def test_a_rerun_writes_the_few_changed_records_of_many_pass_batches_in_one_tran
     fresh = index_sources(conn, "b", open_sources([str(src)]), batch_size=10)
     assert fresh.inserted == 40
     assert content(conn, "a") == content(conn, "b")
+
+
+def test_a_problem_in_an_earlier_parquet_batch_is_named_before_one_read_in_the_next(conn, two, tmp_path):
+    # The pass reads and hashes batch k+1 while batch k is looked up: batch k's problem still comes first.
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    records = rows(40)
+    index_sources(conn, "a", open_sources([str(write_jsonl(tmp_path / "v.jsonl", records))]))
+    matrix = vectors(40)
+    matrix[20, 1] = np.nan
+    metadata = [json.dumps(r["metadata"]) for r in records]
+    metadata[2] = "{not json"
+    table = pa.table(
+        {
+            "chunk_id": [r["chunk_id"] for r in records],
+            "package_path": [r["package_path"] for r in records],
+            "text": [r["text"] + " new" for r in records],
+            "metadata": metadata,
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), DIM),
+        }
+    )
+    pq.write_table(table, tmp_path / "v.parquet")
+    with pytest.raises(InvalidInput, match=r"v\.parquet: row 3: metadata: not JSON"):
+        index_sources(conn, "a", open_sources([str(tmp_path / "v.parquet")]), batch_size=16)
+    conn.rollback()
+    metadata[2] = json.dumps(records[2]["metadata"])
+    pq.write_table(table.set_column(3, "metadata", pa.array(metadata)), tmp_path / "v.parquet")
+    with pytest.raises(InvalidInput, match=r"v\.parquet: row 21: vector\[1\] is nan"):
+        index_sources(conn, "a", open_sources([str(tmp_path / "v.parquet")]), batch_size=16)
+    conn.rollback()
+    assert (
+        conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'a' AND text LIKE '%% new'").fetchone()[0]
+        == 0
+    )
