@@ -493,8 +493,13 @@ def rebuild_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> b
     if churned < REBUILD_FRACTION * rows:
         return False
     autocommit = conn.autocommit
+    locked = False
     try:
         conn.autocommit = True
+        row = conn.execute(query("ingest", "try_rebuild_lock"), {"table": family.table}).fetchone()
+        locked = bool(row and row[0])
+        if not locked:  # another run is rebuilding this graph
+            return False
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute(sql.SQL(query("ingest", "rebuild_hnsw")).format(**family.identifiers()))
         return True
@@ -506,6 +511,8 @@ def rebuild_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> b
     finally:
         with contextlib.suppress(psycopg.Error):
             conn.execute("RESET maintenance_work_mem")
+            if locked:
+                conn.execute(query("ingest", "rebuild_unlock"), {"table": family.table})
         conn.autocommit = autocommit
 
 
