@@ -23,7 +23,6 @@ import hashlib
 import os
 import pickle
 import tempfile
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -294,10 +293,6 @@ class OnePass(Closing):
             conn.commit()
         self.empty = bool(row and row[0])
         self._helper: ThreadPoolExecutor | None = None
-        #: Held around each lookup; a writer sharing the connection (:mod:`ragstore.ingest.stream`) holds it
-        #: around each of its batches, and then lookups do not commit (the writer's transaction is open).
-        self.lock = threading.Lock()
-        self.commit_lookups = True
 
     # -- JSONL: hash, look up, parse what is new ----------------------------------------------------
     def jsonl(self, lines: Iterable[RawLine]) -> None:
@@ -367,11 +362,10 @@ class OnePass(Closing):
         """The stored chunks among ``hashes``: ``{hash: (chunk_id, package_path)}``."""
         if self.empty:
             return {}
-        with self.lock, db_errors():
+        with db_errors():
             params = {"hashes": hashes, "family": self.family.name, "model": self.family.model}
             rows = self.conn.execute(self._known, params, binary=True).fetchall()
-            if self.commit_lookups:
-                self.conn.commit()
+            self.conn.commit()
         return {bytes(row[0]): (row[1], row[2]) for row in rows}
 
     # -- records already parsed (documents; records handed over by a program) -------------------------

@@ -138,9 +138,6 @@ class Writer:
         self.fts_config = fts_config
         self.seen: set[str] = set()
         self.direct = False
-        #: Batches are written inside one transaction the caller holds (see :mod:`ragstore.ingest.stream`):
-        #: no commit, no retry.
-        self.streaming = False
         self._fts: int | None = None
         self.report = IndexReport(family=family.name)
         ids = family.identifiers()
@@ -188,16 +185,13 @@ class Writer:
             self._write(self._hashed(batch))
 
     def stream_batch(self, batch: Prepared) -> None:
-        """Write one batch of records, every one with its vector, inside the transaction the caller holds
-        open (nothing is committed here; see :mod:`ragstore.ingest.stream`): with ``direct``, COPied straight
-        into the tables (a row already there raises UniqueViolation), else merged."""
+        """COPY one batch of new rows, every one with its vector, straight into the tables inside the
+        transaction the caller holds open (nothing is committed here; see :mod:`ragstore.ingest.stream`).
+        A row already there raises UniqueViolation, and the caller rolls the whole load back."""
         if not len(batch):
             return
         if not batch.has_vector.all():
-            raise ValueError("a streamed write takes records with their vectors only")
-        if not self.direct:
-            self._write(self._hashed(batch))
-            return
+            raise ValueError("a streamed bulk load takes records with their vectors only")
         self._copy_direct(self._hashed(batch), batch.vectors)
         self.report.inserted += len(batch)
         self.report.batches += 1
@@ -231,8 +225,7 @@ class Writer:
                     )
                     for row in found.fetchall()
                 }
-                if not self.streaming:
-                    self.conn.commit()
+                self.conn.commit()
 
         chunk_rows: list[int] = []
         embed_rows: list[int] = []
@@ -261,10 +254,6 @@ class Writer:
             return
 
         vectors = self._vectors(batch, embed_rows)
-        if self.streaming:  # inside the run's one transaction: any failure is the caller's to handle
-            changed, emb_inserted, emb_updated = self._merge(batch, chunk_rows, embed_rows, vectors)
-            self._count(batch, rewritten, changed, emb_inserted, emb_updated)
-            return
         try:
             for attempt in _transient_retry():
                 with attempt:
@@ -277,15 +266,10 @@ class Writer:
         except psycopg.Error as exc:
             _rollback(self.conn)
             map_db_error(exc)
-        self._count(batch, rewritten, changed, emb_inserted, emb_updated)
-
-    def _count(
-        self, batch: _Batch, rewritten: set[str], changed: set[str], emb_inserted: set[str], emb_updated: set[str]
-    ) -> None:
         chunk_only = len((changed & rewritten) - emb_inserted - emb_updated)
         self.report.inserted += len(emb_inserted)
         self.report.updated += len(emb_updated) + chunk_only
-        self.report.unchanged += len(batch.rows.ids) - len(emb_inserted) - len(emb_updated) - chunk_only
+        self.report.unchanged += len(ids) - len(emb_inserted) - len(emb_updated) - chunk_only
         self.report.batches += 1
 
     def _vectors(self, batch: _Batch, rows: list[int]) -> np.ndarray:
@@ -295,8 +279,6 @@ class Writer:
         out = prepared.vectors[index] if rows else np.empty((0, self.family.dim), dtype=np.float32)
         to_embed = [k for k, i in enumerate(rows) if not prepared.has_vector[i]]
         if to_embed:
-            if self.streaming:
-                raise ValueError("a streamed write takes records with their vectors only")
             texts = [prepared.texts[rows[k]] for k in to_embed]
             where = f"{prepared.wheres[rows[to_embed[0]]]}..."
 
@@ -328,8 +310,6 @@ class Writer:
         rows = batch.rows
         with conn.transaction():
             with conn.cursor() as cur:
-                if self.streaming:  # no commit empties the staging tables between batches
-                    cur.execute(query("ingest", "clear_stage"))
                 if chunk_rows:
                     with cur.copy(query("ingest", "copy_chunks")) as copy:
                         copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])

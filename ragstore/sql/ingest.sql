@@ -23,10 +23,6 @@ CREATE TEMP TABLE IF NOT EXISTS ragstore_stage_embeddings (
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS ragstore_seen (chunk_id text PRIMARY KEY)
 
--- name: clear_stage
--- Between two batches written inside one transaction (no commit empties the staging tables).
-TRUNCATE ragstore_stage_chunks, ragstore_stage_embeddings
-
 -- name: copy_chunks
 COPY ragstore_stage_chunks (chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config,
                             source_sha256)
