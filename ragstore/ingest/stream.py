@@ -1,6 +1,6 @@
 """A bulk load of precomputed vectors written while the pass still reads: one transaction, committed whole.
 
-A first load of an ``external`` family (every record brings its vector) into a family that was empty when
+A first load of JSONL into an ``external`` family (every record brings its vector) that was empty when
 the pass began would otherwise leave the server idle while the pass reads and validates, then the client
 idle while the server COPies. Here, once the pass has kept :data:`~ragstore.ingest.writer.BULK_THRESHOLD`
 records, the family's HNSW index is dropped (as any bulk load does) and a writer thread COPies each batch
@@ -70,7 +70,8 @@ class BulkStream:
     @classmethod
     def attach(cls, conn: Conn, family: Family, backend: Backend, fts_config: str, one: OnePass) -> BulkStream | None:
         """A stream fed by ``one`` when its run may stream (an ``external`` family, empty when the pass
-        began, on a single node), else None."""
+        began, on a single node), else None. The caller attaches one to a pass over JSONL only (a Parquet
+        pass holds the interpreter in long pyarrow and numpy calls, which starve the writer thread)."""
         if family.backend != "external" or not one.empty or on_citus(conn):
             return None
         conn.commit()

@@ -296,3 +296,39 @@ def test_a_problem_in_an_earlier_parquet_batch_is_named_before_one_read_in_the_n
         conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'a' AND text LIKE '%% new'").fetchone()[0]
         == 0
     )
+
+
+def test_a_parquet_first_load_is_not_streamed_and_keeps_whole_batches(conn, two, tmp_path, monkeypatch):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    records = rows(40)
+    table = pa.table(
+        {
+            "chunk_id": [r["chunk_id"] for r in records],
+            "package_path": [r["package_path"] for r in records],
+            "text": [r["text"] for r in records],
+            "metadata": [json.dumps(r["metadata"]) for r in records],
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors(40).reshape(-1)), DIM),
+        }
+    )
+    pq.write_table(table, tmp_path / "v.parquet")
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
+    streamed, _ = spy_streamed(monkeypatch)
+    copy_direct = writer.Writer._copy_direct
+    copied: list[int] = []
+
+    def fail_second(self, batch, vectors):
+        copied.append(len(batch.rows))
+        if len(copied) == 2:
+            raise RuntimeError("stopped")
+        return copy_direct(self, batch, vectors)
+
+    monkeypatch.setattr(writer.Writer, "_copy_direct", fail_second)
+    with pytest.raises(RuntimeError, match="stopped"):
+        index_sources(conn, "a", open_sources([str(tmp_path / "v.parquet")]), batch_size=16)
+    conn.rollback()
+    assert streamed == [] and copied == [16, 16]
+    assert conn.execute("SELECT count(*) FROM ragstore.emb_a").fetchone()[0] == 16  # the first batch, whole
+    monkeypatch.setattr(writer.Writer, "_copy_direct", copy_direct)
+    report = index_sources(conn, "a", open_sources([str(tmp_path / "v.parquet")]), batch_size=16)
+    assert (report.inserted, report.unchanged) == (24, 16)
