@@ -140,12 +140,10 @@ def test_a_run_that_rewrites_a_tenth_of_a_family_rebuilds_its_graph_and_a_small_
     assert found.fetchone()[0] == "c003"
 
 
-def test_a_bulk_load_stopped_half_way_leaves_nothing_and_a_rerun_converges(conn, two, tmp_path, monkeypatch):
-    # A bulk load of precomputed vectors is streamed during the pass in one transaction: all or nothing.
-    src = write_jsonl(tmp_path / "v.jsonl", rows(40))
-    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
+def fail_second_copy(monkeypatch) -> list[int]:
+    """The bulk load's second straight COPY raises RuntimeError; returns the sizes of the batches tried."""
     copy_direct = writer.Writer._copy_direct
-    calls = []
+    calls: list[int] = []
 
     def fail_second(self, batch, vectors):
         calls.append(len(batch.rows))
@@ -154,6 +152,15 @@ def test_a_bulk_load_stopped_half_way_leaves_nothing_and_a_rerun_converges(conn,
         return copy_direct(self, batch, vectors)
 
     monkeypatch.setattr(writer.Writer, "_copy_direct", fail_second)
+    return calls
+
+
+def test_a_bulk_load_stopped_half_way_leaves_nothing_and_a_rerun_converges(conn, two, tmp_path, monkeypatch):
+    # A bulk load of precomputed vectors is streamed during the pass in one transaction: all or nothing.
+    src = write_jsonl(tmp_path / "v.jsonl", rows(40))
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
+    copy_direct = writer.Writer._copy_direct
+    calls = fail_second_copy(monkeypatch)
     with pytest.raises(RuntimeError, match="stopped"):
         index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
     conn.rollback()
@@ -315,15 +322,7 @@ def test_a_parquet_first_load_is_not_streamed_and_keeps_whole_batches(conn, two,
     monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
     streamed, _ = spy_streamed(monkeypatch)
     copy_direct = writer.Writer._copy_direct
-    copied: list[int] = []
-
-    def fail_second(self, batch, vectors):
-        copied.append(len(batch.rows))
-        if len(copied) == 2:
-            raise RuntimeError("stopped")
-        return copy_direct(self, batch, vectors)
-
-    monkeypatch.setattr(writer.Writer, "_copy_direct", fail_second)
+    copied = fail_second_copy(monkeypatch)
     with pytest.raises(RuntimeError, match="stopped"):
         index_sources(conn, "a", open_sources([str(tmp_path / "v.parquet")]), batch_size=16)
     conn.rollback()

@@ -45,6 +45,16 @@ def _inputs(tmp_path: Path, seed: int) -> tuple[list[Path], set[int]]:
     return paths, covered
 
 
+def _run_writers(dsn: str, family: str, paths: list[Path]) -> list[dict[str, int]]:
+    """Run one `ragstore index` per input at once; their JSON reports (no error may reach a user)."""
+    procs = [popen_cli(["--dsn", dsn, "index", family, str(p), "--json", "--batch-size", "100"]) for p in paths]
+    results = [p.communicate(timeout=240) for p in procs]
+    codes = [p.returncode for p in procs]
+    errors = [err for _, err in results if err.strip()]
+    assert codes == [0] * WRITERS and errors == [], (codes, errors)
+    return [json.loads(out) for out, _ in results]
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3] if SOAK else [1])
 def test_four_concurrent_indexers_produce_exactly_the_union(
     dsn: str, clean_dsn: str, tmp_path: Path, seed: int
@@ -59,12 +69,7 @@ def test_four_concurrent_indexers_produce_exactly_the_union(
         clean_report = index_sources(conn, "docs", open_sources([str(everything)]))
     assert clean_report.inserted == UNION
 
-    procs = [popen_cli(["--dsn", dsn, "index", "docs", str(p), "--json", "--batch-size", "100"]) for p in paths]
-    results = [p.communicate(timeout=240) for p in procs]
-    codes = [p.returncode for p in procs]
-    errors = [err for _, err in results if err.strip()]
-    assert codes == [0] * WRITERS and errors == [], (codes, errors)
-    reports = [json.loads(out) for out, _ in results]
+    reports = _run_writers(dsn, "docs", paths)
 
     assert data_hashes(dsn) == data_hashes(clean_dsn)
     assert consistent(dsn) == []
@@ -107,12 +112,7 @@ def test_four_concurrent_reruns_of_precomputed_vectors_produce_exactly_the_union
     with connect(clean_dsn) as conn:
         assert index_sources(conn, "vecs", open_sources([str(everything)])).updated == UNION
 
-    procs = [popen_cli(["--dsn", dsn, "index", "vecs", str(p), "--json", "--batch-size", "100"]) for p in paths]
-    results = [p.communicate(timeout=240) for p in procs]
-    codes = [p.returncode for p in procs]
-    errors = [err for _, err in results if err.strip()]
-    assert codes == [0] * WRITERS and errors == [], (codes, errors)
-    reports = [json.loads(out) for out, _ in results]
+    reports = _run_writers(dsn, "vecs", paths)
     assert data_hashes(dsn) == data_hashes(clean_dsn)
     assert consistent(dsn, "emb_vecs") == []
     assert sum(r["updated"] for r in reports) == UNION
