@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.ingest.records import ChunkRecord
 
 if TYPE_CHECKING:
-    from ragstore.ingest.fast import OnePass, _Parsed
+    from ragstore.ingest.fast import Known, OnePass, _Parsed
     from ragstore.ingest.readers import Source
 
 COLUMNAR_KINDS = ("parquet", "npy")
@@ -196,50 +197,87 @@ def _read_parquet(path: Path, label: str, mapping: dict[str, str], one: OnePass)
         wanted.append(names["metadata"])
     if names["model"] in present or "model" in mapping:
         wanted.append(names["model"])
+    batches = _parquet_batches(path, label, wanted, one.batch)
+
+    def hashed() -> Iterator[_Columns]:
+        row = 0
+        for batch in batches:
+            cols = _read_batch(batch, one, label, row, names, meta_columns, with_vectors)
+            row += len(cols.ids)
+            yield cols
+
+    one.pipelined(hashed(), lambda cols: cols.hashes, lambda cols, known: _parquet_rows(one, label, cols, known))
+
+
+@dataclass
+class _Columns:
+    """A Parquet batch read and hashed: its first row's number (from 0) and its columns as lists."""
+
+    row: int
+    ids: list[Any]
+    packages: list[Any]
+    texts: list[Any]
+    metas: list[Any]
+    models: list[Any] | None
+    f32: np.ndarray | None
+    hashes: list[bytes]
+
+
+def _read_batch(
+    batch: Any,
+    one: OnePass,
+    label: str,
+    row: int,
+    names: dict[str, str],
+    meta_columns: list[str] | None,
+    with_vectors: bool,
+) -> _Columns:
+    """The columns of a Parquet record batch, its vectors checked, each row hashed."""
+    family = one.family
+    data = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+    matrix = _vector_matrix(data[names["vector"]], label, row, family.dim, family.name) if with_vectors else None
+    ids = data[names["chunk_id"]].to_pylist()
+    packages = data[names["package_path"]].to_pylist()
+    texts = data[names["text"]].to_pylist()
+    models = data[names["model"]].to_pylist() if names["model"] in data else None
+    if meta_columns is not None:
+        columns = {c: data[c].to_pylist() for c in meta_columns}
+        metas: list[Any] = [{c: columns[c][i] for c in meta_columns} for i in range(len(ids))]
+    elif names["metadata"] in data:
+        metas = data[names["metadata"]].to_pylist()
+    else:
+        metas = [None] * len(ids)
+    f32 = None if matrix is None else np.ascontiguousarray(matrix, dtype=np.float32)
+    # Hash the raw column values first: a row whose hash is stored is unchanged and is not validated.
+    hashes = [
+        raw_hash(one.key, (ids[i], packages[i], texts[i], metas[i]), b"" if f32 is None else f32[i].tobytes())
+        for i in range(len(ids))
+    ]
+    return _Columns(row, ids, packages, texts, metas, models, f32, hashes)
+
+
+def _parquet_rows(one: OnePass, label: str, cols: _Columns, known: Known) -> None:
+    """Hand the rows of ``cols`` to the pass: a stored one as unchanged, the others validated."""
     from ragstore.ingest.fast import _Parsed
 
-    row = 0
-    family = one.family
-    for batch in _parquet_batches(path, label, wanted, one.batch):
-        data = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
-        matrix = _vector_matrix(data[names["vector"]], label, row, family.dim, family.name) if with_vectors else None
-        ids = data[names["chunk_id"]].to_pylist()
-        packages = data[names["package_path"]].to_pylist()
-        texts = data[names["text"]].to_pylist()
-        models = data[names["model"]].to_pylist() if names["model"] in data else None
-        if meta_columns is not None:
-            columns = {c: data[c].to_pylist() for c in meta_columns}
-            metas: list[Any] = [{c: columns[c][i] for c in meta_columns} for i in range(len(ids))]
-        elif names["metadata"] in data:
-            metas = data[names["metadata"]].to_pylist()
-        else:
-            metas = [None] * len(ids)
-        f32 = None if matrix is None else np.ascontiguousarray(matrix, dtype=np.float32)
-        # Hash the raw column values first: a row whose hash is stored is unchanged and is not validated.
-        hashes = [
-            raw_hash(one.key, (ids[i], packages[i], texts[i], metas[i]), b"" if f32 is None else f32[i].tobytes())
-            for i in range(len(ids))
-        ]
-        known = one.lookup(hashes)
-        parsed: list[_Parsed | tuple[str, str]] = []
-        for i in range(len(ids)):
-            hit = known.get(hashes[i])
-            if hit is not None:
-                parsed.append(hit)
-                continue
-            where = f"{label}: row {row + i + 1}"
-            meta = metas[i]
-            if isinstance(meta, str | bytes):
-                try:
-                    meta = orjson.loads(meta)
-                except orjson.JSONDecodeError as exc:
-                    raise InvalidInput(f"{where}: metadata: not JSON ({exc})") from exc
-            fields = {"chunk_id": ids[i], "package_path": packages[i], "text": texts[i], "metadata": meta}
-            record = _record(where, fields)
-            model = models[i] if models is not None else None
-            parsed.append(_Parsed.of(where, record, hashes[i], None if f32 is None else f32[i], model))
-        row += len(ids)
-        one.columnar(parsed)
+    parsed: list[_Parsed | tuple[str, str]] = []
+    for i in range(len(cols.ids)):
+        hit = known.get(cols.hashes[i])
+        if hit is not None:
+            parsed.append(hit)
+            continue
+        where = f"{label}: row {cols.row + i + 1}"
+        meta = cols.metas[i]
+        if isinstance(meta, str | bytes):
+            try:
+                meta = orjson.loads(meta)
+            except orjson.JSONDecodeError as exc:
+                raise InvalidInput(f"{where}: metadata: not JSON ({exc})") from exc
+        fields = {"chunk_id": cols.ids[i], "package_path": cols.packages[i], "text": cols.texts[i], "metadata": meta}
+        record = _record(where, fields)
+        model = cols.models[i] if cols.models is not None else None
+        parsed.append(_Parsed.of(where, record, cols.hashes[i], None if cols.f32 is None else cols.f32[i], model))
+    one.columnar(parsed)
 
 
 def raw_hash(key: bytes, values: tuple[Any, ...], vector: bytes) -> bytes:

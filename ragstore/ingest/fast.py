@@ -24,9 +24,10 @@ import os
 import pickle
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +49,9 @@ from ragstore.ingest.records import (
 )
 
 Conn = psycopg.Connection[Any]
+#: The stored chunks among a batch's source hashes: ``{hash: (chunk_id, package_path)}``.
+Known = dict[bytes, tuple[str, str]]
+_T = TypeVar("_T")
 TextCheck = Callable[[str, str], None]
 Vectors = npt.NDArray[np.float32]
 
@@ -253,7 +257,18 @@ class _Parsed:
         return cls(where, fields, vector, model, source)
 
 
-class OnePass:
+def _batched(items: Iterable[RawLine], size: int) -> Iterator[list[RawLine]]:
+    batch: list[RawLine] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class OnePass(Closing):
     """Runs the pass over sources for one family; see the module docstring. ``check_text(where, text)``
     is called for texts over :data:`~ragstore.ingest.records.FTS_SAFE_BYTES`; ``batch`` records are read,
     looked up and checked at a time."""
@@ -267,6 +282,8 @@ class OnePass:
         self.key = source_key(family, fts_config)
         self.spool = spool
         self.check_text = check_text
+        #: Called with every batch kept, after it is spooled (see :class:`ragstore.ingest.stream.BulkStream`).
+        self.sink: Callable[[Prepared], None] | None = None
         self.result = PassResult()
         self._known = sql.SQL(query("ingest", "lookup_sources")).format(**family.identifiers())
         # A family empty when the pass begins holds no source hash to find: its first load skips the lookups
@@ -274,24 +291,59 @@ class OnePass:
         with db_errors():
             row = conn.execute(sql.SQL(query("ingest", "family_is_empty")).format(**family.identifiers())).fetchone()
             conn.commit()
-        self._empty = bool(row and row[0])
+        self.empty = bool(row and row[0])
+        self._helper: ThreadPoolExecutor | None = None
 
     # -- JSONL: hash, look up, parse what is new ----------------------------------------------------
     def jsonl(self, lines: Iterable[RawLine]) -> None:
-        batch: list[RawLine] = []
-        for line in lines:
-            batch.append(line)
-            if len(batch) >= self.batch:
-                self._jsonl_batch(batch)
-                batch = []
-        if batch:
-            self._jsonl_batch(batch)
-
-    def _jsonl_batch(self, lines: list[RawLine]) -> None:
         key = self.key
         sha256 = hashlib.sha256
-        hashes = [sha256(key + line.data).digest() for line in lines]
-        known = self.lookup(hashes)
+        hashed = (
+            (batch, [sha256(key + line.data).digest() for line in batch]) for batch in _batched(lines, self.batch)
+        )
+        self.pipelined(hashed, lambda item: item[1], lambda item, known: self._jsonl_batch(item[0], item[1], known))
+
+    def pipelined(
+        self, items: Iterator[_T], hashes_of: Callable[[_T], list[bytes]], handle: Callable[[_T, Known], None]
+    ) -> None:
+        """For each batch of ``items`` (read and hashed by ``next``), ``handle(item, known)`` with the stored
+        ones among its hashes. While the server looks batch *k*'s hashes up (on the pass's helper thread),
+        batch *k+1* is read and hashed here; then batch *k* is handled, with no lookup running (handling may
+        use the connection). A problem met reading a batch is raised after the batch before it is handled,
+        so that the earlier record's problem is the one named."""
+        waiting: tuple[_T, Future[Known]] | None = None
+        while True:
+            try:
+                item = next(items, None)
+            except BaseException:
+                if waiting is not None:
+                    handle(waiting[0], waiting[1].result())
+                raise
+            if item is None:
+                break
+            if waiting is not None:
+                handle(waiting[0], waiting[1].result())
+            waiting = (item, self.lookup_soon(hashes_of(item)))
+        if waiting is not None:
+            handle(waiting[0], waiting[1].result())
+
+    def lookup_soon(self, hashes: list[bytes]) -> Future[Known]:
+        """:meth:`lookup` on the pass's helper thread (nothing to ask for a family that was empty)."""
+        if self.empty:
+            done: Future[Known] = Future()
+            done.set_result({})
+            return done
+        if self._helper is None:
+            self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragstore-lookup")
+        return self._helper.submit(self.lookup, hashes)
+
+    def close(self) -> None:
+        """Waits for a lookup still running (after a failure) and ends the helper thread."""
+        if self._helper is not None:
+            self._helper.shutdown(wait=True)
+            self._helper = None
+
+    def _jsonl_batch(self, lines: list[RawLine], hashes: list[bytes], known: Known) -> None:
         parsed: list[_Parsed | tuple[str, str]] = []
         for line, digest in zip(lines, hashes, strict=True):
             hit = known.get(digest)
@@ -306,9 +358,9 @@ class OnePass:
                 parsed.append(_Parsed(line.where, fields, vector, model, digest, line.data))
         self._finish(parsed)
 
-    def lookup(self, hashes: list[bytes]) -> dict[bytes, tuple[str, str]]:
+    def lookup(self, hashes: list[bytes]) -> Known:
         """The stored chunks among ``hashes``: ``{hash: (chunk_id, package_path)}``."""
-        if self._empty:
+        if self.empty:
             return {}
         with db_errors():
             params = {"hashes": hashes, "family": self.family.name, "model": self.family.model}
@@ -390,6 +442,8 @@ class OnePass:
             out.vectors[out.has_vector] = matrix[index[out.has_vector]]
         self.spool.add(out)
         result.to_write += len(rows)
+        if self.sink is not None:
+            self.sink(out)
 
     def _check_vectors(self, parsed: list[_Parsed]) -> Vectors:
         """The batch's vectors as one float32 matrix, checked at once: the dimension (ModelMismatch), then

@@ -17,6 +17,7 @@ from ragstore.ingest.columnar import COLUMNAR_KINDS, read_columnar
 from ragstore.ingest.fast import OnePass, Spool
 from ragstore.ingest.readers import EMPTY, Skipped, Source
 from ragstore.ingest.records import FTS_SAFE_BYTES, ChunkRecord
+from ragstore.ingest.stream import BulkStream
 from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector, write_records  # noqa: F401  (re-exported)
 from ragstore.search.fts import fts_config_of
 
@@ -126,31 +127,47 @@ def index_sources(
     family.check_backend(chosen)
     config = check_fts_config(conn, fts_config_of(family))
     conn.commit()
+    prefixes = [prefix for source in sources for prefix in source.prefixes]
     with Spool() as spool:
         one = OnePass(conn, family, config, spool, fts_size_check(conn, config))
         one.batch = batch_size
-        for source in sources:
-            if source.lines is not None:
-                one.jsonl(source.lines)
-            elif source.kind in ("jsonl", "stdin") and source.path is not None:
-                one.jsonl(raw_lines(source.path, source.label))
-            elif source.kind in COLUMNAR_KINDS:
-                read_columnar(source, one)
-            else:
-                one.records(source.records())
+        # Only JSONL is streamed: the Parquet pass holds the interpreter in long pyarrow and numpy calls,
+        # which starve the writer thread (measured: a streamed Parquet first load was slower, not faster).
+        jsonl_only = all(s.lines is not None or s.kind in ("jsonl", "stdin") for s in sources)
+        stream = BulkStream.attach(conn, family, chosen, config, one) if jsonl_only else None
+        try:
+            for source in sources:
+                if source.lines is not None:
+                    one.jsonl(source.lines)
+                elif source.kind in ("jsonl", "stdin") and source.path is not None:
+                    one.jsonl(raw_lines(source.path, source.label))
+                elif source.kind in COLUMNAR_KINDS:
+                    read_columnar(source, one)
+                else:
+                    one.records(source.records())
+        except BaseException:
+            one.close()
+            if stream is not None:
+                stream.abort()
+            raise
+        one.close()
         found = one.result
         if on_validated is not None:
             on_validated(found.total)
-        report = write_prepared(
+        streamed = None
+        if stream is not None and stream.started:
+            streamed = stream.finish(found, prune=prune, prune_prefixes=prefixes, progress=progress)
+        report = streamed or write_prepared(
             conn,
             family,
             chosen,
             spool.read(),
             found,
             prune=prune,
-            prune_prefixes=[prefix for source in sources for prefix in source.prefixes],
+            prune_prefixes=prefixes,
             progress=progress,
             fts_config=config,
+            batch_size=batch_size,
         )
     # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
     report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)

@@ -181,8 +181,23 @@ class Writer:
     def write_prepared(self, batch: Prepared) -> None:
         """Write one batch of the one pass (:mod:`ragstore.ingest.fast`): checked, deduplicated, with its
         vectors as a matrix and the records' source hashes."""
+        if len(batch):
+            self._write(self._hashed(batch))
+
+    def stream_batch(self, batch: Prepared) -> None:
+        """COPY one batch of new rows, every one with its vector, straight into the tables inside the
+        transaction the caller holds open (nothing is committed here; see :mod:`ragstore.ingest.stream`).
+        A row already there raises UniqueViolation, and the caller rolls the whole load back."""
         if not len(batch):
             return
+        if not batch.has_vector.all():
+            raise ValueError("a streamed bulk load takes records with their vectors only")
+        self._copy_direct(self._hashed(batch), batch.vectors)
+        self.report.inserted += len(batch)
+        self.report.batches += 1
+
+    def _hashed(self, batch: Prepared) -> _Batch:
+        """``batch`` with its rows' content and record hashes (a supplied vector is part of the record)."""
         fts = self.fts_config
         content = [content_sha256(t) for t in batch.texts]
         record = [
@@ -190,7 +205,7 @@ class Writer:
         ]
         for i in np.flatnonzero(batch.has_vector).tolist():
             record[i] = hashlib.sha256(record[i] + batch.vectors[i].tobytes()).digest()
-        self._write(_Batch(batch, content, record))
+        return _Batch(batch, content, record)
 
     def _write(self, batch: _Batch) -> None:
         rows = batch.rows
@@ -334,7 +349,7 @@ class Writer:
         COPied straight into the chunk and family tables, in package order, in one transaction."""
         conn = self.conn
         rows = batch.rows
-        family, model, fts = self.family.name, self.family.model, self._fts_oid()
+        family, model, fts = self.family.name, self.family.model, self.fts_oid()
         order = sorted(range(len(rows.ids)), key=lambda i: (rows.packages[i], rows.ids[i]))
         with conn.transaction(), conn.cursor() as cur:
             set_json_dumps(_json_text, cur)
@@ -362,7 +377,7 @@ class Writer:
                     )
         return set(), set(rows.ids), set()
 
-    def _fts_oid(self) -> int:
+    def fts_oid(self) -> int:
         """The oid of the run's text-search configuration (a binary COPY sends a regconfig as its oid)."""
         if self._fts is None:
             with db_errors():
@@ -458,8 +473,13 @@ def rebuild_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> b
     if churned < REBUILD_FRACTION * rows:
         return False
     autocommit = conn.autocommit
+    locked = False
     try:
         conn.autocommit = True
+        row = conn.execute(query("ingest", "try_rebuild_lock"), {"table": family.table}).fetchone()
+        locked = bool(row and row[0])
+        if not locked:  # another run is rebuilding this graph
+            return False
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute(sql.SQL(query("ingest", "rebuild_hnsw")).format(**family.identifiers()))
         return True
@@ -471,6 +491,8 @@ def rebuild_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> b
     finally:
         with contextlib.suppress(psycopg.Error):
             conn.execute("RESET maintenance_work_mem")
+            if locked:
+                conn.execute(query("ingest", "rebuild_unlock"), {"table": family.table})
         conn.autocommit = autocommit
 
 
@@ -550,24 +572,82 @@ def write_prepared(
     prune_prefixes: Iterable[str] = (),
     progress: Progress | None = None,
     fts_config: str | None = None,
+    batch_size: int = DEFAULT_BATCH,
 ) -> IndexReport:
     """Write what the one pass (:mod:`ragstore.ingest.fast`) kept: its batches, plus the counts and ids of
-    the records it found unchanged, duplicated or blank (which ``--prune`` must know)."""
+    the records it found unchanged, duplicated or blank (which ``--prune`` must know). Batches the pass
+    left small (a re-run where few records changed) are written together, up to ``batch_size`` records
+    a transaction."""
 
     def work(writer: Writer) -> None:
-        writer.seen = found.seen
-        writer.report.packages = found.packages
-        writer.report.unchanged += found.unchanged
-        writer.report.duplicates += found.duplicates
-        writer.report.skipped += found.skipped
-        if progress is not None:
-            progress(found.unchanged + found.duplicates + found.skipped)
-        for batch in batches:
+        _take_pass_counts(writer, found, progress)
+        for batch in coalesced(batches, batch_size):
             writer.write_prepared(batch)
             if progress is not None:
                 progress(len(batch))
 
     return _write_run(conn, family, backend, work, found.to_write, prune, prune_prefixes, fts_config)
+
+
+def coalesced(batches: Iterable[Prepared], size: int) -> Iterator[Prepared]:
+    """``batches`` joined in order into batches of at most ``size`` records (a larger one stays whole)."""
+    held: list[Prepared] = []
+    count = 0
+    for batch in batches:
+        if held and count + len(batch) > size:
+            yield join_prepared(held)
+            held, count = [], 0
+        held.append(batch)
+        count += len(batch)
+    if held:
+        yield join_prepared(held)
+
+
+def join_prepared(parts: list[Prepared]) -> Prepared:
+    """One batch of the records of ``parts``, in order."""
+    if len(parts) == 1:
+        return parts[0]
+    return Prepared(
+        [w for p in parts for w in p.wheres],
+        [i for p in parts for i in p.ids],
+        [k for p in parts for k in p.packages],
+        [t for p in parts for t in p.texts],
+        [m for p in parts for m in p.metadata],
+        [s for p in parts for s in p.sources],
+        np.concatenate([p.vectors for p in parts]),
+        np.concatenate([p.has_vector for p in parts]),
+    )
+
+
+def finish_streamed(
+    writer: Writer,
+    found: PassResult,
+    *,
+    prune: bool = False,
+    prune_prefixes: Iterable[str] = (),
+    progress: Progress | None = None,
+) -> IndexReport:
+    """The end of a bulk load streamed during the pass (:mod:`ragstore.ingest.stream`), once committed: the
+    pass's counts, the prune, then the clustering and the HNSW build of any bulk load."""
+
+    def work(done: Writer) -> None:
+        _take_pass_counts(done, found, progress)
+        if progress is not None:
+            progress(done.report.inserted)
+
+    family = writer.family
+    return _write_run(writer.conn, family, writer.backend, work, None, prune, prune_prefixes, writer.fts_config, writer)
+
+
+def _take_pass_counts(writer: Writer, found: PassResult, progress: Progress | None) -> None:
+    """The pass's ids and counts of the records it found unchanged, duplicated or blank, into ``writer``."""
+    writer.seen = found.seen
+    writer.report.packages = found.packages
+    writer.report.unchanged += found.unchanged
+    writer.report.duplicates += found.duplicates
+    writer.report.skipped += found.skipped
+    if progress is not None:
+        progress(found.unchanged + found.duplicates + found.skipped)
 
 
 def _write_run(
@@ -579,9 +659,12 @@ def _write_run(
     prune: bool,
     prune_prefixes: Iterable[str],
     fts_config: str | None,
+    writer: Writer | None = None,
 ) -> IndexReport:
+    """Run ``work`` with a writer (``writer``, else a new one), then prune and finish the family's index."""
     started = time.perf_counter()
-    writer = Writer(conn, family, backend, fts_config=fts_config or family.options.get("fts_config", "english"))
+    if writer is None:
+        writer = Writer(conn, family, backend, fts_config=fts_config or family.options.get("fts_config", "english"))
     # An earlier bulk load killed before its end leaves the index missing: this run builds it at its end.
     bulk = not has_hnsw_index(conn, family)
     conn.commit()
@@ -612,5 +695,5 @@ def _write_run(
         report = writer.report
         seen = report.inserted + report.updated + report.unchanged
         report.reindexed = rebuild_if_churned(conn, family, report.updated + report.pruned, seen)
-    writer.report.seconds = time.perf_counter() - started
+    writer.report.seconds += time.perf_counter() - started
     return writer.report

@@ -140,6 +140,15 @@ SELECT CASE WHEN c.reltuples >= 0 THEN c.reltuples END
 FROM pg_class AS c
 WHERE c.oid = to_regclass(format('ragstore.%%I', %(table)s::text))
 
+-- name: try_rebuild_lock
+-- One rebuild of a family's graph at a time: two concurrent REINDEX … CONCURRENTLY of one index deadlock
+-- (each waits for the other's transaction). A run that does not get this lock leaves the rebuild to the
+-- run holding it. Session-level, released by rebuild_unlock.
+SELECT pg_try_advisory_lock(hashtext('ragstore.rebuild_hnsw'), hashtext(%(table)s))
+
+-- name: rebuild_unlock
+SELECT pg_advisory_unlock(hashtext('ragstore.rebuild_hnsw'), hashtext(%(table)s))
+
 -- name: rebuild_hnsw
 -- A new graph of the live rows, built beside the old one, which searches use until the swap.
 REINDEX INDEX CONCURRENTLY ragstore.{hnsw_index}

@@ -178,3 +178,14 @@ class Poller:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+
+
+def distinct_words(total_bytes: int) -> str:
+    """Text of distinct words, ``total_bytes`` long: every word is its own lexeme in the tsvector."""
+    words, size, i = [], 0, 0
+    while size < total_bytes:
+        word = f"w{i:07d}x"
+        words.append(word)
+        size += len(word) + 1
+        i += 1
+    return " ".join(words)

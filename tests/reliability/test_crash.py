@@ -123,6 +123,80 @@ def test_kill9_of_the_indexer_at_random_points_then_rerun_converges(
     print(f"kill -9 indexer: {TRIALS} trials, {ROWS} rows, {killed_with_rows} killed mid-run, all converged")
 
 
+STREAM_ROWS = 6_000 if SOAK else 3_000
+STREAM_BATCH = 100
+STREAM_DIM = 8
+
+
+def _with_vectors(i: int, version: int) -> dict[str, object]:
+    return chunk(i, version) | {"vector": [((i * 31 + k * version + k) % 17) / 17 - 0.4 for k in range(STREAM_DIM)]}
+
+
+def _stream_index(target: str, path: str) -> None:
+    with connect(target) as conn:
+        index_sources(conn, "vecs", open_sources([path]), batch_size=STREAM_BATCH)
+
+
+def _streaming(target: str) -> bool:
+    """Whether a session of this database holds a streamed bulk load's open transaction (a COPY into the tables)."""
+    with psycopg.connect(target, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND state IN ('active', 'idle in transaction') AND query LIKE '%%COPY ragstore.%%'"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def _rows(target: str) -> int:
+    with psycopg.connect(target) as conn:
+        row = conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'vecs'").fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.slow
+def test_kill9_during_a_streamed_bulk_load_leaves_nothing_then_rerun_converges(
+    dsn: str, clean_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A first load of precomputed vectors is COPied while the pass reads, in one transaction: a kill -9
+    # anywhere leaves all of it or nothing, and a rerun reaches the tables of a clean run.
+    from ragstore.embed.external import ExternalBackend
+    from ragstore.ingest import writer
+
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 2 * STREAM_BATCH)  # inherited by the forked indexers
+    src = write_jsonl(tmp_path / "v.jsonl", (_with_vectors(i, 1) for i in range(STREAM_ROWS)))
+    for target in (dsn, clean_dsn):
+        with connect(target) as conn:
+            families.create_family(conn, "vecs", ExternalBackend("m", STREAM_DIM), options={"dimensions": STREAM_DIM})
+    _stream_index(clean_dsn, str(src))
+    reference = data_hashes(clean_dsn)
+
+    rng = random.Random(20261201)
+    killed_streaming = 0
+    for trial in range(TRIALS // 2):
+        reset_data(dsn)
+        proc = _FORK.Process(target=_stream_index, args=(dsn, str(src)))
+        proc.start()
+        if rng.random() < 0.25:
+            time.sleep(rng.uniform(0.0, 0.5))  # anywhere: start-up, the pass, the COPY, the commit, the build
+        else:
+            deadline = time.monotonic() + 30
+            while not _streaming(dsn) and proc.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0.0, 0.1))
+        streaming = _streaming(dsn)
+        assert proc.pid is not None
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(timeout=30)
+        stored = _rows(dsn)
+        killed_streaming += streaming and stored == 0
+        assert stored in (0, STREAM_ROWS), f"trial {trial}: {stored} rows of a streamed load"
+        assert consistent(dsn, "emb_vecs") == [], f"trial {trial}: half-written rows after kill -9"
+        _stream_index(dsn, str(src))
+        assert data_hashes(dsn) == reference, f"trial {trial} did not converge"
+    assert killed_streaming >= TRIALS // 4, killed_streaming
+    print(f"kill -9 streamed load: {TRIALS // 2} trials, {killed_streaming} killed while streaming, all converged")
+
+
 @pytest.fixture
 def own_server(tmp_path_factory: pytest.TempPathFactory):
     home = Path(tmp_path_factory.mktemp("crash-pg"))

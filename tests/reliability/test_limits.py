@@ -23,7 +23,7 @@ from ragstore.ingest.readers import open_sources
 from ragstore.ingest.records import MAX_ID_BYTES
 from ragstore.ingest.run import index_sources
 from ragstore.search import search
-from tests.reliability.helpers import chunk, table_hashes, write_jsonl
+from tests.reliability.helpers import chunk, distinct_words, table_hashes, write_jsonl
 
 pytestmark = pytest.mark.reliability
 
@@ -32,17 +32,6 @@ def wide_chars(n: int, seed: int = 7) -> str:
     """``n`` random 4-byte UTF-8 characters (CJK extension B): incompressible, 4n bytes."""
     rng = random.Random(seed)
     return "".join(chr(rng.randrange(0x20000, 0x2A6DF)) for _ in range(n))
-
-
-def distinct_words(total_bytes: int) -> str:
-    """Text of distinct words, ``total_bytes`` long: every word is its own lexeme in the tsvector."""
-    words, size, i = [], 0, 0
-    while size < total_bytes:
-        word = f"w{i:07d}x"
-        words.append(word)
-        size += len(word) + 1
-        i += 1
-    return " ".join(words)
 
 
 @pytest.fixture
