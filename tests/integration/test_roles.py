@@ -247,3 +247,44 @@ def test_app_role_bulk_loads_a_family_with_a_covering_filter_key(
     assert report.inserted == 40
     # The app does not own the table: the VACUUM is skipped, not attempted ("permission denied to vacuum").
     assert not [n for n in notices if "permission denied" in n], notices
+
+
+def test_app_and_reader_search_by_text_and_the_app_writes_one_family_without_touching_the_other(
+    dsn: str, app_dsn: str, reader_dsn: str, docs: Path, tmp_path: Path
+) -> None:
+    """Full text and hybrid read the postings and the words' counts (ragstore.chunk_term_df), written by
+    the chunk triggers: both roles search, and the app's writes to one family move only that family's."""
+    from ragstore.search.api import search
+
+    with connect(dsn) as conn:
+        families.create_family(conn, "other", OfflineBackend())
+    other = tmp_path / "other.jsonl"
+    other.write_text(
+        "".join(
+            json.dumps({"chunk_id": f"o{i}", "package_path": "pkg/o", "text": f"text orange {i}"}) + "\n"
+            for i in range(5)
+        )
+    )
+
+    def counts(family: str) -> dict[str, int]:
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute("SELECT lexeme, df FROM ragstore.chunk_term_df WHERE family = %s", [family]).fetchall()
+        return dict(rows)
+
+    with connect(app_dsn) as conn:
+        assert index_sources(conn, "docs", open_sources([str(docs)])).inserted == 40
+        assert index_sources(conn, "other", open_sources([str(other)])).inserted == 5
+    assert counts("docs")["text"] == 40 and counts("other") == {"text": 5, "orang": 5, **{str(i): 1 for i in range(5)}}
+    before_other = counts("other")
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text(json.dumps({"chunk_id": "c7", "package_path": "pkg/a", "text": "renamed seven"}) + "\n")
+    with connect(app_dsn) as conn:
+        report = index_sources(conn, "docs", open_sources([str(changed)]), prune=True)
+    assert report.pruned == 39
+    assert counts("docs") == {"renam": 1, "seven": 1} and counts("other") == before_other
+    for role_dsn in (app_dsn, reader_dsn):
+        with connect(role_dsn, autocommit=True) as conn:
+            for mode in ("fts", "hybrid"):
+                hits = search(conn, "other", "orange text", k=3, mode=mode)
+                assert len(hits) == 3 and all(h.chunk_id.startswith("o") for h in hits), (role_dsn, mode)
+            assert [h.chunk_id for h in search(conn, "docs", "seven", k=3, mode="fts")] == ["c7"]
