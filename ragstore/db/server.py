@@ -51,6 +51,10 @@ _MAINTENANCE_WORK_MEM = (16, 64 * _MB, 1024 * _MB)
 _MINIMUM = {SHARED_BUFFERS_ENV: 16 * _MB, MAINTENANCE_WORK_MEM_ENV: 1 * _MB}
 _RUN_AS = "embedded_postgres"
 _PRIVATE = 0o700
+# wal_compression is off: this server is built without lz4 and zstd, and pglz compressing the full-page
+# images written after a checkpoint (HNSW inserts touch dozens of index pages each, and with data checksums
+# the first hint bits set on a page log one too) cost a 1%-changed re-run of 100k x 384 rows 2.1 of its 5.6 s
+# of writing (benchmarks/README.md, "WAL compression").
 _SETTINGS = """\
 # written by ragstore at every start: the embedded server's settings
 # memory: {memory_note}
@@ -65,7 +69,7 @@ maintenance_work_mem = '{maintenance_work_mem}'
 max_parallel_maintenance_workers = 2
 max_wal_size = '4GB'
 checkpoint_timeout = '15min'
-wal_compression = on
+wal_compression = off
 jit = off
 """
 # Only the Unix socket, whose folder only the server's user (and root) can enter; TCP is refused even if
