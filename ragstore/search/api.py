@@ -97,9 +97,9 @@ def search(
     """The top ``k`` hits of ``family`` for ``query`` (text) or ``vector``; see the module docstring.
 
     With ``rerank="mmr"`` the top ``max(fetch_k, k)`` are fetched with their vectors and re-ranked by
-    :func:`~ragstore.search.mmr.mmr` with ``mmr_lambda``; without it, HNSW hits leave ``Hit.vector`` None
-    (the exact modes fill it). ``min_score`` drops hits below it, by the mode's own measure (module
-    docstring). ``fusion``/``alpha`` override the family's hybrid fusion for this call.
+    :func:`~ragstore.search.mmr.mmr` with ``mmr_lambda``; without it, HNSW and hybrid hits leave
+    ``Hit.vector`` None (the exact and full-text modes fill it). ``min_score`` drops hits below it, by the
+    mode's own measure (module docstring). ``fusion``/``alpha`` override the family's hybrid fusion for this call.
     ``caches`` holds the families, filter estimates and backends remembered between calls (a
     :class:`ragstore.Store` passes its own); by default the connection's (:func:`ragstore.caches.caches_for`).
 
@@ -331,7 +331,7 @@ def _fresh(
         assert backend is not None
         query_vector = check_query_vector(hyde.vector(conn, backend, text, query_vector), fam)
     if mode in ("fts", "hybrid"):
-        hits = _text_modes(conn, fam, mode, text, query_vector, want, flt, tuning)
+        hits = _text_modes(conn, fam, mode, text, query_vector, want, flt, tuning, vectors=rerank == "mmr")
         if rerank == "mmr" and query_vector is not None:
             hits = _with_cosine_relevance(hits, query_vector)
     else:
@@ -549,6 +549,8 @@ def _text_modes(
     k: int,
     flt: Filter,
     tuning: _Tuning,
+    *,
+    vectors: bool,
 ) -> list[Hit]:
     if text is None:
         raise InvalidInput(f"mode {mode!r} needs a query text (full text has nothing to match a vector with)")
@@ -563,7 +565,7 @@ def _text_modes(
         per_leg = max(settings.per_leg, k)
         hits = hybrid.hybrid_search(
             conn, family, text, query_vector, k=k, per_leg=per_leg, package=flt.package, metadata=flt.metadata,
-            settings=settings,
+            settings=settings, vectors=vectors,
         )  # fmt: skip
         if tuning.floor is not None and query_vector is not None:
             # min_score means cosine in hybrid: each hit's cosine to the query as the statement computed it

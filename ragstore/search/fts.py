@@ -102,16 +102,18 @@ def statement(
     k: int = 0,
     citus: bool = False,
     fusion: tuple[str, str] = ("cc", "tmm"),
+    vectors: bool = True,
 ) -> str:
     """Block ``block`` of ``ragstore/sql/hybrid.sql`` for ``family`` and the shape of ``flt``, with the
     match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape. With
     ``citus``, the form Citus pushes to the shards (the blocks of ``ragstore/sql/hybrid_citus.sql``).
     ``fusion`` (the hybrid statement's): the fusion and the normalisation, checked settings
     (:class:`~ragstore.search.fusion.FusionSettings`), which pick the blocks fuse_<fusion> and
-    norm_<normalization>."""
+    norm_<normalization>. ``vectors`` (the hybrid statement's): whether the hits carry their vector (else
+    NULL: less to send and decode when nothing reads it)."""
     table = (family.table, f"{family.vector_type}({int(family.dim)})")  # vector_type is checked by families
     literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
-    return _statement_text(block, table, (bool(flt.package), flt.metadata_shape), literals, citus, fusion)
+    return _statement_text(block, table, (bool(flt.package), flt.metadata_shape), literals, citus, fusion, vectors)
 
 
 # The blocks a statement of hybrid.sql is made of, in the order they are filled in: on Citus each is
@@ -137,6 +139,7 @@ def _statement_text(
     literals: tuple[Any, ...],
     citus: bool = False,
     fusion: tuple[str, str] = ("cc", "tmm"),
+    vectors: bool = True,
 ) -> str:
     flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
     text = query("hybrid", block)
@@ -146,6 +149,7 @@ def _statement_text(
     if block == "hybrid":
         text = text.replace("{fuse}", query("hybrid", f"fuse_{fusion[0]}"))
         text = text.replace("{norm}", query("hybrid", f"norm_{fusion[1]}"))
+        text = text.replace("{hit_vector}", (("e" if citus else "h") + ".embedding") if vectors else "NULL::{vtype}")
     values = dict(zip(("any", "fts_n", "vec_n", "k"), map(sql.Literal, literals), strict=True))
     # One node: the vector leg's scan references its settings row (the settings are made first); Citus
     # sets them with SET LOCAL before the statement instead.

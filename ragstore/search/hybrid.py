@@ -121,8 +121,10 @@ def _statement(
     package: str | None,
     metadata: dict[str, Any] | None,
     match: str,
+    vectors: bool = True,
 ) -> tuple[str, dict[str, Any], int, bool]:
-    """The hybrid statement, its parameters, its ef_search and whether it scans iteratively."""
+    """The hybrid statement, its parameters, its ef_search and whether it scans iteratively; the hits carry
+    their vectors when ``vectors``."""
     k = check_k(k)
     per_leg = settings.per_leg
     leg_weights = check_weights(weights)
@@ -140,7 +142,7 @@ def _statement(
     }
     text = statement(
         family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
-        citus=on_citus(conn), fusion=(settings.fusion, settings.normalization),
+        citus=on_citus(conn), fusion=(settings.fusion, settings.normalization), vectors=vectors,
     )  # fmt: skip
     return text, params, _vector.ef_search_for(per_leg, None), flt.active
 
@@ -184,8 +186,10 @@ def hybrid_search(
     metadata: dict[str, Any] | None = None,
     match: str = "auto",
     settings: FusionSettings | None = None,
+    vectors: bool = True,
 ) -> list[Hit]:
-    """The top ``k`` chunks by fusion of the full-text and vector legs (see the module docstring).
+    """The top ``k`` chunks by fusion of the full-text and vector legs (see the module docstring); with
+    ``vectors=False`` their ``Hit.vector`` is None (less to send when nothing reads it).
 
     ``settings`` (default: the family's stored settings, else
     :data:`~ragstore.search.fusion.DEFAULT_FUSION`) say how to fuse; ``per_leg`` and ``rrf_k`` override
@@ -197,7 +201,7 @@ def hybrid_search(
     chosen = resolve_settings(family, settings, per_leg=per_leg, rrf_k=rrf_k)
     rows = _run(conn, _statement(
         conn, family, query_text, query_vector, k=k, settings=chosen, weights=weights,
-        package=package, metadata=metadata, match=match,
+        package=package, metadata=metadata, match=match, vectors=vectors,
     ))  # fmt: skip
     return [_row_to_hit(row) for row in rows]
 
@@ -211,6 +215,7 @@ def hybrid_search_if_current(
     settings: FusionSettings,
     flt: Filter,
     k: int,
+    vectors: bool = False,
 ) -> list[Hit] | None:
     """:func:`hybrid_search` on ``family`` as the caller remembers it, with the family's row read again in
     the SAME round trip (one node only): the hits, or None when the row is not ``family`` any more (or
@@ -221,7 +226,7 @@ def hybrid_search_if_current(
     chosen = resolve_settings(family, settings)
     text, params, ef_search, iterative = _statement(
         conn, family, query_text, query_vector, k=k, settings=chosen, weights=None, package=flt.package,
-        metadata=flt.metadata, match="auto",
+        metadata=flt.metadata, match="auto", vectors=vectors,
     )  # fmt: skip
     values = _vector.settings_params(params, ef_search=ef_search, iterative=iterative)
     try:

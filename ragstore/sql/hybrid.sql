@@ -4,7 +4,8 @@
 -- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms}, {bm25}, {fts_top},
 -- {hits}, {vec_top} and {vec_scan} (the blocks of those names; on Citus those of hybrid_citus.sql where it
 -- has them), {cosine} (the cosine block in the hybrid statement, NULL in the full-text one), {norm}
--- and {fuse} (the blocks norm_<normalization> and fuse_<fusion> of the fusion settings) and
+-- and {fuse} (the blocks norm_<normalization> and fuse_<fusion> of the fusion settings), {hit_vector} (the
+-- hits' vector, or NULL when the caller does not read it) and
 -- {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
 -- which holds the metadata too: the package/metadata filter ANDed with the candidate's key for the
 -- full-text leg and with "%(use_vector)s" for the vector leg).
@@ -189,9 +190,9 @@ CASE WHEN %(use_vector)s
 
 -- name: hits
 -- The k best of the fused list whose chunk the family serves, with text, metadata (NULL when empty: no
--- JSON to parse) and vector: walked best first, a LATERAL probe by primary key per chunk, stopping at k
--- (hybrid_citus.sql has the Citus form, a join).
-SELECT u.chunk_id, h.package_path, u.score, h.text, h.metadata, h.embedding, h.created_at,
+-- JSON to parse) and, when asked for ({hit_vector}: the vector, else NULL), vector: walked best first, a
+-- LATERAL probe by primary key per chunk, stopping at k (hybrid_citus.sql has the Citus form, a join).
+SELECT u.chunk_id, h.package_path, u.score, h.text, h.metadata, {hit_vector}, h.created_at,
        u.fts_rank, u.fts_score, u.vector_rank, u.vector_score, u.cosine, u.lexical
 FROM (SELECT f.* FROM fused AS f ORDER BY f.score DESC, f.chunk_id) AS u
 CROSS JOIN LATERAL (

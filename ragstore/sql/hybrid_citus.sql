@@ -69,7 +69,7 @@ fts_top AS MATERIALIZED (
 -- name: hits
 -- The k best of the fused list whose chunk the family serves, with text, metadata and vector: a join
 -- (Citus pushes no LIMIT subquery laterally joined to another), the same rows as one node's walk.
-SELECT u.chunk_id, c.package_path, u.score, c.text, nullif(c.metadata, '{{}}'::jsonb) AS metadata, e.embedding,
+SELECT u.chunk_id, c.package_path, u.score, c.text, nullif(c.metadata, '{{}}'::jsonb) AS metadata, {hit_vector},
        c.created_at, u.fts_rank, u.fts_score, u.vector_rank, u.vector_score, u.cosine, u.lexical
 FROM fused AS u
 JOIN ragstore.{table} AS e ON e.chunk_id = u.chunk_id

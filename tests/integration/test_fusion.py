@@ -134,8 +134,11 @@ def test_min_score_means_cosine_in_hybrid_and_the_full_text_score_in_fts(conn: A
     full = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed())
     unit_query = QUERY / np.linalg.norm(QUERY)
 
+    # Hybrid hits leave their vector out unless MMR reads it: the vectors come from a call that asks for them.
+    stored = {h.chunk_id: h.vector for h in hybrid_search(conn, family, "apple", QUERY, k=10, vectors=True)}
+
     def cosine(hit: Any) -> float:
-        return float(np.dot(hit.vector, unit_query) / np.linalg.norm(hit.vector))
+        return float(np.dot(stored[hit.chunk_id], unit_query) / np.linalg.norm(stored[hit.chunk_id]))
 
     kept = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed(), min_score=0.5)
     assert kept and [h.chunk_id for h in kept] == [h.chunk_id for h in full if cosine(h) >= 0.5]

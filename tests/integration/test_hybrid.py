@@ -164,6 +164,24 @@ def test_api_search_hybrid_and_fts_go_through_these_functions(conn: Any, family:
     assert [h.chunk_id for h in search(conn, "docs", "apple", k=10, mode="fts")] == ["a", "b"]
 
 
+def test_hybrid_hits_carry_their_vector_only_when_mmr_reads_it(conn: Any, family: Any) -> None:
+    from ragstore.caches import Caches
+    from ragstore.search.api import search
+
+    class Fixed(OfflineBackend):
+        def embed(self, texts: Any) -> Any:
+            return np.stack([QUERY for _ in texts])
+
+    memo = Caches()
+    fresh = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed(), caches=memo)
+    assert memo.family("docs") is not None  # the next search takes the remembered family's path
+    remembered = search(conn, "docs", "apple", k=10, mode="hybrid", backend=Fixed(), caches=memo)
+    assert fresh == remembered and len(fresh) == len(CHUNKS)
+    assert all(h.vector is None and h.cosine is not None for h in fresh)
+    diverse = search(conn, "docs", "apple", k=3, mode="hybrid", rerank="mmr", backend=Fixed(), caches=memo)
+    assert diverse and all(h.vector is not None and h.vector.shape == (16,) for h in diverse)
+
+
 def test_blended_ranking_reranks_every_candidate_with_normalised_signals(conn: Any, family: Any) -> None:
     now = datetime(2100, 1, 1, tzinfo=UTC)
     hits = blended_search(conn, family, "apple", QUERY, k=10, now=now, per_leg=4)
