@@ -18,10 +18,12 @@ DECLARE
     lexs text[];
     chgs bigint[];
 BEGIN
-    WITH gone AS (
+    WITH terms AS MATERIALIZED (
+        SELECT o.family, o.chunk_id, u.lexeme FROM old_rows AS o CROSS JOIN LATERAL ragstore.tsv_terms(o.tsv) AS u
+    ),
+    gone AS (
         DELETE FROM ragstore.chunk_terms AS t
-        USING old_rows AS o CROSS JOIN LATERAL ragstore.tsv_terms(o.tsv) AS u
-        WHERE t.family = o.family AND t.lexeme = u.lexeme AND t.chunk_id = o.chunk_id
+        USING terms AS k WHERE t.family = k.family AND t.lexeme = k.lexeme AND t.chunk_id = k.chunk_id
         RETURNING t.family, t.lexeme, t.tf
     ),
     ledger AS (
@@ -63,11 +65,14 @@ BEGIN
         GROUP BY w.family, w.lexeme
     ) AS c;
     PERFORM ragstore.chunk_term_df_add(fams, lexs, chgs) WHERE fams IS NOT NULL;
+    WITH terms AS MATERIALIZED (
+        SELECT o.family, o.chunk_id, u.lexeme
+        FROM new_rows AS n JOIN old_rows AS o ON o.family = n.family AND o.chunk_id = n.chunk_id
+        CROSS JOIN LATERAL ragstore.tsv_terms(o.tsv) AS u
+        WHERE o.tsv IS DISTINCT FROM n.tsv
+    )
     DELETE FROM ragstore.chunk_terms AS t
-    USING new_rows AS n JOIN old_rows AS o ON o.family = n.family AND o.chunk_id = n.chunk_id
-    CROSS JOIN LATERAL ragstore.tsv_terms(o.tsv) AS u
-    WHERE o.tsv IS DISTINCT FROM n.tsv
-      AND t.family = o.family AND t.lexeme = u.lexeme AND t.chunk_id = o.chunk_id;
+    USING terms AS k WHERE t.family = k.family AND t.lexeme = k.lexeme AND t.chunk_id = k.chunk_id;
     INSERT INTO ragstore.chunk_terms (family, chunk_id, lexeme, tf, dl)
     SELECT n.family, n.chunk_id, t.lexeme, t.tf, t.dl
     FROM new_rows AS n JOIN old_rows AS o ON o.family = n.family AND o.chunk_id = n.chunk_id
