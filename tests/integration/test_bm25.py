@@ -178,12 +178,16 @@ def test_0012_backfills_an_existing_database_and_downgrades(dsn: str, conn: Any,
     assert [(cid, pytest.approx(s, rel=1e-9)) for cid, s in again] == [(h.chunk_id, h.score) for h in before]
 
 
+def names(conn: Any, query: str) -> list[str]:
+    return [name for (name,) in conn.execute(query).fetchall()]
+
+
 def postings_foreign_keys(conn: Any) -> list[str]:
-    rows = conn.execute(
+    return names(
+        conn,
         "SELECT conname FROM pg_catalog.pg_constraint"
-        " WHERE conrelid = 'ragstore.chunk_terms'::regclass AND contype = 'f'"
-    ).fetchall()
-    return [name for (name,) in rows]
+        " WHERE conrelid = 'ragstore.chunk_terms'::regclass AND contype = 'f'",
+    )
 
 
 def test_postings_are_kept_by_the_triggers_alone(conn: Any, family: Any) -> None:
@@ -281,20 +285,20 @@ def test_concurrent_writers_of_one_family_keep_the_counts_current(dsn: str, conn
 
 
 def postings_indexes(conn: Any) -> list[str]:
-    rows = conn.execute(
+    return names(
+        conn,
         "SELECT indexrelid::regclass::text FROM pg_catalog.pg_index"
-        " WHERE indrelid = 'ragstore.chunk_terms'::regclass ORDER BY 1"
-    ).fetchall()
-    return [name for (name,) in rows]
+        " WHERE indrelid = 'ragstore.chunk_terms'::regclass ORDER BY 1",
+    )
 
 
 def trigger_bodies(conn: Any) -> list[str]:
-    rows = conn.execute(
+    return names(
+        conn,
         "SELECT prosrc FROM pg_catalog.pg_proc WHERE oid IN"
         " ('ragstore.chunks_count_deleted()'::regprocedure, 'ragstore.chunks_terms_updated()'::regprocedure)"
-        " ORDER BY proname"
-    ).fetchall()
-    return [body for (body,) in rows]
+        " ORDER BY proname",
+    )
 
 
 def test_0018_downgrade_restores_the_chunk_id_index_and_upgrade_drops_it(dsn: str, conn: Any, family: Any) -> None:
