@@ -9,6 +9,10 @@
 -- transition table old_rows: they now delete ragstore.tsv_terms(old tsv) of each chunk through the primary
 -- key, the same set the insert trigger wrote, and the second index is dropped. Deleting ALL postings
 -- (the truncate trigger) never needed it.
+--
+-- The terms are materialized first, then joined to the key. That delete runs by EXECUTE, so it is planned
+-- at each call for the rows it deletes: a plan kept from a session's first, large delete (a hash join
+-- reading every posting) would otherwise serve its later deletes of one chunk too.
 
 -- section: upgrade
 CREATE OR REPLACE FUNCTION ragstore.chunks_count_deleted() RETURNS trigger LANGUAGE plpgsql
@@ -18,21 +22,24 @@ DECLARE
     lexs text[];
     chgs bigint[];
 BEGIN
-    WITH terms AS MATERIALIZED (
-        SELECT o.family, o.chunk_id, u.lexeme FROM old_rows AS o CROSS JOIN LATERAL ragstore.tsv_terms(o.tsv) AS u
-    ),
-    gone AS (
-        DELETE FROM ragstore.chunk_terms AS t
-        USING terms AS k WHERE t.family = k.family AND t.lexeme = k.lexeme AND t.chunk_id = k.chunk_id
-        RETURNING t.family, t.lexeme, t.tf
-    ),
-    ledger AS (
-        INSERT INTO ragstore.family_chunk_deltas (family, delta, tokens)
-        SELECT g.family, -count(*), -sum(g.tf) FROM gone AS g WHERE g.lexeme = '' GROUP BY g.family
-    )
-    SELECT array_agg(c.family), array_agg(c.lexeme), array_agg(c.n) INTO fams, lexs, chgs
-    FROM (SELECT g.family, g.lexeme, -count(*) AS n FROM gone AS g WHERE g.lexeme <> ''
-          GROUP BY g.family, g.lexeme) AS c;
+    EXECUTE $q$
+        WITH terms AS MATERIALIZED (
+            SELECT o.family, o.chunk_id, u.lexeme
+            FROM old_rows AS o CROSS JOIN LATERAL ragstore.tsv_terms(o.tsv) AS u
+        ),
+        gone AS (
+            DELETE FROM ragstore.chunk_terms AS t
+            USING terms AS k WHERE t.family = k.family AND t.lexeme = k.lexeme AND t.chunk_id = k.chunk_id
+            RETURNING t.family, t.lexeme, t.tf
+        ),
+        ledger AS (
+            INSERT INTO ragstore.family_chunk_deltas (family, delta, tokens)
+            SELECT g.family, -count(*), -sum(g.tf) FROM gone AS g WHERE g.lexeme = '' GROUP BY g.family
+        )
+        SELECT array_agg(c.family), array_agg(c.lexeme), array_agg(c.n)
+        FROM (SELECT g.family, g.lexeme, -count(*) AS n FROM gone AS g WHERE g.lexeme <> ''
+              GROUP BY g.family, g.lexeme) AS c
+    $q$ INTO fams, lexs, chgs;
     PERFORM ragstore.chunk_term_df_add(fams, lexs, chgs) WHERE fams IS NOT NULL;
     RETURN NULL;
 END
@@ -65,14 +72,16 @@ BEGIN
         GROUP BY w.family, w.lexeme
     ) AS c;
     PERFORM ragstore.chunk_term_df_add(fams, lexs, chgs) WHERE fams IS NOT NULL;
-    WITH terms AS MATERIALIZED (
-        SELECT o.family, o.chunk_id, u.lexeme
-        FROM new_rows AS n JOIN old_rows AS o ON o.family = n.family AND o.chunk_id = n.chunk_id
-        CROSS JOIN LATERAL ragstore.tsv_terms(o.tsv) AS u
-        WHERE o.tsv IS DISTINCT FROM n.tsv
-    )
-    DELETE FROM ragstore.chunk_terms AS t
-    USING terms AS k WHERE t.family = k.family AND t.lexeme = k.lexeme AND t.chunk_id = k.chunk_id;
+    EXECUTE $q$
+        WITH terms AS MATERIALIZED (
+            SELECT o.family, o.chunk_id, u.lexeme
+            FROM new_rows AS n JOIN old_rows AS o ON o.family = n.family AND o.chunk_id = n.chunk_id
+            CROSS JOIN LATERAL ragstore.tsv_terms(o.tsv) AS u
+            WHERE o.tsv IS DISTINCT FROM n.tsv
+        )
+        DELETE FROM ragstore.chunk_terms AS t
+        USING terms AS k WHERE t.family = k.family AND t.lexeme = k.lexeme AND t.chunk_id = k.chunk_id
+    $q$;
     INSERT INTO ragstore.chunk_terms (family, chunk_id, lexeme, tf, dl)
     SELECT n.family, n.chunk_id, t.lexeme, t.tf, t.dl
     FROM new_rows AS n JOIN old_rows AS o ON o.family = n.family AND o.chunk_id = n.chunk_id
