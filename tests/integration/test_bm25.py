@@ -323,3 +323,30 @@ def test_0018_downgrade_restores_the_chunk_id_index_and_upgrade_drops_it(dsn: st
     conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id IN ('mv', 'tar')")
     postings_are_current(conn)
     scores_equal_the_reference(conn, "docs")
+
+
+def test_a_one_chunk_delete_probes_the_key_after_a_large_delete_in_the_same_session(conn: Any, family: Any) -> None:
+    # The delete trigger finds the postings through the primary key, in a statement planned at each call:
+    # after a session's first delete removed half the chunks (a hash join over every posting is then the
+    # cheaper plan), a delete of one chunk still probes the key rather than read every posting again.
+    conn.execute(
+        "INSERT INTO ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256)"
+        " SELECT 'docs', 'g' || i, 'gen', format('word%s alpha%s beta%s gamma%s', i, i % 50, i % 7, i % 3),"
+        " sha256(i::text::bytea), sha256(i::text::bytea) FROM generate_series(1, 3000) AS i"
+    )
+    conn.execute("ANALYZE ragstore.chunk_terms")
+    conn.commit()
+    plans: list[str] = []
+    conn.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
+    conn.execute("LOAD 'auto_explain'")
+    conn.execute("SET auto_explain.log_min_duration = 0")
+    conn.execute("SET auto_explain.log_nested_statements = on")
+    conn.execute("SET client_min_messages = log")
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id ~ '^g[0-9]*[13579]$'")
+    plans.clear()
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'g2'")
+    deletes = [plan for plan in plans if "Delete on chunk_terms" in plan]
+    assert len(deletes) == 1, plans
+    assert "Index Scan using chunk_terms_pkey" in deletes[0], deletes[0]
+    conn.execute("RESET client_min_messages")
+    postings_are_current(conn)
