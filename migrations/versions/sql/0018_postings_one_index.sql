@@ -12,7 +12,9 @@
 --
 -- The terms are materialized first, then joined to the key. That delete runs by EXECUTE, so it is planned
 -- at each call for the rows it deletes: a plan kept from a session's first, large delete (a hash join
--- reading every posting) would otherwise serve its later deletes of one chunk too.
+-- reading every posting) would otherwise serve its later deletes of one chunk too. The delete trigger takes
+-- the chunk count and length for the ledger from the length rows it deleted, as the insert trigger takes
+-- them from those it wrote.
 
 -- section: upgrade
 CREATE OR REPLACE FUNCTION ragstore.chunks_count_deleted() RETURNS trigger LANGUAGE plpgsql
