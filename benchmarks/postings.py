@@ -1,9 +1,11 @@
 """What the full-text postings cost on the write path: an ingest with and without a foreign key on them,
-or with and without each word's document frequency kept (``--compare df``).
+with and without each word's document frequency kept (``--compare df``), or with and without their
+``(family, chunk_id)`` index (``--compare chunkidx``).
 
     python benchmarks/postings.py                      # 20,000 chunks of ~100 words, 384-d vectors
     python benchmarks/postings.py --rows 50000 --words 150
     python benchmarks/postings.py --compare df         # revision 0017's counts against 0016
+    python benchmarks/postings.py --compare chunkidx   # revision 0017's chunk-id index against 0018
 
 Every chunk written to ragstore.chunks gets one row in ragstore.chunk_terms per distinct word (its
 postings, written by the chunk triggers, read by BM25 full text). Until revision 0016 those rows had a
@@ -17,6 +19,13 @@ $RAGSTORE_DSN if set, else a throwaway embedded server.
 With ``--compare df`` the two variants are revision 0016 (the triggers write the postings only) and 0017
 (they also keep ragstore.chunk_term_df, each word's number of chunks, which BM25 reads instead of counting
 the postings): the database is migrated down or up before each load.
+
+With ``--compare chunkidx`` they are revision 0017 (each posting also goes into the index
+``chunk_terms_chunk_idx (family, chunk_id)``, which the delete and text-change triggers searched) and 0018
+(the primary key alone; those triggers find a chunk's postings through it from the old row's terms). After
+each load the script also times the chunk triggers' work alone, one statement each: an INSERT of a copy of
+the family's chunks into another family (postings written, no vectors, no HNSW), a text change of every
+10th chunk, then a delete of every 10th other chunk.
 """
 
 from __future__ import annotations
@@ -63,16 +72,58 @@ def write_jsonl(path: Path, rows: int, words: int, dim: int, seed: int = 3) -> N
             )
 
 
+# --compare: the revision with the variant on, and the one with it off (None: the foreign key, put back by hand)
+REVISIONS = {"fk": None, "df": ("0017", "0016"), "chunkidx": ("0017", "0018")}
+
+
+def migrate_to(dsn: str, revision: str) -> None:
+    current = migrate.current_revision(dsn)
+    if current is None or int(current) < int(revision):
+        migrate.upgrade(dsn, revision)
+    elif int(current) > int(revision):
+        migrate.downgrade(dsn, revision)
+
+
+CHUNK_COLUMNS = "chunk_id, package_path, text, content_sha256, record_sha256, metadata, fts_config, source_sha256"
+
+
+def churn(conn, name: str, rows: int, dim: int) -> tuple[float, float, float]:
+    """The seconds of the chunk triggers' work alone, one statement each (committed): an INSERT of a copy of
+    family ``name``'s chunks into a new family (their postings written, no vectors), then a text change of
+    every 10th chunk of ``name`` and a delete of every 10th other chunk."""
+    create_family(conn, f"{name}_copy", ExternalBackend("bench", dim), options={"dimensions": dim})
+    conn.commit()
+    started = time.perf_counter()
+    conn.execute(
+        f"INSERT INTO ragstore.chunks (family, {CHUNK_COLUMNS}) SELECT %s, {CHUNK_COLUMNS} FROM ragstore.chunks"
+        " WHERE family = %s",
+        (f"{name}_copy", name),
+    )
+    conn.commit()
+    inserted = time.perf_counter() - started
+    changed = [f"c{i}" for i in range(0, rows, 10)]
+    deleted = [f"c{i}" for i in range(5, rows, 10)]
+    started = time.perf_counter()
+    conn.execute(
+        "UPDATE ragstore.chunks SET text = text || ' w1 churned' WHERE family = %s AND chunk_id = ANY (%s)",
+        (name, changed),
+    )
+    conn.commit()
+    updated = time.perf_counter() - started
+    started = time.perf_counter()
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = %s AND chunk_id = ANY (%s)", (name, deleted))
+    conn.commit()
+    return inserted, updated, time.perf_counter() - started
+
+
 def load(conn, name: str, path: Path, dim: int, variant: bool, compare: str, dsn: str) -> tuple[float, int]:
-    """Ingest ``path`` into a new family ``name`` with the variant on (the foreign key, or the counts of
-    revision 0017) or off; the seconds and the postings written."""
+    """Ingest ``path`` into a new family ``name`` with the variant on (the foreign key, the counts of
+    revision 0017, or the chunk-id index) or off; the seconds and the postings written."""
     foreign_key = variant and compare == "fk"
-    if compare == "df":
+    revisions = REVISIONS[compare]
+    if revisions is not None:
         conn.commit()
-        if variant:
-            migrate.upgrade(dsn)
-        else:
-            migrate.downgrade(dsn, "0016")
+        migrate_to(dsn, revisions[0] if variant else revisions[1])
     if foreign_key:
         conn.execute(FOREIGN_KEY)
     conn.commit()
@@ -94,11 +145,15 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--runs", type=int, default=2, help="runs of each variant, alternated")
     parser.add_argument(
-        "--compare", choices=("fk", "df"), default="fk", help="the postings' foreign key, or 0017's counts"
+        "--compare",
+        choices=tuple(REVISIONS),
+        default="fk",
+        help="the postings' foreign key, 0017's counts, or 0017's chunk-id index against 0018",
     )
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}", flush=True)
     times: dict[bool, list[float]] = {True: [], False: []}
+    churned: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
     with admin_dsn() as admin, scratch_database(admin) as dsn, connect(dsn) as conn:
         with tempfile.TemporaryDirectory(prefix="ragstore-bench-") as folder:
             path = Path(folder) / "chunks.jsonl"
@@ -109,13 +164,30 @@ def main() -> None:
                     seconds, postings = load(conn, name, path, args.dim, variant, args.compare, dsn)
                     times[variant].append(seconds)
                     print(f"  {name}: {seconds:.1f}s, {postings:,} postings", flush=True)
+                    if args.compare == "chunkidx":
+                        churned[variant].append(churn(conn, name, args.rows, args.dim))
+                        insert, update, delete = churned[variant][-1]
+                        print(
+                            f"    insert of a copy: {insert:.2f}s, text change of 10%: {update:.2f}s,"
+                            f" delete of 10%: {delete:.2f}s",
+                            flush=True,
+                        )
     with_it, without = statistics.median(times[True]), statistics.median(times[False])
-    what = "the postings' foreign key" if args.compare == "fk" else "the words' document frequencies kept"
+    what = {
+        "fk": "the postings' foreign key",
+        "df": "the words' document frequencies kept",
+        "chunkidx": "the postings' chunk-id index (0017)",
+    }[args.compare]
     print(
         f"{args.rows:,} chunks x {args.words} words, {args.dim}-d: ingest with {what} "
         f"{with_it:.1f}s, without {without:.1f}s (medians of {args.runs}): {with_it / without:.2f}x",
         flush=True,
     )
+    for step, label in ((0, "insert of a copy (triggers alone)"), (1, "text change of 10%"), (2, "delete of 10%")):
+        if churned[True]:
+            on = statistics.median(s[step] for s in churned[True])
+            off = statistics.median(s[step] for s in churned[False])
+            print(f"  {label}: with {on:.2f}s, without {off:.2f}s: {on / off:.2f}x", flush=True)
     print(f"load average at end: {os.getloadavg()}", flush=True)
 
 

@@ -1,6 +1,7 @@
 """The full-text leg is BM25 over ragstore.chunk_terms: its scores equal a reference computed in Python from
-the chunks' own tsvectors; the postings and the ledger follow every write (insert, text change, delete,
-family drop); migration 0012 backfills an existing database and its downgrade restores the old functions."""
+the chunks' own tsvectors; the postings, the words' counts and the ledger follow every write (insert, text
+change, delete, prune, family drop) in every family; migrations 0012 to 0018 upgrade an existing database
+and their downgrades restore the old functions."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any
 import pytest
 
 from ragstore import families, migrate
+from ragstore.db.frozen import function_definition
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
+from ragstore.ingest.run import index_records
 from ragstore.ingest.writer import write_records
 from ragstore.search.fts import BM25_B, BM25_K1, fts_search
 
@@ -108,22 +111,54 @@ def document_frequencies_are_current(conn: Any) -> None:
         " CROSS JOIN LATERAL unnest(tsvector_to_array(c.tsv)) AS u(lexeme) GROUP BY 1, 2 ORDER BY 1, 2"
     ).fetchall()
     assert kept == derived
+    # ... and from the postings themselves, which BM25 reads beside them.
+    counted = conn.execute(
+        "SELECT family, lexeme, count(*) FROM ragstore.chunk_terms WHERE lexeme <> '' GROUP BY 1, 2 ORDER BY 1, 2"
+    ).fetchall()
+    assert kept == counted
 
 
-def test_postings_and_ledger_follow_inserts_text_changes_deletes_and_drop(conn: Any, family: Any) -> None:
+def scores_equal_the_reference(conn: Any, family: str, queries: tuple[str, ...] = ("copies files", "files")) -> None:
+    fam = families.get_family(conn, family)
+    for query in queries:
+        hits = fts_search(conn, fam, query, k=20)
+        expected = reference(conn, family, query)
+        assert [(h.chunk_id, h.score) for h in hits] == [(cid, pytest.approx(s, rel=1e-9)) for cid, s in expected]
+
+
+def test_postings_and_ledger_follow_inserts_text_changes_deletes_prune_and_drop(conn: Any, family: Any) -> None:
     postings_are_current(conn)
     assert conn.execute("SELECT count(*) FROM ragstore.chunk_terms WHERE lexeme = ''").fetchone()[0] == len(TEXTS)
+    # A second family holding the same chunk ids, and a chunk of stop words alone (its length row only).
+    other = families.create_family(conn, "other", OfflineBackend())
+    write(conn, other, TEXTS | {"z": "files everywhere", "stop": "the and of a"})
+    postings_are_current(conn)
+    assert conn.execute(
+        "SELECT lexeme, tf, dl FROM ragstore.chunk_terms WHERE family = 'other' AND chunk_id = 'stop'"
+    ).fetchall() == [("", 0, 0)]
+    # Text changes (the stop-word chunk gains words, mv loses some and gains others) and an insert.
     write(conn, family, {"mv": "mv moves files, mv moves directories, mv renames", "new": "brand new text"})
+    write(conn, other, {"stop": "stop words became files", "ssh": "the and"})
     postings_are_current(conn)
     assert [h.chunk_id for h in fts_search(conn, family, "renames", k=5)] == ["mv"]
-    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'rm'")
+    # A delete in one family leaves the other family's chunk of the same id whole.
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id IN ('rm', 'new')")
     postings_are_current(conn)
-    other = families.create_family(conn, "other", OfflineBackend())
-    write(conn, other, {"z": "files everywhere"})
+    held = "SELECT count(*) FROM ragstore.chunk_terms WHERE family = %s AND chunk_id = %s"
+    assert conn.execute(held, ("docs", "rm")).fetchone() == (0,)
+    assert conn.execute(held, ("other", "rm")).fetchone()[0] > 1
+    # Prune: the records name packages man/cp and man/ssh; their chunks the records no longer hold go.
+    records = [{"chunk_id": "cp2", "package_path": "man/cp", "text": "cp copies files once"}]
+    records.append({"chunk_id": "ssh", "package_path": "man/ssh", "text": "the and"})
+    assert index_records(conn, "other", records, prune=True).pruned == 1
+    assert conn.execute(held, ("other", "cp")).fetchone() == (0,)
     postings_are_current(conn)
+    for name in ("docs", "other"):
+        scores_equal_the_reference(conn, name)
     families.drop_family(conn, "other")
     postings_are_current(conn)
     assert conn.execute("SELECT count(*) FROM ragstore.chunk_terms WHERE family = 'other'").fetchone()[0] == 0
+    scores_equal_the_reference(conn, "docs")
 
 
 def test_0012_backfills_an_existing_database_and_downgrades(dsn: str, conn: Any, family: Any) -> None:
@@ -143,12 +178,16 @@ def test_0012_backfills_an_existing_database_and_downgrades(dsn: str, conn: Any,
     assert [(cid, pytest.approx(s, rel=1e-9)) for cid, s in again] == [(h.chunk_id, h.score) for h in before]
 
 
+def names(conn: Any, query: str) -> list[str]:
+    return [name for (name,) in conn.execute(query).fetchall()]
+
+
 def postings_foreign_keys(conn: Any) -> list[str]:
-    rows = conn.execute(
+    return names(
+        conn,
         "SELECT conname FROM pg_catalog.pg_constraint"
-        " WHERE conrelid = 'ragstore.chunk_terms'::regclass AND contype = 'f'"
-    ).fetchall()
-    return [name for (name,) in rows]
+        " WHERE conrelid = 'ragstore.chunk_terms'::regclass AND contype = 'f'",
+    )
 
 
 def test_postings_are_kept_by_the_triggers_alone(conn: Any, family: Any) -> None:
@@ -243,3 +282,71 @@ def test_concurrent_writers_of_one_family_keep_the_counts_current(dsn: str, conn
     assert not errors and not any(t.is_alive() for t in threads)
     postings_are_current(conn)
     document_frequencies_are_current(conn)
+
+
+def postings_indexes(conn: Any) -> list[str]:
+    return names(
+        conn,
+        "SELECT indexrelid::regclass::text FROM pg_catalog.pg_index"
+        " WHERE indrelid = 'ragstore.chunk_terms'::regclass ORDER BY 1",
+    )
+
+
+def trigger_bodies(conn: Any) -> list[str]:
+    return names(
+        conn,
+        "SELECT prosrc FROM pg_catalog.pg_proc WHERE oid IN"
+        " ('ragstore.chunks_count_deleted()'::regprocedure, 'ragstore.chunks_terms_updated()'::regprocedure)"
+        " ORDER BY proname",
+    )
+
+
+def test_0018_downgrade_restores_the_chunk_id_index_and_upgrade_drops_it(dsn: str, conn: Any, family: Any) -> None:
+    # One index on the postings, the primary key: the delete and text-change triggers find a chunk's
+    # postings through it, from the terms of the old row's tsv.
+    assert postings_indexes(conn) == ["ragstore.chunk_terms_pkey"]
+    assert all("ragstore.tsv_terms(o.tsv) AS u" in body for body in trigger_bodies(conn))
+    conn.commit()
+    migrate.downgrade(dsn, "0017")
+    assert postings_indexes(conn) == ["ragstore.chunk_terms_chunk_idx", "ragstore.chunk_terms_pkey"]
+    frozen = (migrate.migrations_dir() / "versions" / "sql" / "0017_term_df.sql").read_text(encoding="utf-8")
+    assert trigger_bodies(conn) == [
+        function_definition(frozen, name).split("$fn$")[1] for name in ("chunks_count_deleted", "chunks_terms_updated")
+    ]
+    write(conn, family, {"mv": "mv moves files, mv copies nothing", "late": "written while 0017 was the head"})
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'rm'")
+    postings_are_current(conn)  # by 0017's triggers, restored
+    conn.commit()
+    migrate.upgrade(dsn)
+    assert postings_indexes(conn) == ["ragstore.chunk_terms_pkey"]
+    write(conn, family, {"late": "copies files once more", "cp": "cp copies"})
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id IN ('mv', 'tar')")
+    postings_are_current(conn)
+    scores_equal_the_reference(conn, "docs")
+
+
+def test_a_one_chunk_delete_probes_the_key_after_a_large_delete_in_the_same_session(conn: Any, family: Any) -> None:
+    # The delete trigger finds the postings through the primary key, in a statement planned at each call:
+    # after a session's first delete removed half the chunks (a hash join over every posting is then the
+    # cheaper plan), a delete of one chunk still probes the key rather than read every posting again.
+    conn.execute(
+        "INSERT INTO ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256)"
+        " SELECT 'docs', 'g' || i, 'gen', format('word%s alpha%s beta%s gamma%s', i, i % 50, i % 7, i % 3),"
+        " sha256(i::text::bytea), sha256(i::text::bytea) FROM generate_series(1, 3000) AS i"
+    )
+    conn.execute("ANALYZE ragstore.chunk_terms")
+    conn.commit()
+    plans: list[str] = []
+    conn.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
+    conn.execute("LOAD 'auto_explain'")
+    conn.execute("SET auto_explain.log_min_duration = 0")
+    conn.execute("SET auto_explain.log_nested_statements = on")
+    conn.execute("SET client_min_messages = log")
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id ~ '^g[0-9]*[13579]$'")
+    plans.clear()
+    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'g2'")
+    deletes = [plan for plan in plans if "Delete on chunk_terms" in plan]
+    assert len(deletes) == 1, plans
+    assert "Index Scan using chunk_terms_pkey" in deletes[0], deletes[0]
+    conn.execute("RESET client_min_messages")
+    postings_are_current(conn)
