@@ -103,17 +103,10 @@ def _check_sha256(path: Path, data: bytes, expected: str) -> None:
         )
 
 
-def without_nan_guards(model: bytes) -> tuple[bytes, int]:
-    """The ONNX ``model`` without its softmax NaN guards, and how many were dropped.
-
-    A guard is ``Where(IsNaN(p), zero, p)`` where ``p`` is a ``Softmax`` output and ``zero`` a constant 0:
-    torch's exporter adds one per attention layer for rows whose every key is masked (softmax of all
-    -inf is NaN). Every row this backend feeds has its [CLS] and [SEP] tokens unmasked, so no softmax row
-    is NaN and the guard returns ``p`` unchanged: readers of the ``Where`` read ``p`` instead. Anything
-    else in the graph is left as it is; a model without such guards comes back unchanged (0 dropped).
-    """
+def _parsed(model: bytes) -> tuple[Any, Any, dict[str, Any], dict[str, Any], dict[str, int]]:
+    """The ONNX ``model`` parsed: the model, its graph, each value's producing node, the constant tensors
+    (initializers and ``Constant`` nodes) by name, and how many node inputs read each value."""
     onnx = _import("onnx")
-    numpy_helper = importlib.import_module("onnx.numpy_helper")
     proto = onnx.load_from_string(model)
     graph = proto.graph
     producers = {out: node for node in graph.node for out in node.output}
@@ -125,15 +118,29 @@ def without_nan_guards(model: bytes) -> tuple[bytes, int]:
         for attr in node.attribute
         if attr.name == "value"
     )
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    return proto, graph, producers, constants, readers
+
+
+def without_nan_guards(model: bytes) -> tuple[bytes, int]:
+    """The ONNX ``model`` without its softmax NaN guards, and how many were dropped.
+
+    A guard is ``Where(IsNaN(p), zero, p)`` where ``p`` is a ``Softmax`` output and ``zero`` a constant 0:
+    torch's exporter adds one per attention layer for rows whose every key is masked (softmax of all
+    -inf is NaN). Every row this backend feeds has its [CLS] and [SEP] tokens unmasked, so no softmax row
+    is NaN and the guard returns ``p`` unchanged: readers of the ``Where`` read ``p`` instead. Anything
+    else in the graph is left as it is; a model without such guards comes back unchanged (0 dropped).
+    """
+    proto, graph, producers, constants, readers = _parsed(model)
+    numpy_helper = importlib.import_module("onnx.numpy_helper")
 
     def is_zero(name: str) -> bool:
         tensor = constants.get(name)
         return tensor is not None and not np.any(numpy_helper.to_array(tensor))
 
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
     replaced: dict[str, str] = {}
     dropped: set[int] = set()
     for node in graph.node:
@@ -174,23 +181,8 @@ def gelu_fusable(model: bytes) -> tuple[bytes, int]:
     order onnxruntime's GELU fusion matches. Only that pattern, with the same ``x`` in both places and
     the inner ``Mul`` read by nothing else, is touched; a model without it comes back unchanged (0).
     """
-    onnx = _import("onnx")
+    proto, graph, producers, constants, readers = _parsed(model)
     numpy_helper = importlib.import_module("onnx.numpy_helper")
-    proto = onnx.load_from_string(model)
-    graph = proto.graph
-    producers = {out: node for node in graph.node for out in node.output}
-    constants = {init.name: init for init in graph.initializer}
-    constants.update(
-        (node.output[0], attr.t)
-        for node in graph.node
-        if node.op_type == "Constant"
-        for attr in node.attribute
-        if attr.name == "value"
-    )
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
 
     def scalar(name: str, value: float) -> bool:
         tensor = constants.get(name)
