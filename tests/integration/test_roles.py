@@ -254,7 +254,10 @@ def test_app_and_reader_search_by_text_and_the_app_writes_one_family_without_tou
 ) -> None:
     """Full text and hybrid read the postings and the words' counts (ragstore.chunk_term_df), written by
     the chunk triggers: both roles search, and the app's writes to one family move only that family's."""
+    from ragstore.caches import caches_for
     from ragstore.search.api import search
+    from ragstore.search.filters import make_filter
+    from ragstore.search.hybrid import hybrid_search_if_current, resolve_settings
 
     with connect(dsn) as conn:
         families.create_family(conn, "other", OfflineBackend())
@@ -287,4 +290,15 @@ def test_app_and_reader_search_by_text_and_the_app_writes_one_family_without_tou
             for mode in ("fts", "hybrid"):
                 hits = search(conn, "other", "orange text", k=3, mode=mode)
                 assert len(hits) == 3 and all(h.chunk_id.startswith("o") for h in hits), (role_dsn, mode)
+            # The family is remembered now: hybrid reads its row in the statement's round trip, as this role too.
+            assert caches_for(conn).family("other") is not None
+            again = search(conn, "other", "orange text", k=3, mode="hybrid")
+            assert again == hits and all(h.vector is None for h in again), role_dsn
+            fam = caches_for(conn).family("other")
+            assert fam is not None
+            served = hybrid_search_if_current(
+                conn, fam, "orange text", OfflineBackend().embed(["orange text"])[0],
+                settings=resolve_settings(fam), flt=make_filter(None, None), k=3,
+            )  # fmt: skip
+            assert served == hits, role_dsn  # None would mean the role could not read the family's row
             assert [h.chunk_id for h in search(conn, "docs", "seven", k=3, mode="fts")] == ["c7"]
