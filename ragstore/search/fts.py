@@ -35,6 +35,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from ragstore.db.citus import on_citus
 from ragstore.db.connection import db_errors
@@ -103,6 +104,7 @@ def statement(
     citus: bool = False,
     fusion: tuple[str, str] = ("cc", "tmm"),
     vectors: bool = True,
+    guard: bool = False,
 ) -> str:
     """Block ``block`` of ``ragstore/sql/hybrid.sql`` for ``family`` and the shape of ``flt``, with the
     match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape. With
@@ -110,10 +112,26 @@ def statement(
     ``fusion`` (the hybrid statement's): the fusion and the normalisation, checked settings
     (:class:`~ragstore.search.fusion.FusionSettings`), which pick the blocks fuse_<fusion> and
     norm_<normalization>. ``vectors`` (the hybrid statement's): whether the hits carry their vector (else
-    NULL: less to send and decode when nothing reads it)."""
+    NULL: less to send and decode when nothing reads it). ``guard`` (the hybrid statement's, one node): the
+    hits come back only while the family's row is still ``family`` (the block ``guard``; its parameters
+    from :func:`guard_params`)."""
     table = (family.table, f"{family.vector_type}({int(family.dim)})")  # vector_type is checked by families
     literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
-    return _statement_text(block, table, (bool(flt.package), flt.metadata_shape), literals, citus, fusion, vectors)
+    shape = (bool(flt.package), flt.metadata_shape)
+    return _statement_text(block, table, shape, literals, citus, fusion, vectors, guard)
+
+
+def guard_params(family: Family) -> dict[str, Any]:
+    """The parameters of the block ``guard``: ``family``'s row as the caller remembers it."""
+    return {
+        "g_backend": family.backend,
+        "g_model": family.model,
+        "g_dim": int(family.dim),
+        "g_vtype": family.vector_type,
+        "g_table": family.table,
+        "g_state": family.state,
+        "g_options": Jsonb(family.options),
+    }
 
 
 # The blocks a statement of hybrid.sql is made of, in the order they are filled in: on Citus each is
@@ -140,17 +158,21 @@ def _statement_text(
     citus: bool = False,
     fusion: tuple[str, str] = ("cc", "tmm"),
     vectors: bool = True,
+    guard: bool = False,
 ) -> str:
     flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
     text = query("hybrid", block)
     for name in _PARTS:
         text = text.replace("{" + name + "}", _part(name, citus))
+    text = text.replace("{candidates}", query("hybrid", "candidates_any" if literals[0] else "candidates_all"))
+    text = text.replace("{guard}", query("hybrid", "guard") if guard else "")
     text = text.replace("{cosine}", query("hybrid", "cosine") if block == "hybrid" else "NULL::float8")
     if block == "hybrid":
         text = text.replace("{fuse}", query("hybrid", f"fuse_{fusion[0]}"))
         text = text.replace("{norm}", query("hybrid", f"norm_{fusion[1]}"))
         text = text.replace("{hit_vector}", (("e" if citus else "h") + ".embedding") if vectors else "NULL::{vtype}")
     values = dict(zip(("any", "fts_n", "vec_n", "k"), map(sql.Literal, literals), strict=True))
+    values["fts_head"] = sql.Literal(2 * int(literals[1]))
     # One node: the vector leg's scan references its settings row (the settings are made first); Citus
     # sets them with SET LOCAL before the statement instead.
     use_vector = "%(use_vector)s" if citus else "%(use_vector)s AND s.settings IS NOT NULL"

@@ -30,14 +30,12 @@ import numpy.typing as npt
 import psycopg
 
 from ragstore.db.citus import on_citus
-from ragstore.db.connection import run_isolated
-from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput, ModelMismatch, RagstoreError
-from ragstore.families import Family, row_to_family
+from ragstore.families import Family
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.filters import Filter, check_k, make_filter
-from ragstore.search.fts import fts_search, statement, text_params
+from ragstore.search.fts import fts_search, guard_params, statement, text_params
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
 from ragstore.search.rrf import DEFAULT_RRF_K
@@ -122,9 +120,10 @@ def _statement(
     metadata: dict[str, Any] | None,
     match: str,
     vectors: bool = True,
+    guard: bool = False,
 ) -> tuple[str, dict[str, Any], int, bool]:
     """The hybrid statement, its parameters, its ef_search and whether it scans iteratively; the hits carry
-    their vectors when ``vectors``."""
+    their vectors when ``vectors``, and come back only while the family's row is ``family`` with ``guard``."""
     k = check_k(k)
     per_leg = settings.per_leg
     leg_weights = check_weights(weights)
@@ -139,10 +138,11 @@ def _statement(
         "w_vec": leg_weights["vector"],
         "rrf_k": settings.rrf_k,
         "alpha": settings.alpha,
+        **(guard_params(family) if guard else {}),
     }
     text = statement(
         family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
-        citus=on_citus(conn), fusion=(settings.fusion, settings.normalization), vectors=vectors,
+        citus=on_citus(conn), fusion=(settings.fusion, settings.normalization), vectors=vectors, guard=guard,
     )  # fmt: skip
     return text, params, _vector.ef_search_for(per_leg, None), flt.active
 
@@ -217,27 +217,23 @@ def hybrid_search_if_current(
     k: int,
     vectors: bool = False,
 ) -> list[Hit] | None:
-    """:func:`hybrid_search` on ``family`` as the caller remembers it, with the family's row read again in
-    the SAME round trip (one node only): the hits, or None when the row is not ``family`` any more (or
-    gone, or the statement failed on it: its table was swapped), in which case the caller reads the family
-    and searches again. Saves a search on a remembered family its own round trip for the family's row."""
+    """:func:`hybrid_search` on ``family`` as the caller remembers it, checked in the SAME statement (one
+    node only): the hits while the family's row is still ``family`` (the statement's guard, read in its
+    snapshot), else None: the row changed or is gone, the statement failed on it (its table was swapped), or
+    no hit came back (an empty family cannot be told from a changed one), and the caller reads the family
+    and searches again. Saves a search on a remembered family a second statement for the family's row."""
     if on_citus(conn):
         return None
     chosen = resolve_settings(family, settings)
-    text, params, ef_search, iterative = _statement(
+    prepared = _statement(
         conn, family, query_text, query_vector, k=k, settings=chosen, weights=None, package=flt.package,
-        metadata=flt.metadata, match="auto", vectors=vectors,
+        metadata=flt.metadata, match="auto", vectors=vectors, guard=True,
     )  # fmt: skip
-    values = _vector.settings_params(params, ef_search=ef_search, iterative=iterative)
     try:
-        current, rows = run_isolated(
-            conn, [(query("families", "get_family"), {"name": family.name}), (text, values)], binary=True
-        )
+        rows = _run(conn, prepared)
     except RagstoreError:
         return None
-    if not current or row_to_family(current[0]) != family:
-        return None
-    return [_row_to_hit(row) for row in rows]
+    return [_row_to_hit(row) for row in rows] or None
 
 
 def fusion_candidates(

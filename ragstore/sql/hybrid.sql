@@ -3,9 +3,11 @@
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
 -- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms}, {bm25}, {fts_top},
 -- {hits}, {vec_top} and {vec_scan} (the blocks of those names; on Citus those of hybrid_citus.sql where it
--- has them), {cosine} (the cosine block in the hybrid statement, NULL in the full-text one), {norm}
--- and {fuse} (the blocks norm_<normalization> and fuse_<fusion> of the fusion settings), {hit_vector} (the
--- hits' vector, or NULL when the caller does not read it) and
+-- has them), {candidates} (candidates_any for a query of plain words that matches chunks holding any of its
+-- words, candidates_all for websearch_to_tsquery's strict meaning), {cosine} (the cosine block in the
+-- hybrid statement, NULL in the full-text one), {norm} and {fuse} (the blocks norm_<normalization> and fuse_<fusion> of the fusion settings), {hit_vector} (the
+-- hits' vector, or NULL when the caller does not read it), {guard} (the guard block for a search on a
+-- remembered family, else nothing) and
 -- {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
 -- which holds the metadata too: the package/metadata filter ANDed with the candidate's key for the
 -- full-text leg and with "%(use_vector)s" for the vector leg).
@@ -14,35 +16,53 @@
 -- table on (family, chunk_id) and on equal content_sha256 (the vector is the embedding of the text).
 --
 -- Literals (so that a prepared statement's generic plan is the plan its values need, and Postgres need
--- not plan every call): {any} (true: a plain-words query matches chunks holding any of its words; false:
--- websearch_to_tsquery's strict meaning), {fts_n} / {vec_n} (top-N per leg) and {k}.
+-- not plan every call): {fts_n} / {vec_n} (top-N per leg), {fts_head} (twice fts_n) and {k}.
 -- Parameters: family (the family's name), query (text), fts_config (regconfig name), k1 and b (BM25's),
 -- q (the query vector), use_vector (false for a zero-magnitude query: the vector leg is empty), w_fts /
 -- w_vec (RRF leg weights), rrf_k, alpha (the dense weight of 'cc'), ragstore_ef / ragstore_iterative (the
--- HNSW settings).
+-- HNSW settings); in the guard, g_backend, g_model, g_dim, g_vtype, g_table, g_state and g_options (the
+-- remembered family's row).
 -- Statements are sent without their comments (ragstore.db.sqlfiles.compact): psycopg remembers the
 -- conversion of a statement's placeholders only for statements of at most 4,096 bytes.
 
 -- name: query_terms
--- The CTEs both blocks start with. q: the query as a strict tsquery. bm25 and fts_top: the blocks of
--- those names, from this file on one node, from hybrid_citus.sql on Citus (same columns, same scores).
+-- The CTEs both blocks start with. bm25 and fts_top: the blocks of those names, from this file on one
+-- node, from hybrid_citus.sql on Citus (same columns, same scores); {candidates}: candidates_any for a
+-- query of plain words ("any"), candidates_all otherwise.
+{bm25},
+{candidates},
+{fts_top}
+
+-- name: candidates_any
+-- The full-text candidates of a query of plain words: every chunk holding one of them, best first (score
+-- descending, then chunk_id). The first fts_head (twice fts_n) by a bounded sort (a top-N heap), the rest
+-- by a second sort that runs only when the walk of fts_top needs more than them (the union's branches run
+-- in order, the second only once the first is spent): walking ~1,500 candidates for 20 served ones need
+-- not sort them all.
+candidates AS (
+    (SELECT b.chunk_id, b.score FROM bm25 AS b ORDER BY b.score DESC, b.chunk_id LIMIT {fts_head})
+    UNION ALL
+    (SELECT b.chunk_id, b.score FROM bm25 AS b ORDER BY b.score DESC, b.chunk_id OFFSET {fts_head})
+)
+
+-- name: candidates_all
+-- The full-text candidates of websearch_to_tsquery's strict meaning: the chunks matching the query (q,
+-- through the GIN index), scored by the same BM25 (0 when they hold none of the words, e.g. a query of
+-- exclusions only); best first as in candidates_any.
 q AS MATERIALIZED (
     SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
 ),
-{bm25},
--- The full-text candidates: with "any", every chunk holding a word; otherwise the chunks matching the
--- strict query (through the GIN index), scored by the same BM25 (0 when they hold none of the words,
--- e.g. a query of exclusions only).
-candidates AS (
-    SELECT b.chunk_id, b.score FROM bm25 AS b WHERE {any}
-    UNION ALL
-    SELECT c.chunk_id, coalesce(b.score, 0.0::float8)
+matched AS MATERIALIZED (
+    SELECT c.chunk_id, coalesce(b.score, 0.0::float8) AS score
     FROM q
     JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.tsv @@ q.strict
     LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
-    WHERE NOT {any}
 ),
-{fts_top}
+candidates AS (
+    (SELECT m.chunk_id, m.score FROM matched AS m ORDER BY m.score DESC, m.chunk_id LIMIT {fts_head})
+    UNION ALL
+    (SELECT m.chunk_id, m.score FROM matched AS m ORDER BY m.score DESC, m.chunk_id OFFSET {fts_head})
+)
 
 -- name: bm25
 -- Every chunk of the family holding a word of the query with its BM25 score, from ragstore.fts_scores
@@ -59,13 +79,14 @@ bm25 AS MATERIALIZED (
 
 -- name: fts_top
 -- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
--- pass the filter, walked best first: the walk stops once fts_n are found (a LATERAL probe per candidate
--- by primary key; as EXISTS, the planner hashed both whole tables instead). The probe has the family's
+-- pass the filter, walked best first (the candidates' own order, kept by the nested loop: no sort here):
+-- the walk stops once fts_n are found (a LATERAL probe per candidate by primary key; as EXISTS, the
+-- planner hashed both whole tables instead). The probe has the family's
 -- row at hand, so it also gives the candidate's cosine to the query (the cosine block in the hybrid
 -- statement, NULL in the full-text one): hybrid search reads no row again for it.
 fts_top AS MATERIALIZED (
     SELECT f.chunk_id, f.score, served.cosine
-    FROM (SELECT x.chunk_id, x.score FROM candidates AS x ORDER BY x.score DESC, x.chunk_id) AS f
+    FROM candidates AS f
     CROSS JOIN LATERAL (
         SELECT {cosine} AS cosine FROM ragstore.chunks AS c
         JOIN ragstore.{table} AS e
@@ -73,7 +94,6 @@ fts_top AS MATERIALIZED (
         {where_fts}
         LIMIT 1
     ) AS served
-    ORDER BY f.score DESC, f.chunk_id
     LIMIT {fts_n}
 )
 
@@ -202,8 +222,20 @@ CROSS JOIN LATERAL (
       ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
     WHERE e.chunk_id = u.chunk_id
 ) AS h
+{guard}
 ORDER BY u.score DESC, u.chunk_id
 LIMIT {k}
+
+-- name: guard
+-- The hits of a search on a family as the caller remembers it (ragstore.search.hybrid.
+-- hybrid_search_if_current): none unless the family's row is still that one (the query vector was embedded
+-- with its model), checked in the same snapshot as the search, once (an uncorrelated EXISTS).
+WHERE EXISTS (
+    SELECT FROM ragstore.families AS g
+    WHERE g.name = %(family)s AND g.backend = %(g_backend)s AND g.model = %(g_model)s AND g.dim = %(g_dim)s
+      AND g.vector_type = %(g_vtype)s AND g.table_name = %(g_table)s AND g.state = %(g_state)s
+      AND g.options = %(g_options)s::jsonb
+)
 
 -- name: vec_top
 -- The vector leg's top vec_n. The subquery s sets hnsw.ef_search / hnsw.iterative_scan with

@@ -1,17 +1,21 @@
-"""A hybrid search by text on a remembered family reads the family's row in the statement's round trip,
-not in one of its own before it; a changed row or a swapped table sends the search to the fresh path."""
+"""A hybrid search by text on a remembered family checks the family's row in the search statement itself,
+not in a statement of its own before it; a changed row or a swapped table sends the search to the fresh path."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ragstore.caches import caches_for
 from ragstore.db.connection import connect
 from ragstore.search import api
 from ragstore.search.api import search
+from ragstore.search.filters import make_filter
 from ragstore.search.fusion import FusionSettings, store_settings
+from ragstore.search.hybrid import hybrid_search, hybrid_search_if_current, resolve_settings
 from tests.integration.test_hybrid import family  # noqa: F401  (fixture)
 
 
@@ -60,3 +64,37 @@ def test_a_swapped_table_under_a_remembered_family_falls_back_and_answers(
     assert caches_for(conn).family("docs").table == "emb_docs_v2"
     if not autocommit:
         assert conn.info.transaction_status.name == "INTRANS"  # the caller's transaction is intact
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"backend": "openai"},
+        {"model": "another-model"},
+        {"state": "migrating"},
+        {"vector_type": "halfvec"},
+        {"options": {"fusion": {"fusion": "rrf"}}},
+        {"name": "nobody"},
+    ],
+)
+def test_the_search_statement_answers_only_for_the_family_row_as_it_is(
+    conn: Any,
+    family: Any,  # noqa: F811
+    change: dict[str, Any],
+    monkeypatch: Any,
+) -> None:
+    conn.autocommit = True
+    vector = np.ones(family.dim, dtype=np.float32)
+    flt = make_filter(None, None)
+    settings = resolve_settings(family)
+    expected = hybrid_search(conn, family, "apple", vector, k=3, settings=settings, vectors=False)
+    assert expected
+
+    def no_pipeline() -> Any:
+        raise AssertionError("the remembered-family search sent more than its one statement")
+
+    monkeypatch.setattr(conn, "pipeline", no_pipeline)
+    same = hybrid_search_if_current(conn, family, "apple", vector, settings=settings, flt=flt, k=3)
+    assert same == expected
+    other = replace(family, **change)
+    assert hybrid_search_if_current(conn, other, "apple", vector, settings=settings, flt=flt, k=3) is None
