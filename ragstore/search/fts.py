@@ -122,16 +122,9 @@ def statement(
 
 
 def guard_params(family: Family) -> dict[str, Any]:
-    """The parameters of the block ``guard``: ``family``'s row as the caller remembers it."""
-    return {
-        "g_backend": family.backend,
-        "g_model": family.model,
-        "g_dim": int(family.dim),
-        "g_vtype": family.vector_type,
-        "g_table": family.table,
-        "g_state": family.state,
-        "g_options": Jsonb(family.options),
-    }
+    """The parameter of the block ``guard``: ``family``'s row as the caller remembers it."""
+    row = [family.backend, family.model, int(family.dim), family.vector_type, family.table, family.state]
+    return {"g_row": Jsonb([*row, family.options])}
 
 
 # The blocks a statement of hybrid.sql is made of, in the order they are filled in: on Citus each is
@@ -170,7 +163,8 @@ def _statement_text(
     if block == "hybrid":
         text = text.replace("{fuse}", query("hybrid", f"fuse_{fusion[0]}"))
         text = text.replace("{norm}", query("hybrid", f"norm_{fusion[1]}"))
-        text = text.replace("{hit_vector}", (("e" if citus else "h") + ".embedding") if vectors else "NULL::{vtype}")
+        text = text.replace("{hit_row}", query("hybrid", "hit_row_vector" if vectors else "hit_row_plain"))
+        text = text.replace("{hit_vector}", "e.embedding" if vectors else "NULL::{vtype}")
     values = dict(zip(("any", "fts_n", "vec_n", "k"), map(sql.Literal, literals), strict=True))
     values["fts_head"] = sql.Literal(2 * int(literals[1]))
     # One node: the vector leg's scan references its settings row (the settings are made first); Citus

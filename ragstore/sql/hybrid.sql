@@ -3,11 +3,12 @@
 -- Placeholders filled through psycopg.sql, never with user text: {table} (the family table, an
 -- Identifier), {vtype} (vector(<dim>) or halfvec(<dim>), checked), {query_terms}, {bm25}, {fts_top},
 -- {hits}, {vec_top} and {vec_scan} (the blocks of those names; on Citus those of hybrid_citus.sql where it
--- has them), {candidates} (candidates_any for a query of plain words that matches chunks holding any of its
--- words, candidates_all for websearch_to_tsquery's strict meaning), {cosine} (the cosine block in the
--- hybrid statement, NULL in the full-text one), {norm} and {fuse} (the blocks norm_<normalization> and fuse_<fusion> of the fusion settings), {hit_vector} (the
--- hits' vector, or NULL when the caller does not read it), {guard} (the guard block for a search on a
--- remembered family, else nothing) and
+-- has them), {candidates} (candidates_any for a query of plain words that matches chunks holding any of
+-- its words, candidates_all for websearch_to_tsquery's strict meaning), {cosine} (the cosine block in the
+-- hybrid statement, NULL in the full-text one), {norm} and {fuse} (the blocks norm_<normalization> and
+-- fuse_<fusion> of the fusion settings), {hit_row} (the block hit_row_vector when the hits carry their
+-- vector, else hit_row_plain; hybrid_citus.sql's hits take hit_vector: the vector or NULL), {guard} (the
+-- guard block for a search on a remembered family, else nothing) and
 -- {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
 -- which holds the metadata too: the package/metadata filter ANDed with the candidate's key for the
 -- full-text leg and with "%(use_vector)s" for the vector leg).
@@ -20,8 +21,7 @@
 -- Parameters: family (the family's name), query (text), fts_config (regconfig name), k1 and b (BM25's),
 -- q (the query vector), use_vector (false for a zero-magnitude query: the vector leg is empty), w_fts /
 -- w_vec (RRF leg weights), rrf_k, alpha (the dense weight of 'cc'), ragstore_ef / ragstore_iterative (the
--- HNSW settings); in the guard, g_backend, g_model, g_dim, g_vtype, g_table, g_state and g_options (the
--- remembered family's row).
+-- HNSW settings); g_row in the guard.
 -- Statements are sent without their comments (ragstore.db.sqlfiles.compact): psycopg remembers the
 -- conversion of a statement's placeholders only for statements of at most 4,096 bytes.
 
@@ -48,20 +48,16 @@ candidates AS (
 -- name: candidates_all
 -- The full-text candidates of websearch_to_tsquery's strict meaning: the chunks matching the query (q,
 -- through the GIN index), scored by the same BM25 (0 when they hold none of the words, e.g. a query of
--- exclusions only); best first as in candidates_any.
+-- exclusions only), best first (one sort: a strict query matches few chunks).
 q AS MATERIALIZED (
     SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS strict
 ),
-matched AS MATERIALIZED (
+candidates AS (
     SELECT c.chunk_id, coalesce(b.score, 0.0::float8) AS score
     FROM q
     JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.tsv @@ q.strict
     LEFT JOIN bm25 AS b ON b.chunk_id = c.chunk_id
-),
-candidates AS (
-    (SELECT m.chunk_id, m.score FROM matched AS m ORDER BY m.score DESC, m.chunk_id LIMIT {fts_head})
-    UNION ALL
-    (SELECT m.chunk_id, m.score FROM matched AS m ORDER BY m.score DESC, m.chunk_id OFFSET {fts_head})
+    ORDER BY score DESC, c.chunk_id
 )
 
 -- name: bm25
@@ -81,14 +77,15 @@ bm25 AS MATERIALIZED (
 -- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
 -- pass the filter, walked best first (the candidates' own order, kept by the nested loop: no sort here):
 -- the walk stops once fts_n are found (a LATERAL probe per candidate by primary key; as EXISTS, the
--- planner hashed both whole tables instead). The probe has the family's
--- row at hand, so it also gives the candidate's cosine to the query (the cosine block in the hybrid
--- statement, NULL in the full-text one): hybrid search reads no row again for it.
+-- planner hashed both whole tables instead). The probe has the family's row at hand, so it also gives the
+-- candidate's cosine to the query (the cosine block in the hybrid statement, NULL in the full-text one):
+-- hybrid search reads no row again for it; and the served content's hash (sha), by which the hits block
+-- reads the chunk alone.
 fts_top AS MATERIALIZED (
-    SELECT f.chunk_id, f.score, served.cosine
+    SELECT f.chunk_id, f.score, served.cosine, served.sha
     FROM candidates AS f
     CROSS JOIN LATERAL (
-        SELECT {cosine} AS cosine FROM ragstore.chunks AS c
+        SELECT {cosine} AS cosine, c.content_sha256 AS sha FROM ragstore.chunks AS c
         JOIN ragstore.{table} AS e
           ON e.family = c.family AND e.chunk_id = c.chunk_id AND e.content_sha256 = c.content_sha256
         {where_fts}
@@ -127,26 +124,25 @@ ORDER BY fts_rank;
 -- but counts in its leg's ranks and statistics, as it was found by the index.
 WITH {query_terms},
 fts AS MATERIALIZED (
-    SELECT chunk_id, score, cosine, row_number() OVER (ORDER BY score DESC, chunk_id) AS rank
+    SELECT chunk_id, score, cosine, sha, row_number() OVER (ORDER BY score DESC, chunk_id) AS rank
     FROM fts_top
 ),
 -- MATERIALIZED, then re-ranked: with iterative index scans (filtered queries) pgvector may return rows
 -- slightly out of order, so the rank comes from the exact distance, not from the scan order.
 {vec_top},
 vec AS MATERIALIZED (
-    SELECT chunk_id, 1.0::float8 - distance AS score, row_number() OVER (ORDER BY distance, chunk_id) AS rank
+    SELECT chunk_id, 1.0::float8 - distance AS score, sha, row_number() OVER (ORDER BY distance, chunk_id) AS rank
     FROM vec_top
 ),
 stats AS MATERIALIZED (
-    SELECT f.lo AS f_min, f.hi AS f_max, f.mean AS f_mean, f.sd AS f_sd,
-           v.lo AS v_min, v.hi AS v_max, v.mean AS v_mean, v.sd AS v_sd
-    FROM (SELECT min(score) AS lo, max(score) AS hi, avg(score) AS mean, stddev_pop(score) AS sd FROM fts) AS f
-    CROSS JOIN (SELECT min(score) AS lo, max(score) AS hi, avg(score) AS mean, stddev_pop(score) AS sd FROM vec) AS v
+    SELECT *
+    FROM (SELECT min(score) AS f_min, max(score) AS f_max, avg(score) AS f_mean, stddev_pop(score) AS f_sd FROM fts) AS f
+    CROSS JOIN (SELECT min(score) AS v_min, max(score) AS v_max, avg(score) AS v_mean, stddev_pop(score) AS v_sd FROM vec) AS v
 ),
 pool AS MATERIALIZED (
     SELECT coalesce(f.chunk_id, v.chunk_id) AS chunk_id,
            f.rank AS fts_rank, f.score AS fts_score, v.rank AS vector_rank, v.score AS vector_score,
-           f.cosine AS fts_cosine
+           f.cosine AS fts_cosine, coalesce(f.sha, v.sha) AS sha
     FROM fts AS f
     FULL OUTER JOIN vec AS v ON v.chunk_id = f.chunk_id
 ),
@@ -155,7 +151,7 @@ pool_bm25 AS MATERIALIZED (
     SELECT b.chunk_id, b.score FROM bm25 AS b WHERE b.chunk_id IN (SELECT chunk_id FROM pool)
 ),
 filled AS MATERIALIZED (
-    SELECT p.chunk_id, p.fts_rank, p.fts_score, p.vector_rank, p.vector_score,
+    SELECT p.chunk_id, p.fts_rank, p.fts_score, p.vector_rank, p.vector_score, p.sha,
            coalesce(p.vector_score, p.fts_cosine) AS cosine,
            coalesce(p.fts_score, b.score, 0.0::float8) AS lexical
     FROM pool AS p
@@ -210,31 +206,45 @@ CASE WHEN %(use_vector)s
 
 -- name: hits
 -- The k best of the fused list whose chunk the family serves, with text, metadata (NULL when empty: no
--- JSON to parse) and, when asked for ({hit_vector}: the vector, else NULL), vector: walked best first, a
--- LATERAL probe by primary key per chunk, stopping at k (hybrid_citus.sql has the Citus form, a join).
-SELECT u.chunk_id, h.package_path, u.score, h.text, h.metadata, {hit_vector}, h.created_at,
+-- JSON to parse) and, when asked for, vector: walked best first, a LATERAL probe by primary key per chunk
+-- ({hit_row}: hit_row_plain, or hit_row_vector when the hits carry their vector), stopping at k
+-- (hybrid_citus.sql has the Citus form, a join).
+SELECT u.chunk_id, h.package_path, u.score, h.text, h.metadata, h.embedding, h.created_at,
        u.fts_rank, u.fts_score, u.vector_rank, u.vector_score, u.cosine, u.lexical
 FROM (SELECT f.* FROM fused AS f ORDER BY f.score DESC, f.chunk_id) AS u
 CROSS JOIN LATERAL (
-    SELECT c.package_path, c.text, nullif(c.metadata, '{{}}'::jsonb) AS metadata, e.embedding, c.created_at
-    FROM ragstore.{table} AS e
-    JOIN ragstore.chunks AS c
-      ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
-    WHERE e.chunk_id = u.chunk_id
+{hit_row}
 ) AS h
 {guard}
 ORDER BY u.score DESC, u.chunk_id
 LIMIT {k}
 
+-- name: hit_row_plain
+-- A hit's chunk, read alone: served when its content is the one whose vector the legs read (u.sha: the
+-- hash the full-text leg's probe found served, or the one the vector leg's scan read).
+SELECT c.package_path, c.text, nullif(c.metadata, '{{}}'::jsonb) AS metadata, NULL::{vtype} AS embedding,
+       c.created_at
+FROM ragstore.chunks AS c
+WHERE c.family = %(family)s AND c.chunk_id = u.chunk_id AND c.content_sha256 = u.sha
+
+-- name: hit_row_vector
+-- A hit's chunk and vector.
+SELECT c.package_path, c.text, nullif(c.metadata, '{{}}'::jsonb) AS metadata, e.embedding, c.created_at
+FROM ragstore.{table} AS e
+JOIN ragstore.chunks AS c
+  ON c.family = e.family AND c.chunk_id = e.chunk_id AND c.content_sha256 = e.content_sha256
+WHERE e.chunk_id = u.chunk_id
+
 -- name: guard
 -- The hits of a search on a family as the caller remembers it (ragstore.search.hybrid.
 -- hybrid_search_if_current): none unless the family's row is still that one (the query vector was embedded
--- with its model), checked in the same snapshot as the search, once (an uncorrelated EXISTS).
+-- with its model), checked in the same snapshot as the search, once (an uncorrelated EXISTS). g_row: the
+-- remembered row's backend, model, dim, vector_type, table_name, state and options as a JSON array.
 WHERE EXISTS (
     SELECT FROM ragstore.families AS g
-    WHERE g.name = %(family)s AND g.backend = %(g_backend)s AND g.model = %(g_model)s AND g.dim = %(g_dim)s
-      AND g.vector_type = %(g_vtype)s AND g.table_name = %(g_table)s AND g.state = %(g_state)s
-      AND g.options = %(g_options)s::jsonb
+    WHERE g.name = %(family)s
+      AND jsonb_build_array(g.backend, g.model, g.dim, g.vector_type, g.table_name, g.state, g.options)
+          = %(g_row)s::jsonb
 )
 
 -- name: vec_top
@@ -245,7 +255,7 @@ WHERE EXISTS (
 -- savepoint and its rollback, so no setting outlives it). A LIMIT subquery laterally joined to another is
 -- not pushed down by Citus: hybrid_citus.sql has the Citus form.
 vec_top AS MATERIALIZED (
-    SELECT t.chunk_id, t.distance
+    SELECT t.chunk_id, t.distance, t.sha
     FROM (
         SELECT set_config('hnsw.ef_search', %(ragstore_ef)s, true)
                || set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true) AS settings
@@ -256,8 +266,9 @@ vec_top AS MATERIALIZED (
 )
 
 -- name: vec_scan
--- The vector leg's index scan (in vec_top, here and in hybrid_citus.sql).
-SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance
+-- The vector leg's index scan (in vec_top, here and in hybrid_citus.sql), with the content hash of the
+-- vector it read.
+SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance, e.content_sha256 AS sha
 FROM ragstore.{table} AS e
 {where_vec}
 ORDER BY e.embedding <=> %(q)s::{vtype}

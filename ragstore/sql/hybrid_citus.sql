@@ -56,7 +56,7 @@ bm25 AS MATERIALIZED (
 -- pass the filter (the filter holds the join to the candidate: family and chunk_id), with the cosine
 -- block's value as on one node.
 fts_top AS MATERIALIZED (
-    SELECT f.chunk_id, f.score, {cosine} AS cosine
+    SELECT f.chunk_id, f.score, {cosine} AS cosine, c.content_sha256 AS sha
     FROM candidates AS f
     CROSS JOIN ragstore.chunks AS c
     JOIN ragstore.{table} AS e
@@ -80,7 +80,7 @@ LIMIT {k}
 
 -- name: vec_top
 vec_top AS MATERIALIZED (
-    SELECT t.chunk_id, t.distance
+    SELECT t.chunk_id, t.distance, t.sha
     FROM (
 {vec_scan}
     ) AS t

@@ -41,12 +41,14 @@ def test_blocks_are_returned_without_their_comments() -> None:
 @pytest.mark.parametrize("fusion", FUSIONS)
 @pytest.mark.parametrize("normalization", NORMALIZATIONS)
 @pytest.mark.parametrize("any_words", [True, False])
+@pytest.mark.parametrize(("vectors", "guard"), [(True, False), (False, True)])
 def test_unfiltered_hybrid_statements_fit_psycopgs_statement_cache(
-    fusion: str, normalization: str, any_words: bool
+    fusion: str, normalization: str, any_words: bool, vectors: bool, guard: bool
 ) -> None:
-    # psycopg converts the placeholders of a longer statement again on every call.
+    # psycopg converts the placeholders of a longer statement again on every call. Both forms: the fresh
+    # path's (hits with vectors) and the remembered family's (guarded, no vectors: the search hot path).
     text = statement(
         _Family(), "hybrid", make_filter(None, None), any_words=any_words, fts_n=20, vec_n=20, k=10,
-        fusion=(fusion, normalization),
+        fusion=(fusion, normalization), vectors=vectors, guard=guard,
     )  # fmt: skip
     assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH
