@@ -1,7 +1,8 @@
 """The full-text leg is BM25 over ragstore.chunk_terms: its scores equal a reference computed in Python from
 the chunks' own tsvectors; the postings, the words' counts and the ledger follow every write (insert, text
-change, delete, prune, family drop) in every family; migrations 0012 to 0018 upgrade an existing database
-and their downgrades restore the old functions."""
+change, delete, prune, family drop) in every family; migrations 0012 to 0020 upgrade an existing database
+and their downgrades restore the old functions; since 0020 an insert writes the postings, counts and
+ledger in one statement."""
 
 from __future__ import annotations
 
