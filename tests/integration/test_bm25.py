@@ -1,7 +1,8 @@
 """The full-text leg is BM25 over ragstore.chunk_terms: its scores equal a reference computed in Python from
 the chunks' own tsvectors; the postings, the words' counts and the ledger follow every write (insert, text
-change, delete, prune, family drop) in every family; migrations 0012 to 0018 upgrade an existing database
-and their downgrades restore the old functions."""
+change, delete, prune, family drop) in every family; migrations 0012 to 0020 upgrade an existing database
+and their downgrades restore the old functions; since 0020 an insert writes the postings, counts and
+ledger in one statement."""
 
 from __future__ import annotations
 
@@ -350,3 +351,58 @@ def test_a_one_chunk_delete_probes_the_key_after_a_large_delete_in_the_same_sess
     assert "Index Scan using chunk_terms_pkey" in deletes[0], deletes[0]
     conn.execute("RESET client_min_messages")
     postings_are_current(conn)
+
+
+def df_add_calls_of_an_insert(conn: Any, statement: str) -> int:
+    """How many times ``statement`` (an insert of chunks) called ragstore.chunk_term_df_add."""
+    conn.commit()
+    conn.execute("SET track_functions = 'all'")
+    conn.execute(statement)
+    calls = conn.execute(
+        "SELECT coalesce(sum(calls), 0) FROM pg_catalog.pg_stat_xact_user_functions"
+        " WHERE schemaname = 'ragstore' AND funcname = 'chunk_term_df_add'"
+    ).fetchone()[0]
+    conn.execute("RESET track_functions")
+    return int(calls)
+
+
+def test_an_insert_writes_postings_counts_and_ledger_in_one_statement(conn: Any, family: Any) -> None:
+    # Two families and a stop-word chunk in one statement: the insert trigger's one statement over the new
+    # rows' terms keeps every count exact without the second statement (chunk_term_df_add) it used to run.
+    families.create_family(conn, "other", OfflineBackend())
+    calls = df_add_calls_of_an_insert(
+        conn,
+        "INSERT INTO ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256)"
+        " SELECT f, f || i, 'gen', CASE WHEN i = 7 THEN 'the and of' ELSE format('files word%s alpha%s copies', i,"
+        " i % 3) END, sha256(i::text::bytea), sha256(i::text::bytea)"
+        " FROM unnest(ARRAY['docs', 'other']) AS f CROSS JOIN generate_series(1, 40) AS i",
+    )
+    assert calls == 0
+    postings_are_current(conn)
+    assert conn.execute(
+        "SELECT family, df FROM ragstore.chunk_term_df WHERE lexeme = 'alpha1' ORDER BY 1"
+    ).fetchall() == [("docs", 13), ("other", 13)]
+    # Deletes and text changes still go through it (their counts can fall).
+    assert df_add_calls_of_an_insert(conn, "DELETE FROM ragstore.chunks WHERE chunk_id = 'docs3'") == 1
+    postings_are_current(conn)
+
+
+def insert_trigger_body(conn: Any) -> str:
+    return names(
+        conn, "SELECT prosrc FROM pg_catalog.pg_proc WHERE oid = 'ragstore.chunks_count_inserted()'::regprocedure"
+    )[0]
+
+
+def test_0020_downgrade_restores_the_two_statement_insert_trigger(dsn: str, conn: Any, family: Any) -> None:
+    conn.commit()
+    migrate.downgrade(dsn, "0018")
+    frozen = (migrate.migrations_dir() / "versions" / "sql" / "0017_term_df.sql").read_text(encoding="utf-8")
+    assert insert_trigger_body(conn) == function_definition(frozen, "chunks_count_inserted").split("$fn$")[1]
+    write(conn, family, {"late": "written while 0018 was the head", "mv": "mv copies files"})
+    postings_are_current(conn)  # by 0017's insert trigger, restored
+    conn.commit()
+    migrate.upgrade(dsn)
+    assert "chunk_term_df_add" not in insert_trigger_body(conn)
+    write(conn, family, {"later": "copies files once more", "cp": "cp copies"})
+    postings_are_current(conn)
+    scores_equal_the_reference(conn, "docs")
