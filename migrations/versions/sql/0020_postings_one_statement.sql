@@ -10,8 +10,9 @@
 -- What is stored is the same: the postings, ragstore.chunk_term_df and ragstore.family_chunk_deltas.
 --
 -- Measured on a bulk COPY of 100k chunks (about 700k postings and 100k distinct words, in 20 statements
--- of 5,000; benchmarks/ingest_server_profile.py, four alternated pairs): 10.3 s of server CPU against
--- 12.2 s. Most of what remains is inserting the postings into their primary key (4-5 s) and heap;
+-- of 5,000; benchmarks/ingest_server_profile.py): 0.5-2 s less server CPU of about 12 s (four alternated
+-- pairs: 10.3 s against 12.2 s; what the counts and ledger add to the postings alone: 1.1-1.5 s against
+-- 1.8-2.0 s). Most of what remains is inserting the postings into their primary key (4-5 s) and heap;
 -- inserting them in key order halves the buffer reads but costs as much in the sort, and leaves a
 -- larger index (pages split in half), so they go in as the chunks come.
 --
