@@ -104,35 +104,41 @@ def second_connection(conn: Conn) -> Iterator[Conn | None]:
     connection keeps it), pgvector's types, and the session's role (when ``SET ROLE`` changed it),
     search_path and statement timeout. Opened outside autocommit, as the write path runs.
     """
+    other = _open_like(conn)
     try:
-        params: dict[str, Any] = dict(conn.info.get_parameters())
-        password = conn.pgconn.password
-        if password:
-            params["password"] = password.decode()
+        yield other
+    finally:
+        if other is not None:
+            other.close()
+
+
+def _open_like(conn: Conn) -> Conn | None:
+    """A new connection like ``conn`` (see :func:`second_connection`), or None when it cannot be opened."""
+    params: dict[str, Any] = dict(conn.info.get_parameters())
+    params.setdefault("connect_timeout", "10")
+    password = conn.pgconn.password
+    if password:
+        params["password"] = password.decode()
+    try:
         with conn.cursor() as cur:
             row = cur.execute(query("connection", "session")).fetchone()
-        if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.INTRANS:
+        if not conn.autocommit:
             conn.rollback()
-        assert row is not None
-        other = psycopg.connect(**params, autocommit=False, connect_timeout=10)
-    except (psycopg.Error, AssertionError):
-        yield None
-        return
+        other = psycopg.connect(**params, autocommit=False)
+    except psycopg.Error:
+        return None
     try:
-        try:
-            register_vector(other)
+        register_vector(other)
+        if row is not None:
             role, session_user, search_path, timeout = row
             if role != session_user:
                 other.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
             other.execute(query("connection", "copy_session"), (search_path, timeout))
-            other.commit()
-        except psycopg.Error:
-            other.close()
-            yield None
-            return
-        yield other
-    finally:
+        other.commit()
+    except psycopg.Error:
         other.close()
+        return None
+    return other
 
 
 def register_vector(conn: psycopg.Connection[tuple[object, ...]]) -> None:

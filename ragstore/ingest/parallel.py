@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psycopg
 
-from ragstore.db.citus import on_citus
 from ragstore.ingest.fast import Prepared
 
 if TYPE_CHECKING:
@@ -45,7 +44,7 @@ def write_batches(
 ) -> None:
     """Write ``batches`` with ``writer``, and with a second writer on a connection of ``lender`` when it
     gives one (not on Citus). The second writer's counts are added to ``writer``'s report."""
-    if lender is None or on_citus(writer.conn):
+    if lender is None or writer.citus:
         _one(writer, batches, progress)
         return
     with lender() as other:

@@ -156,6 +156,9 @@ class Writer:
         self._copy_family = sql.SQL(query("ingest", "copy_family_direct")).format(**ids)
         with db_errors():
             conn.execute(query("ingest", "create_stage"))
+            # Asked here, in a transaction this commits: a batch's transaction() must begin on an idle
+            # connection (on one left in a transaction it would be a savepoint, never committed).
+            self.citus = on_citus(conn)
             conn.commit()
 
     def partner(self, conn: Conn) -> Writer:
@@ -337,7 +340,7 @@ class Writer:
                 self.direct = False
         conn = self.conn
         rows = batch.rows
-        citus = on_citus(conn)
+        citus = self.citus
         inserted: set[str] = set()
         updated: set[str] = set()
         with conn.transaction(), conn.cursor() as cur:

@@ -211,7 +211,7 @@ def test_interrupted_run_converges_on_rerun(conn, family, tmp_path):
 
     src = write_jsonl(tmp_path / "c.jsonl", records(100))
     with pytest.raises(KeyboardInterrupt):
-        run(conn, [src], backend=Failing(), batch_size=20)
+        run(conn, [src], backend=Failing(), batch_size=20, connections=1)
     conn.rollback()
     assert conn.execute("SELECT count(*) FROM ragstore.emb_docs").fetchone() == (40,)
     run(conn, [src], batch_size=20)
