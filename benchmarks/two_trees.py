@@ -1,0 +1,200 @@
+"""Two code trees of ragstore, A/B/A/B in one run: the 1%-changed re-run and the Parquet first load.
+
+    python benchmarks/two_trees.py --trees /tmp/base,. --rounds 3 --rows 100000 --dim 384
+
+Loads SIZE x DIM clustered records (``ingest_precomputed.Data``) from JSONL into one ``external`` family
+(with this tree, off the clock). Then, each round, for each tree in turn (A, B, A, B, ...):
+
+* changes another 1% of the records (text and vector), writes the JSONL file again, issues a
+  ``CHECKPOINT`` (the re-run pays the full-page images a real one pays after a checkpoint) and times
+  ``index_sources`` of the file in a child process that imports ragstore from that tree;
+* times a Parquet first load of the records into a new family (dropped after), the same way, and once a
+  round the physical limit (``ingest_precomputed.physical_limit``) for the ratio.
+
+While a child runs, the server's activity is sampled every 20 ms: the share of samples where two of the
+child's connections were running a statement at once, and where one of them was waiting for a lock, show
+whether two connections really overlapped. Prints each measurement with the load average, then medians.
+Both trees must share the migration head (the database is migrated once, by this tree).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+from _db import admin_dsn, scratch_database
+from ingest_precomputed import Data, physical_limit
+
+from ragstore.db.connection import connect
+from ragstore.embed.external import ExternalBackend
+from ragstore.families import create_family, drop_family
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.run import index_sources
+
+CHILD = """
+import json, sys, time
+import ragstore
+from ragstore.db.connection import connect
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.run import index_sources
+dsn, family, path = sys.argv[1:4]
+with connect(dsn) as conn:
+    conn.execute("SET application_name = 'two_trees'")
+    conn.commit()
+    print("ready", flush=True)
+    started = time.perf_counter()
+    report = index_sources(conn, family, open_sources([path]))
+    seconds = time.perf_counter() - started
+print(json.dumps({"tree": ragstore.__file__, "seconds": seconds, "inserted": report.inserted,
+                  "updated": report.updated, "unchanged": report.unchanged, "retries": report.retries,
+                  "batches": report.batches}), flush=True)
+"""
+
+
+class Sampler:
+    """Samples pg_stat_activity of the child's database every 20 ms while it runs."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.samples = 0
+        self.both = 0
+        self.waiting = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while not self._stop.is_set():
+                rows = conn.execute(
+                    "SELECT state, wait_event_type FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+                ).fetchall()
+                active = [r for r in rows if r[0] == "active"]
+                if active:
+                    self.samples += 1
+                    self.both += len(active) >= 2
+                    self.waiting += any(r[1] == "Lock" for r in active)
+                time.sleep(0.02)
+
+    def shares(self) -> str:
+        if not self.samples:
+            return "no active samples"
+        return f"two active {self.both / self.samples:.0%}, lock wait {self.waiting / self.samples:.0%} of {self.samples}"
+
+
+def child(tree: Path, dsn: str, family: str, path: Path) -> tuple[dict[str, object], str]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, dsn, family, str(path)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    with Sampler(dsn) as sampler:
+        out = proc.stdout.readline()
+        proc.wait()
+    if proc.returncode:
+        raise SystemExit(f"child failed in {tree}")
+    return json.loads(out), sampler.shares()
+
+
+def load() -> str:
+    return "load " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trees", required=True, help="two code trees, comma-separated (A,B)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--no-parquet", action="store_true", help="the 1%%-changed re-runs only")
+    args = parser.parse_args()
+    trees = [Path(t).resolve() for t in args.trees.split(",")]
+    data = Data(args.rows, args.dim)
+    rerun: dict[int, list[float]] = {0: [], 1: []}
+    parquet_s: dict[int, list[float]] = {0: [], 1: []}
+    limits: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="ragstore-bench-") as folder, admin_dsn() as admin:
+        jsonl, parquet = Path(folder) / "v.jsonl", Path(folder) / "v.parquet"
+        data.write_jsonl(jsonl)
+        with scratch_database(admin) as dsn:
+            with connect(dsn) as conn:
+                create_family(conn, "j", ExternalBackend("bench", args.dim), options={"dimensions": args.dim})
+                started = time.perf_counter()
+                index_sources(conn, "j", open_sources([str(jsonl)]))
+                print(f"first load (JSONL, this tree) {time.perf_counter() - started:.1f}s", flush=True)
+            step = 0
+            for round_ in range(args.rounds):
+                for arm, tree in enumerate(trees):
+                    data.change(0.01, seed=20 + step)
+                    step += 1
+                    data.write_jsonl(jsonl)
+                    with connect(dsn) as conn:
+                        conn.autocommit = True
+                        conn.execute("CHECKPOINT")
+                    before = load()
+                    result, shares = child(tree, dsn, "j", jsonl)
+                    rerun[arm].append(float(result["seconds"]))  # type: ignore[arg-type]
+                    print(
+                        f"round {round_} {'AB'[arm]} 1% re-run {result['seconds']:.2f}s "
+                        f"({result['updated']} updated, {result['unchanged']} unchanged; {shares}; {before}) "
+                        f"[{result['tree']}]",
+                        flush=True,
+                    )
+                if args.no_parquet:
+                    continue
+                data.write_parquet(parquet)
+                with connect(dsn) as conn:
+                    create_family(conn, "limit", ExternalBackend("bench", args.dim), options={"dimensions": args.dim})
+                    before = load()
+                    limits.append(physical_limit(conn, data))
+                    drop_family(conn, "limit")
+                print(f"round {round_} physical limit {limits[-1]:.1f}s ({before})", flush=True)
+                for arm, tree in enumerate(trees):
+                    with connect(dsn) as conn:
+                        create_family(conn, "p", ExternalBackend("bench", args.dim), options={"dimensions": args.dim})
+                        conn.autocommit = True
+                        conn.execute("CHECKPOINT")
+                    before = load()
+                    result, shares = child(tree, dsn, "p", parquet)
+                    parquet_s[arm].append(float(result["seconds"]))  # type: ignore[arg-type]
+                    print(
+                        f"round {round_} {'AB'[arm]} Parquet first load {result['seconds']:.1f}s "
+                        f"({result['inserted']} inserted, {result['batches']} batches, {result['retries']} retries; limit/load {limits[-1] / float(result['seconds']):.2f}; "  # type: ignore[arg-type]
+                        f"{shares}; {before})",
+                        flush=True,
+                    )
+                    with connect(dsn) as conn:
+                        drop_family(conn, "p")
+    for arm, tree in enumerate(trees):
+        print(f"{'AB'[arm]} = {tree}")
+        print(f"  1% re-run: {' / '.join(f'{v:.2f}' for v in rerun[arm])} s, median {statistics.median(rerun[arm]):.2f}")
+        if parquet_s[arm]:
+            ratios = [lim / v for lim, v in zip(limits, parquet_s[arm], strict=True)]
+            print(
+                f"  Parquet first load: {' / '.join(f'{v:.1f}' for v in parquet_s[arm])} s, "
+                f"median {statistics.median(parquet_s[arm]):.1f}; limit/load median {statistics.median(ratios):.2f}"
+            )
+    if rerun[0] and rerun[1]:
+        print(f"re-run median A/B: {statistics.median(rerun[0]) / statistics.median(rerun[1]):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
