@@ -3,7 +3,7 @@
     python benchmarks/two_trees.py --trees /tmp/base,. --rounds 3 --rows 100000 --dim 384
 
 Loads SIZE x DIM clustered records (``ingest_precomputed.Data``) from JSONL into one ``external`` family
-(with this tree, off the clock). Then, each round, for each tree in turn (A, B, A, B, ...):
+(with this tree: ``changed_rerun.loaded``). Then, each round, for each tree in turn (A, B, A, B, ...):
 
 * changes another 1% of the records (text and vector), writes the JSONL file again, issues a
   ``CHECKPOINT`` (the re-run pays the full-page images a real one pays after a checkpoint) and times
@@ -25,20 +25,17 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import psycopg
-from _db import admin_dsn, scratch_database
-from ingest_precomputed import Data, physical_limit
+from changed_rerun import loaded
+from ingest_precomputed import physical_limit
 
 from ragstore.db.connection import connect
 from ragstore.embed.external import ExternalBackend
 from ragstore.families import create_family, drop_family
-from ragstore.ingest.readers import open_sources
-from ragstore.ingest.run import index_sources
 
 CHILD = """
 import json, sys, time
@@ -68,6 +65,7 @@ class Sampler:
         self.samples = 0
         self.both = 0
         self.waiting = 0
+        self.events: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run)
 
@@ -83,7 +81,7 @@ class Sampler:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             while not self._stop.is_set():
                 rows = conn.execute(
-                    "SELECT state, wait_event_type FROM pg_stat_activity "
+                    "SELECT state, wait_event_type, wait_event FROM pg_stat_activity "
                     "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
                 ).fetchall()
                 active = [r for r in rows if r[0] == "active"]
@@ -91,12 +89,17 @@ class Sampler:
                     self.samples += 1
                     self.both += len(active) >= 2
                     self.waiting += any(r[1] == "Lock" for r in active)
+                    for r in active:
+                        if r[1] == "Lock":
+                            self.events[r[2]] = self.events.get(r[2], 0) + 1
                 time.sleep(0.02)
 
     def shares(self) -> str:
         if not self.samples:
             return "no active samples"
-        return f"two active {self.both / self.samples:.0%}, lock wait {self.waiting / self.samples:.0%} of {self.samples}"
+        events = " ".join(f"{k}:{v}" for k, v in sorted(self.events.items()))
+        share = f"two active {self.both / self.samples:.0%}, lock wait {self.waiting / self.samples:.0%}"
+        return f"{share} of {self.samples} samples" + (f" ({events})" if events else "")
 
 
 def child(tree: Path, dsn: str, family: str, path: Path) -> tuple[dict[str, object], str]:
@@ -118,6 +121,17 @@ def load() -> str:
     return "load " + " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
+def measure(label: str, tree: Path, dsn: str, family: str, path: Path, times: list[float]) -> dict[str, object]:
+    """Time the child's ``index_sources`` of ``path`` into ``family`` with ``tree``; print and keep it."""
+    before = load()
+    result, shares = child(tree, dsn, family, path)
+    seconds = float(result["seconds"])  # type: ignore[arg-type]
+    times.append(seconds)
+    counts = ", ".join(f"{result[k]} {k}" for k in ("inserted", "updated", "unchanged", "batches", "retries"))
+    print(f"{label} {seconds:.2f}s ({counts}; {shares}; {before}) [{result['tree']}]", flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trees", required=True, help="two code trees, comma-separated (A,B)")
@@ -127,65 +141,43 @@ def main() -> None:
     parser.add_argument("--no-parquet", action="store_true", help="the 1%%-changed re-runs only")
     args = parser.parse_args()
     trees = [Path(t).resolve() for t in args.trees.split(",")]
-    data = Data(args.rows, args.dim)
     rerun: dict[int, list[float]] = {0: [], 1: []}
     parquet_s: dict[int, list[float]] = {0: [], 1: []}
     limits: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="ragstore-bench-") as folder, admin_dsn() as admin:
-        jsonl, parquet = Path(folder) / "v.jsonl", Path(folder) / "v.parquet"
-        data.write_jsonl(jsonl)
-        with scratch_database(admin) as dsn:
+    backend = ExternalBackend("bench", args.dim)
+    with loaded(args.rows, args.dim) as (data, jsonl, dsn):
+        parquet = jsonl.with_suffix(".parquet")
+        step = 0
+        for round_ in range(args.rounds):
+            for arm, tree in enumerate(trees):
+                data.change(0.01, seed=20 + step)
+                step += 1
+                data.write_jsonl(jsonl)
+                checkpoint(dsn)
+                measure(f"round {round_} {'AB'[arm]} 1% re-run", tree, dsn, "j", jsonl, rerun[arm])
+            if args.no_parquet:
+                continue
+            data.write_parquet(parquet)
             with connect(dsn) as conn:
-                create_family(conn, "j", ExternalBackend("bench", args.dim), options={"dimensions": args.dim})
-                started = time.perf_counter()
-                index_sources(conn, "j", open_sources([str(jsonl)]))
-                print(f"first load (JSONL, this tree) {time.perf_counter() - started:.1f}s", flush=True)
-            step = 0
-            for round_ in range(args.rounds):
-                for arm, tree in enumerate(trees):
-                    data.change(0.01, seed=20 + step)
-                    step += 1
-                    data.write_jsonl(jsonl)
-                    with connect(dsn) as conn:
-                        conn.autocommit = True
-                        conn.execute("CHECKPOINT")
-                    before = load()
-                    result, shares = child(tree, dsn, "j", jsonl)
-                    rerun[arm].append(float(result["seconds"]))  # type: ignore[arg-type]
-                    print(
-                        f"round {round_} {'AB'[arm]} 1% re-run {result['seconds']:.2f}s "
-                        f"({result['updated']} updated, {result['unchanged']} unchanged; {shares}; {before}) "
-                        f"[{result['tree']}]",
-                        flush=True,
-                    )
-                if args.no_parquet:
-                    continue
-                data.write_parquet(parquet)
+                create_family(conn, "limit", backend, options={"dimensions": args.dim})
+                before = load()
+                limits.append(physical_limit(conn, data))
+                drop_family(conn, "limit")
+            print(f"round {round_} physical limit {limits[-1]:.1f}s ({before})", flush=True)
+            for arm, tree in enumerate(trees):
                 with connect(dsn) as conn:
-                    create_family(conn, "limit", ExternalBackend("bench", args.dim), options={"dimensions": args.dim})
-                    before = load()
-                    limits.append(physical_limit(conn, data))
-                    drop_family(conn, "limit")
-                print(f"round {round_} physical limit {limits[-1]:.1f}s ({before})", flush=True)
-                for arm, tree in enumerate(trees):
-                    with connect(dsn) as conn:
-                        create_family(conn, "p", ExternalBackend("bench", args.dim), options={"dimensions": args.dim})
-                        conn.autocommit = True
-                        conn.execute("CHECKPOINT")
-                    before = load()
-                    result, shares = child(tree, dsn, "p", parquet)
-                    parquet_s[arm].append(float(result["seconds"]))  # type: ignore[arg-type]
-                    print(
-                        f"round {round_} {'AB'[arm]} Parquet first load {result['seconds']:.1f}s "
-                        f"({result['inserted']} inserted, {result['batches']} batches, {result['retries']} retries; limit/load {limits[-1] / float(result['seconds']):.2f}; "  # type: ignore[arg-type]
-                        f"{shares}; {before})",
-                        flush=True,
-                    )
-                    with connect(dsn) as conn:
-                        drop_family(conn, "p")
+                    create_family(conn, "p", backend, options={"dimensions": args.dim})
+                checkpoint(dsn)
+                label = f"round {round_} {'AB'[arm]} Parquet first load"
+                measure(label, tree, dsn, "p", parquet, parquet_s[arm])
+                print(f"    limit/load {limits[-1] / parquet_s[arm][-1]:.2f}", flush=True)
+                with connect(dsn) as conn:
+                    drop_family(conn, "p")
     for arm, tree in enumerate(trees):
         print(f"{'AB'[arm]} = {tree}")
-        print(f"  1% re-run: {' / '.join(f'{v:.2f}' for v in rerun[arm])} s, median {statistics.median(rerun[arm]):.2f}")
+        print(
+            f"  1% re-run: {' / '.join(f'{v:.2f}' for v in rerun[arm])} s, median {statistics.median(rerun[arm]):.2f}"
+        )
         if parquet_s[arm]:
             ratios = [lim / v for lim, v in zip(limits, parquet_s[arm], strict=True)]
             print(
@@ -194,6 +186,12 @@ def main() -> None:
             )
     if rerun[0] and rerun[1]:
         print(f"re-run median A/B: {statistics.median(rerun[0]) / statistics.median(rerun[1]):.2f}x")
+
+
+def checkpoint(dsn: str) -> None:
+    with connect(dsn) as conn:
+        conn.autocommit = True
+        conn.execute("CHECKPOINT")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ enough, is split in two halves, so a re-run that changed one batch's worth of re
 connections busy too. Each batch is still one transaction, committed whole; the counts are those a
 one-connection run reports (``batches`` counts transactions, so a split batch counts two).
 
-The first failure stops the other writer: it finishes the batch it holds (committed whole, as any batch
+A run of one batch too small to split opens no second connection. The first failure stops the other writer: it finishes the batch it holds (committed whole, as any batch
 before a failure) and takes no other; the failure is raised as a one-connection run raises it. When the
 second connection cannot be had (the lender returns None), the run goes on with one. On Citus a run keeps
 one connection: its workers already spread a batch's shards over their own cores.
@@ -16,6 +16,7 @@ one connection: its workers already spread a batch's shards over their own cores
 from __future__ import annotations
 
 import contextlib
+import itertools
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -47,13 +48,18 @@ def write_batches(
     if lender is None or writer.citus:
         _one(writer, batches, progress)
         return
+    items = halved_tail(iter(batches))
+    ahead = list(itertools.islice(items, 2))
+    if len(ahead) < 2:  # one batch, too small to split: a second connection would only cost its opening
+        _one(writer, ahead, progress)
+        return
     with lender() as other:
         if other is None:
-            _one(writer, batches, progress)
+            _one(writer, itertools.chain(ahead, items), progress)
             return
         helper = writer.partner(other)
         try:
-            _two([writer, helper], halved_tail(iter(batches)), progress)
+            _two([writer, helper], itertools.chain(ahead, items), progress)
         finally:
             writer.add_counts(helper)
 

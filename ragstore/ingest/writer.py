@@ -149,11 +149,10 @@ class Writer:
         # Serialises the backend's embedding calls between the writers of one run (a model session need
         # not be thread-safe); a writer alone takes it uncontended.
         self.embed_lock = threading.Lock()
-        ids = family.identifiers()
-        self._lookup = sql.SQL(query("ingest", "lookup")).format(**ids)
-        self._merge_embeddings = sql.SQL(query("ingest", "merge_embeddings")).format(**ids)
-        self._merge_existing = sql.SQL(query("ingest", "merge_embeddings_existing")).format(**ids)
-        self._copy_family = sql.SQL(query("ingest", "copy_family_direct")).format(**ids)
+        self._lookup = sql.SQL(query("ingest", "lookup")).format(**family.identifiers())
+        self._merge_embeddings = embedding_merge(family)
+        self._merge_existing = embedding_merge(family, "merge_embeddings_existing")
+        self._copy_family = sql.SQL(query("ingest", "copy_family_direct")).format(**family.identifiers())
         with db_errors():
             conn.execute(query("ingest", "create_stage"))
             # Asked here, in a transaction this commits: a batch's transaction() must begin on an idle
@@ -475,6 +474,13 @@ class Writer:
         pruned = int(row[0]) if row else 0
         self.report.pruned += pruned
         return pruned
+
+
+def embedding_merge(family: Family, name: str = "merge_embeddings") -> sql.Composed:
+    """The statement ``name`` of ragstore/sql/ingest.sql that merges staged vectors into ``family``'s table,
+    with its shared ending (``upsert_embedding``)."""
+    upsert = sql.SQL(query("ingest", "upsert_embedding"))
+    return sql.SQL(query("ingest", name)).format(**family.identifiers(), upsert=upsert)
 
 
 def _transient_retry() -> tenacity.Retrying:

@@ -75,6 +75,11 @@ SELECT s.chunk_id, s.package_path, s.embedding, s.model, s.content_sha256, coale
 FROM ragstore_stage_embeddings AS s
 LEFT JOIN ragstore.chunks AS c ON c.family = {family} AND c.chunk_id = s.chunk_id
 ORDER BY s.chunk_id
+{upsert}
+
+-- name: upsert_embedding
+-- The end of both embedding merges ({upsert} in them): a row already there is updated only when it differs;
+-- each row merged is returned with whether it was inserted.
 ON CONFLICT (chunk_id) DO UPDATE SET
     package_path   = EXCLUDED.package_path,
     embedding      = EXCLUDED.embedding,
@@ -105,16 +110,7 @@ SELECT m.chunk_id, m.package_path, m.embedding, m.model, m.content_sha256,
 FROM moved AS m
 LEFT JOIN ragstore_stage_chunks AS sc ON sc.chunk_id = m.chunk_id
 ORDER BY m.chunk_id
-ON CONFLICT (chunk_id) DO UPDATE SET
-    package_path   = EXCLUDED.package_path,
-    embedding      = EXCLUDED.embedding,
-    model          = EXCLUDED.model,
-    content_sha256 = EXCLUDED.content_sha256,
-    metadata       = EXCLUDED.metadata
-WHERE (e.content_sha256, e.model, e.package_path, e.embedding, e.metadata)
-      IS DISTINCT FROM (EXCLUDED.content_sha256, EXCLUDED.model, EXCLUDED.package_path, EXCLUDED.embedding,
-                        EXCLUDED.metadata)
-RETURNING e.chunk_id, (e.xmax = 0) AS inserted
+{upsert}
 
 -- name: term_df_lock_shared
 -- Taken before a statement that changes chunks of one kind only (all inserted, or all updated): its chunk

@@ -21,6 +21,7 @@ from ragstore.ingest import parallel, writer
 from ragstore.ingest.fast import Prepared
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
+from tests.integration.test_index import InterruptedOnThirdCall, records
 from tests.integration.test_ingest_paths import DIM, content, rows, write_jsonl
 
 
@@ -125,21 +126,9 @@ def test_a_failure_on_one_connection_stops_the_run_with_whole_batches(conn, pair
 
 def test_an_interrupt_in_either_writer_leaves_whole_batches_and_a_rerun_converges(conn, tmp_path):
     families.create_family(conn, "docs", OfflineBackend())
-
-    class Failing(OfflineBackend):
-        calls = 0
-
-        def embed(self, texts):
-            Failing.calls += 1
-            if Failing.calls == 3:
-                raise KeyboardInterrupt
-            return super().embed(texts)
-
-    src = write_jsonl(
-        tmp_path / "c.jsonl", [{"chunk_id": f"c{i}", "package_path": "p", "text": f"t {i}"} for i in range(100)]
-    )
+    src = write_jsonl(tmp_path / "c.jsonl", records(100))
     with pytest.raises(KeyboardInterrupt):
-        index_sources(conn, "docs", open_sources([str(src)]), backend=Failing(), batch_size=20)
+        index_sources(conn, "docs", open_sources([str(src)]), backend=InterruptedOnThirdCall(), batch_size=20)
     conn.rollback()
     # Two batches before the third embedding call, and at most the one the other writer held.
     assert conn.execute("SELECT count(*) FROM ragstore.emb_docs").fetchone()[0] in (40, 60)
@@ -215,6 +204,33 @@ def test_the_last_batch_is_split_in_halves_and_nothing_is_lost():
     assert list(parallel.halved_tail(iter([]))) == []
 
 
+def run_while_held(dsn: str, hold: str, src: Path, seen: str) -> list[tuple[str, str]]:
+    """Run a one-connection re-run of ``src`` into family "two" while another transaction holds what
+    ``hold`` takes; the rows of ``seen`` (a query on the run's backend pid) the first time they are not
+    empty while the run waits, [] if it never waited."""
+    done = threading.Event()
+    found: list[tuple[str, str]] = []
+    with connect(dsn) as holder, connect(dsn) as run_conn, connect(dsn) as watch:
+        holder.execute(hold)
+        worker = threading.Thread(
+            target=lambda: (index_sources(run_conn, "two", open_sources([str(src)]), connections=1), done.set())
+        )
+        worker.start()
+        pid = run_conn.info.backend_pid
+        for _ in range(400):
+            waiting = watch.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+            if waiting and waiting[0] == "Lock":
+                found = watch.execute(seen, (pid,)).fetchall()
+            watch.rollback()
+            if found or done.is_set():
+                break
+            time.sleep(0.05)
+        holder.rollback()
+        worker.join(timeout=60)
+    assert done.is_set()
+    return found
+
+
 def test_a_changed_records_vector_is_merged_before_the_df_locks_are_taken(conn, dsn, pair, tmp_path):
     """While another transaction holds a df row the chunk merge needs, the re-run's transaction has already
     written its family rows (their HNSW inserts, the slow part): it holds the family table's write lock
@@ -224,31 +240,15 @@ def test_a_changed_records_vector_is_merged_before_the_df_locks_are_taken(conn, 
     changed[7]["text"] += " changed"  # a new word: its df row is inserted by the chunk merge's trigger
     changed[7]["vector"] = [0.5] * DIM
     src = write_jsonl(tmp_path / "b.jsonl", changed)
-    done = threading.Event()
-    held: list[tuple[str, str]] = []
-    with connect(dsn) as holder, connect(dsn) as run_conn, connect(dsn) as watch:
-        # Another transaction inserting the same df row, not yet committed: the merge's upsert waits for it.
-        holder.execute("INSERT INTO ragstore.chunk_term_df (family, lexeme, df) VALUES ('two', 'chang', 1)")
-        worker = threading.Thread(
-            target=lambda: (index_sources(run_conn, "two", open_sources([str(src)]), connections=1), done.set())
-        )
-        worker.start()
-        pid = run_conn.info.backend_pid
-        for _ in range(400):
-            waiting = watch.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
-            if waiting and waiting[0] == "Lock":
-                held = watch.execute(
-                    "SELECT c.relname::text, l.mode FROM pg_locks AS l JOIN pg_class AS c ON c.oid = l.relation "
-                    "WHERE l.pid = %s AND l.granted",
-                    (pid,),
-                ).fetchall()
-            watch.rollback()
-            if held or done.is_set():
-                break
-            time.sleep(0.05)
-        holder.rollback()
-        worker.join(timeout=60)
-    assert done.is_set()
+    # Another transaction inserting the same df row, not yet committed: the merge's upsert waits for it.
+    hold = "INSERT INTO ragstore.chunk_term_df (family, lexeme, df) VALUES ('two', 'chang', 1)"
+    held = run_while_held(
+        dsn,
+        hold,
+        src,
+        "SELECT c.relname::text, l.mode FROM pg_locks AS l JOIN pg_class AS c ON c.oid = l.relation "
+        "WHERE l.pid = %s AND l.granted",
+    )
     assert ("emb_two", "RowExclusiveLock") in held
 
 
@@ -258,24 +258,6 @@ def test_a_merge_that_inserts_and_updates_chunks_takes_the_df_lock_alone(conn, d
     cannot deadlock."""
     index_sources(conn, "two", open_sources([str(write_jsonl(tmp_path / "a.jsonl", rows(30)))]))
     src = write_jsonl(tmp_path / "b.jsonl", changed_input(30))
-    done = threading.Event()
-    with connect(dsn) as holder, connect(dsn) as run_conn, connect(dsn) as watch:
-        holder.execute("SELECT pg_advisory_xact_lock_shared(hashtext('ragstore.chunk_term_df'), hashtext('two'))")
-        worker = threading.Thread(
-            target=lambda: (index_sources(run_conn, "two", open_sources([str(src)]), connections=1), done.set())
-        )
-        worker.start()
-        pid = run_conn.info.backend_pid
-        waited = False
-        for _ in range(200):
-            row = watch.execute("SELECT wait_event FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
-            watch.rollback()
-            if row and row[0] == "advisory":
-                waited = True
-                break
-            if done.is_set():
-                break
-            time.sleep(0.05)
-        holder.rollback()
-        worker.join(timeout=60)
-    assert done.is_set() and waited
+    hold = "SELECT pg_advisory_xact_lock_shared(hashtext('ragstore.chunk_term_df'), hashtext('two'))"
+    waits = run_while_held(dsn, hold, src, "SELECT wait_event FROM pg_stat_activity WHERE pid = %s")
+    assert waits == [("advisory",)]
