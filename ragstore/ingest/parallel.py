@@ -7,10 +7,16 @@ enough, is split in two halves, so a re-run that changed one batch's worth of re
 connections busy too. Each batch is still one transaction, committed whole; the counts are those a
 one-connection run reports (``batches`` counts transactions, so a split batch counts two).
 
-A run of one batch too small to split opens no second connection. The first failure stops the other writer: it finishes the batch it holds (committed whole, as any batch
-before a failure) and takes no other; the failure is raised as a one-connection run raises it. When the
-second connection cannot be had (the lender returns None), the run goes on with one. On Citus a run keeps
-one connection: its workers already spread a batch's shards over their own cores.
+The first failure stops the other writer: it finishes the batch it holds (committed whole, as any
+batch before a failure) and takes no other; the failure is raised as a one-connection run raises it.
+When the second connection cannot be had (the lender returns None), the run goes on with one; a run of
+one batch too small to split opens none. On Citus a run keeps one connection: its workers already
+spread a batch's shards over their own cores, and the merge order below is the one-node one.
+
+The transactions of the two writers overlap because the slow part of a merge, the HNSW inserts of
+chunks already stored, comes before the chunk merge whose triggers lock rows of ragstore.chunk_term_df
+until commit (see ``merge_embeddings_existing`` in ragstore/sql/ingest.sql); the other writer waits
+for those locks only through the short tail of a transaction.
 """
 
 from __future__ import annotations
