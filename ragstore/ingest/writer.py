@@ -118,8 +118,8 @@ class _Batch:
     rows: Prepared
     content: list[bytes]
     record: list[bytes]
-    #: The ids of the batch the store held when the batch was looked up.
-    stored: set[str] = field(default_factory=set)
+    #: The ids of the batch the store held when the batch was looked up (None: not looked up, a direct COPY).
+    stored: set[str] | None = None
 
 
 def _batches(items: Iterable[tuple[str, ChunkRecord]], size: int) -> Iterator[list[tuple[str, ChunkRecord]]]:
@@ -257,7 +257,8 @@ class Writer:
                 }
                 self.conn.commit()
 
-        batch.stored = set(stored)
+        if not self.direct:
+            batch.stored = set(stored)
         chunk_rows: list[int] = []
         embed_rows: list[int] = []
         rewritten: set[str] = set()
@@ -384,10 +385,11 @@ class Writer:
         return changed, inserted, updated
 
     def _lock_term_df(self, cur: psycopg.Cursor[Any], batch: _Batch, chunk_rows: list[int]) -> None:
-        """The family's df lock before the chunk merge: exclusive when the merge both inserts and updates
+        """The family's df lock before the chunk merge: exclusive when the merge may both insert and update
         chunks (two df upserts, see ``term_df_lock`` in ragstore/sql/ingest.sql), shared otherwise."""
         stored = batch.stored
-        kinds = {batch.rows.ids[i] in stored for i in chunk_rows}
+        # A batch never looked up (a direct COPY that met a row already there) may hold either kind.
+        kinds = {True, False} if stored is None else {batch.rows.ids[i] in stored for i in chunk_rows}
         name = "term_df_lock" if len(kinds) > 1 else "term_df_lock_shared"
         cur.execute(query("ingest", name), {"family": self.family.name})
 
