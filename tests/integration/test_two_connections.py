@@ -169,17 +169,22 @@ def test_the_second_connection_takes_the_sessions_role_search_path_and_timeout(c
     assert row[2:] == ("ragstore, public", "7s")
 
 
-def test_the_store_lends_a_connection_of_its_pool_or_none(dsn):
+def test_the_store_lends_a_connection_of_its_pool_or_none(dsn, pair, helper_batches):
     from ragstore.store import Store
 
-    with Store(dsn, pool_size=1) as store, store._lend_second() as other:
-        assert other is None
+    with Store(dsn, pool_size=1) as store:
+        with store._lend_second() as other:
+            assert other is None
+        assert store.index(rows(200), "one", batch_size=50).inserted == 200
+    assert helper_batches == []  # the pool's only connection was the run's
     with Store(dsn, pool_size=2) as store:
         with store.connection(), store._lend_second() as other:
             assert other is not None and not other.autocommit
         # Taken back in autocommit, as the pool lends it.
         with store.connection() as a, store.connection() as b:
             assert a.autocommit and b.autocommit
+        assert store.index(rows(200), "two", batch_size=50).inserted == 200
+    assert len(helper_batches) == 1 and helper_batches[0] > 0
 
 
 def test_the_last_batch_is_split_in_halves_and_nothing_is_lost():
