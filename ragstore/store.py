@@ -204,13 +204,17 @@ class Store(Closing):
                 conn.autocommit = False
             yield conn
         finally:
-            # The pool rolls back whatever is left open and discards a broken connection; a connection
-            # lent without autocommit goes back in autocommit, as the pool handed it out.
-            with contextlib.suppress(psycopg.Error):
-                if not conn.autocommit:
-                    conn.rollback()
-                    conn.autocommit = True
-            self._pool.putconn(conn)
+            self._give_back(conn)
+
+    def _give_back(self, conn: Conn) -> None:
+        """Return a lent connection to the pool. The pool rolls back whatever is left open and discards a
+        broken connection; a connection lent without autocommit goes back in autocommit, as the pool
+        handed it out."""
+        with contextlib.suppress(psycopg.Error):
+            if not conn.autocommit:
+                conn.rollback()
+                conn.autocommit = True
+        self._pool.putconn(conn)
 
     def _checkout(self) -> Conn:
         """A connection of the pool, or DatabaseUnavailable when none is free within ``timeout``."""
@@ -376,8 +380,35 @@ class Store(Closing):
 
         with self.connection(autocommit=False) as conn:
             return index_sources(
-                conn, family, sources, prune=prune, batch_size=batch_size or DEFAULT_BATCH, backend=backend
+                conn,
+                family,
+                sources,
+                prune=prune,
+                batch_size=batch_size or DEFAULT_BATCH,
+                backend=backend,
+                lender=self._lend_second,
             )
+
+    @contextlib.contextmanager
+    def _lend_second(self) -> Iterator[Conn | None]:
+        """A second connection of the pool for a run's parallel writes (:mod:`ragstore.ingest.parallel`),
+        outside autocommit, or None (the run goes on with one) when the pool holds one connection or none
+        is free within a second: the Store never opens more than ``pool_size`` connections."""
+        from psycopg_pool import PoolTimeout
+
+        if self.pool_size < 2:
+            yield None
+            return
+        try:
+            conn = self._pool.getconn(timeout=min(self._timeout, 1.0))
+        except PoolTimeout:
+            yield None
+            return
+        try:
+            conn.autocommit = False
+            yield conn
+        finally:
+            self._give_back(conn)
 
     #: :func:`ragstore.search.api.search` on a pooled connection with the Store's caches: the same arguments
     #: (after ``conn``), modes, errors and guarantees (the top ``min(k, rows that match)`` hits).

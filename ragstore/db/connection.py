@@ -9,9 +9,10 @@ from typing import Any, NoReturn
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg import pq
+from psycopg import pq, sql
 
 from ragstore import config
+from ragstore.db.sqlfiles import query
 from ragstore.errors import (
     Conflict,
     DatabaseUnavailable,
@@ -92,6 +93,52 @@ def connect(dsn: str | None = None, *, autocommit: bool = False) -> psycopg.Conn
         conn.close()
         raise
     return conn
+
+
+@contextlib.contextmanager
+def second_connection(conn: Conn) -> Iterator[Conn | None]:
+    """A second connection like ``conn`` for the block, or None when it cannot be opened (the caller goes
+    on with ``conn`` alone); closed at the end.
+
+    The same server, database, user and password (``conn.info.dsn`` leaves the password out, the
+    connection keeps it), pgvector's types, and the session's role (when ``SET ROLE`` changed it),
+    search_path and statement timeout. Opened outside autocommit, as the write path runs.
+    """
+    other = _open_like(conn)
+    try:
+        yield other
+    finally:
+        if other is not None:
+            other.close()
+
+
+def _open_like(conn: Conn) -> Conn | None:
+    """A new connection like ``conn`` (see :func:`second_connection`), or None when it cannot be opened."""
+    params: dict[str, Any] = dict(conn.info.get_parameters())
+    params.setdefault("connect_timeout", "10")
+    password = conn.pgconn.password
+    if password:
+        params["password"] = password.decode()
+    try:
+        with conn.cursor() as cur:
+            row = cur.execute(query("connection", "session")).fetchone()
+        if not conn.autocommit:
+            conn.rollback()
+        other = psycopg.connect(**params, autocommit=False)
+    except psycopg.Error:
+        return None
+    try:
+        register_vector(other)
+        if row is not None:
+            role, session_user, search_path, timeout = row
+            if role != session_user:
+                other.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+            other.execute(query("connection", "copy_session"), (search_path, timeout))
+        other.commit()
+    except psycopg.Error:
+        other.close()
+        return None
+    return other
 
 
 def register_vector(conn: psycopg.Connection[tuple[object, ...]]) -> None:

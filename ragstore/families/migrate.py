@@ -330,7 +330,9 @@ class _Copier:
         self.backend = backend
         self.report = report
         self._pending = _block("pending", old.table, new.table)
-        self._merge = sql.SQL(query("ingest", "merge_embeddings")).format(**new.identifiers())
+        from ragstore.ingest.writer import embedding_merge
+
+        self._merge = embedding_merge(new)
 
     def _embed(self, texts: list[str]) -> Any:
         matrix = self.backend.embed(texts)

@@ -9,12 +9,13 @@ from typing import Any, TypedDict, Unpack
 import psycopg
 
 from ragstore.caches import Caches, caches_for
-from ragstore.db.connection import db_errors
+from ragstore.db.connection import db_errors, second_connection
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, backend_options, check_fts_config, get_family
 from ragstore.ingest.columnar import COLUMNAR_KINDS, read_columnar
 from ragstore.ingest.fast import OnePass, Spool
+from ragstore.ingest.parallel import Lender
 from ragstore.ingest.readers import EMPTY, Skipped, Source
 from ragstore.ingest.records import FTS_SAFE_BYTES, ChunkRecord
 from ragstore.ingest.stream import BulkStream
@@ -102,6 +103,8 @@ def index_sources(
     backend: Backend | None = None,
     progress: Progress | None = None,
     on_validated: Callable[[int], None] | None = None,
+    connections: int = 2,
+    lender: Lender | None = None,
 ) -> IndexReport:
     """Index ``sources`` into family ``family_name``. Raises NotFound, InvalidInput, ModelMismatch,
     DatabaseUnavailable.
@@ -118,6 +121,11 @@ def index_sources(
     The report's ``skipped`` counts blank texts and empty documents; :func:`skipped_files` lists the files
     the sources left out, and why. ``batch_size`` is the write batch (the pass batches by
     :data:`~ragstore.ingest.fast.PASS_BATCH`).
+
+    With ``connections=2`` (the default) batches that are each their own transaction are written on two
+    connections at once (:mod:`ragstore.ingest.parallel`): ``conn`` and one ``lender`` gives, by default
+    a second connection opened like ``conn`` (:func:`~ragstore.db.connection.second_connection`); a run
+    goes on with ``conn`` alone when it cannot have one. ``connections=1`` writes on ``conn`` only.
     """
     from ragstore.ingest.fast import raw_lines
     from ragstore.ingest.writer import write_prepared
@@ -168,6 +176,7 @@ def index_sources(
             progress=progress,
             fts_config=config,
             batch_size=batch_size,
+            second=(lender or (lambda: second_connection(conn))) if connections >= 2 else None,
         )
     # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
     report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -49,10 +50,13 @@ from ragstore.families import (
     has_hnsw_index,
 )
 from ragstore.ingest.fast import PassResult, Prepared
+from ragstore.ingest.parallel import write_batches
 from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix, content_sha256, record_sha256
 
 if TYPE_CHECKING:
     import tenacity
+
+    from ragstore.ingest.parallel import Lender
 
 DEFAULT_BATCH = 5000
 # Above this many records going into an empty family, the HNSW index is dropped and built once at the
@@ -114,6 +118,8 @@ class _Batch:
     rows: Prepared
     content: list[bytes]
     record: list[bytes]
+    #: The ids of the batch the store held when the batch was looked up (None: not looked up, a direct COPY).
+    stored: set[str] | None = None
 
 
 def _batches(items: Iterable[tuple[str, ChunkRecord]], size: int) -> Iterator[list[tuple[str, ChunkRecord]]]:
@@ -140,13 +146,37 @@ class Writer:
         self.direct = False
         self._fts: int | None = None
         self.report = IndexReport(family=family.name)
-        ids = family.identifiers()
-        self._lookup = sql.SQL(query("ingest", "lookup")).format(**ids)
-        self._merge_embeddings = sql.SQL(query("ingest", "merge_embeddings")).format(**ids)
-        self._copy_family = sql.SQL(query("ingest", "copy_family_direct")).format(**ids)
+        # Serialises the backend's embedding calls between the writers of one run (a model session need
+        # not be thread-safe); a writer alone takes it uncontended.
+        self.embed_lock = threading.Lock()
+        self._lookup = sql.SQL(query("ingest", "lookup")).format(**family.identifiers())
+        self._merge_embeddings = embedding_merge(family)
+        self._merge_existing = embedding_merge(family, "merge_embeddings_existing")
+        self._copy_family = sql.SQL(query("ingest", "copy_family_direct")).format(**family.identifiers())
         with db_errors():
             conn.execute(query("ingest", "create_stage"))
+            # Asked here, in a transaction this commits: a batch's transaction() must begin on an idle
+            # connection (on one left in a transaction it would be a savepoint, never committed).
+            self.citus = on_citus(conn)
             conn.commit()
+
+    def partner(self, conn: Conn) -> Writer:
+        """A writer of the same run on a second connection (see :mod:`ragstore.ingest.parallel`): the same
+        family, backend, configuration, bulk mode and embedding lock, its own report."""
+        other = Writer(conn, self.family, self.backend, fts_config=self.fts_config)
+        other.direct = self.direct
+        other.embed_lock = self.embed_lock
+        return other
+
+    def add_counts(self, other: Writer) -> None:
+        """Add what ``other`` (a :meth:`partner`) wrote to this writer's report."""
+        mine, theirs = self.report, other.report
+        mine.inserted += theirs.inserted
+        mine.updated += theirs.updated
+        mine.unchanged += theirs.unchanged
+        mine.embedded += theirs.embedded
+        mine.batches += theirs.batches
+        mine.retries += theirs.retries
 
     # -- one batch -----------------------------------------------------------------------------
     def write_batch(self, raw: list[tuple[str, ChunkRecord]]) -> None:
@@ -227,6 +257,8 @@ class Writer:
                 }
                 self.conn.commit()
 
+        if not self.direct:
+            batch.stored = set(stored)
         chunk_rows: list[int] = []
         embed_rows: list[int] = []
         rewritten: set[str] = set()
@@ -288,7 +320,7 @@ class Writer:
                 return matrix
 
             # The embedding cache (ragstore.embed.cache) first: only texts it lacks reach the backend.
-            with db_errors():
+            with self.embed_lock, db_errors():
                 out[to_embed], embedded = embed_cached(
                     self.conn, self.backend, texts, [batch.content[rows[k]] for k in to_embed], embed=checked
                 )
@@ -308,41 +340,58 @@ class Writer:
                 self.direct = False
         conn = self.conn
         rows = batch.rows
-        with conn.transaction():
-            with conn.cursor() as cur:
-                if chunk_rows:
-                    with cur.copy(query("ingest", "copy_chunks")) as copy:
-                        copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])
-                        for i in chunk_rows:
-                            copy.write_row(
-                                (
-                                    rows.ids[i],
-                                    rows.packages[i],
-                                    rows.texts[i],
-                                    batch.content[i],
-                                    batch.record[i],
-                                    json.dumps(rows.metadata[i], ensure_ascii=False, sort_keys=True),
-                                    self.fts_config,
-                                    rows.sources[i],
-                                )
+        citus = self.citus
+        inserted: set[str] = set()
+        updated: set[str] = set()
+        with conn.transaction(), conn.cursor() as cur:
+            if chunk_rows:
+                with cur.copy(query("ingest", "copy_chunks")) as copy:
+                    copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])
+                    for i in chunk_rows:
+                        copy.write_row(
+                            (
+                                rows.ids[i],
+                                rows.packages[i],
+                                rows.texts[i],
+                                batch.content[i],
+                                batch.record[i],
+                                json.dumps(rows.metadata[i], ensure_ascii=False, sort_keys=True),
+                                self.fts_config,
+                                rows.sources[i],
                             )
-                    merged = cur.execute(query("ingest", "merge_chunks"), {"family": self.family.name})
-                    changed = {row[0] for row in merged.fetchall()}
-                else:
-                    changed = set()
-                inserted: set[str] = set()
-                updated: set[str] = set()
-                if embed_rows:
-                    with cur.copy(query("ingest", "copy_embeddings")) as copy:
-                        copy.set_types(["text", "text", "vector", "text", "bytea"])
-                        model = self.family.model
-                        for k, i in enumerate(embed_rows):
-                            copy.write_row((rows.ids[i], rows.packages[i], vectors[k], model, batch.content[i]))
-                    for chunk_id, was_inserted in cur.execute(self._merge_embeddings).fetchall():
+                        )
+            if embed_rows:
+                with cur.copy(query("ingest", "copy_embeddings")) as copy:
+                    copy.set_types(["text", "text", "vector", "text", "bytea"])
+                    model = self.family.model
+                    for k, i in enumerate(embed_rows):
+                        copy.write_row((rows.ids[i], rows.packages[i], vectors[k], model, batch.content[i]))
+                if not citus:
+                    # The HNSW inserts of chunks already stored come first, before any df row lock is taken.
+                    for chunk_id, was_inserted in cur.execute(self._merge_existing).fetchall():
                         (inserted if was_inserted else updated).add(chunk_id)
-                if changed:
-                    self._sync_package_paths(cur, changed)
+            if chunk_rows:
+                if not citus:
+                    self._lock_term_df(cur, batch, chunk_rows)
+                merged = cur.execute(query("ingest", "merge_chunks"), {"family": self.family.name})
+                changed = {row[0] for row in merged.fetchall()}
+            else:
+                changed = set()
+            if embed_rows:
+                for chunk_id, was_inserted in cur.execute(self._merge_embeddings).fetchall():
+                    (inserted if was_inserted else updated).add(chunk_id)
+            if changed:
+                self._sync_package_paths(cur, changed)
         return changed, inserted, updated
+
+    def _lock_term_df(self, cur: psycopg.Cursor[Any], batch: _Batch, chunk_rows: list[int]) -> None:
+        """The family's df lock before the chunk merge: exclusive when the merge may both insert and update
+        chunks (two df upserts, see ``term_df_lock`` in ragstore/sql/ingest.sql), shared otherwise."""
+        stored = batch.stored
+        # A batch never looked up (a direct COPY that met a row already there) may hold either kind.
+        kinds = {True, False} if stored is None else {batch.rows.ids[i] in stored for i in chunk_rows}
+        name = "term_df_lock" if len(kinds) > 1 else "term_df_lock_shared"
+        cur.execute(query("ingest", name), {"family": self.family.name})
 
     def _copy_direct(self, batch: _Batch, vectors: np.ndarray) -> tuple[set[str], set[str], set[str]]:
         """A batch of new rows (every one of them: the family was empty and the pass removed duplicates)
@@ -353,6 +402,7 @@ class Writer:
         order = sorted(range(len(rows.ids)), key=lambda i: (rows.packages[i], rows.ids[i]))
         with conn.transaction(), conn.cursor() as cur:
             set_json_dumps(_json_text, cur)
+            cur.execute(query("ingest", "term_df_lock_shared"), {"family": family})
             with cur.copy(query("ingest", "copy_chunks_direct")) as copy:
                 copy.set_types(["text", "text", "text", "text", "bytea", "bytea", "jsonb", "oid", "bytea"])
                 for i in order:
@@ -426,6 +476,13 @@ class Writer:
         pruned = int(row[0]) if row else 0
         self.report.pruned += pruned
         return pruned
+
+
+def embedding_merge(family: Family, name: str = "merge_embeddings") -> sql.Composed:
+    """The statement ``name`` of ragstore/sql/ingest.sql that merges staged vectors into ``family``'s table,
+    with its shared ending (``upsert_embedding``)."""
+    upsert = sql.SQL(query("ingest", "upsert_embedding"))
+    return sql.SQL(query("ingest", name)).format(**family.identifiers(), upsert=upsert)
 
 
 def _transient_retry() -> tenacity.Retrying:
@@ -573,18 +630,17 @@ def write_prepared(
     progress: Progress | None = None,
     fts_config: str | None = None,
     batch_size: int = DEFAULT_BATCH,
+    second: Lender | None = None,
 ) -> IndexReport:
     """Write what the one pass (:mod:`ragstore.ingest.fast`) kept: its batches, plus the counts and ids of
     the records it found unchanged, duplicated or blank (which ``--prune`` must know). Batches the pass
     left small (a re-run where few records changed) are written together, up to ``batch_size`` records
-    a transaction."""
+    a transaction. With ``second`` (a lender of a second connection), the batches are written on two
+    connections at once (:mod:`ragstore.ingest.parallel`)."""
 
     def work(writer: Writer) -> None:
         _take_pass_counts(writer, found, progress)
-        for batch in coalesced(batches, batch_size):
-            writer.write_prepared(batch)
-            if progress is not None:
-                progress(len(batch))
+        write_batches(writer, coalesced(batches, batch_size), progress, second)
 
     return _write_run(conn, family, backend, work, found.to_write, prune, prune_prefixes, fts_config)
 

@@ -75,6 +75,11 @@ SELECT s.chunk_id, s.package_path, s.embedding, s.model, s.content_sha256, coale
 FROM ragstore_stage_embeddings AS s
 LEFT JOIN ragstore.chunks AS c ON c.family = {family} AND c.chunk_id = s.chunk_id
 ORDER BY s.chunk_id
+{upsert}
+
+-- name: upsert_embedding
+-- The end of both embedding merges ({upsert} in them): a row already there is updated only when it differs;
+-- each row merged is returned with whether it was inserted.
 ON CONFLICT (chunk_id) DO UPDATE SET
     package_path   = EXCLUDED.package_path,
     embedding      = EXCLUDED.embedding,
@@ -85,6 +90,40 @@ WHERE (e.content_sha256, e.model, e.package_path, e.embedding, e.metadata)
       IS DISTINCT FROM (EXCLUDED.content_sha256, EXCLUDED.model, EXCLUDED.package_path, EXCLUDED.embedding,
                         EXCLUDED.metadata)
 RETURNING e.chunk_id, (e.xmax = 0) AS inserted
+
+-- name: merge_embeddings_existing
+-- The first merge of a batch: the vectors of chunks already stored (a changed record's new text and vector,
+-- a model change), before the chunk merge, so that their HNSW inserts (the slow part of a re-run) run before
+-- the chunk triggers take their locks on ragstore.chunk_term_df rows, which are held to commit: another
+-- connection's batch waits for them only through this transaction's short tail. The rows merged leave the
+-- staging table; merge_embeddings writes the rest (new chunks, whose row the chunk merge inserts first).
+-- The metadata is the chunk's as it will be after this batch: the staged row's when the chunk is rewritten.
+WITH moved AS (
+    DELETE FROM ragstore_stage_embeddings AS s
+    USING ragstore.chunks AS c
+    WHERE c.family = {family} AND c.chunk_id = s.chunk_id
+    RETURNING s.chunk_id, s.package_path, s.embedding, s.model, s.content_sha256, c.metadata
+)
+INSERT INTO ragstore.{table} AS e (chunk_id, package_path, embedding, model, content_sha256, metadata)
+SELECT m.chunk_id, m.package_path, m.embedding, m.model, m.content_sha256,
+       coalesce(sc.metadata::jsonb, m.metadata, '{{}}'::jsonb)
+FROM moved AS m
+LEFT JOIN ragstore_stage_chunks AS sc ON sc.chunk_id = m.chunk_id
+ORDER BY m.chunk_id
+{upsert}
+
+-- name: term_df_lock_shared
+-- Taken before a statement that changes chunks of one kind only (all inserted, or all updated): its chunk
+-- trigger upserts the family's ragstore.chunk_term_df rows in ONE call, in (family, lexeme) order, so two
+-- such transactions take those row locks in the same order and never deadlock (one waits for the other).
+-- Transaction-level: released at commit or rollback.
+SELECT pg_advisory_xact_lock_shared(hashtext('ragstore.chunk_term_df'), hashtext(%(family)s))
+
+-- name: term_df_lock
+-- Taken before a merge that both inserts and updates chunks: its INSERT and UPDATE triggers upsert the df
+-- rows in two calls, each sorted but not together, which could deadlock with another transaction's; this
+-- one waits until no other writer of the family holds df locks, and holds them alone until commit.
+SELECT pg_advisory_xact_lock(hashtext('ragstore.chunk_term_df'), hashtext(%(family)s))
 
 -- name: sync_package_path
 -- A chunk that moved to another package, or whose metadata changed, keeps its vector; the family table's

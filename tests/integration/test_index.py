@@ -197,21 +197,24 @@ def test_bulk_load_into_an_empty_family_builds_the_index_at_the_end(conn, family
     assert families.family_stats(conn, "docs").hnsw_index is not None
 
 
+class InterruptedOnThirdCall(OfflineBackend):
+    """The offline backend, interrupted (Ctrl-C) on its third call."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts):
+        self.calls += 1
+        if self.calls == 3:
+            raise KeyboardInterrupt
+        return super().embed(texts)
+
+
 def test_interrupted_run_converges_on_rerun(conn, family, tmp_path):
     """Batches before a failure stay committed; a rerun ends exactly where a clean run does."""
-
-    class Failing(OfflineBackend):
-        calls = 0
-
-        def embed(self, texts):
-            Failing.calls += 1
-            if Failing.calls == 3:
-                raise KeyboardInterrupt
-            return super().embed(texts)
-
     src = write_jsonl(tmp_path / "c.jsonl", records(100))
     with pytest.raises(KeyboardInterrupt):
-        run(conn, [src], backend=Failing(), batch_size=20)
+        run(conn, [src], backend=InterruptedOnThirdCall(), batch_size=20, connections=1)
     conn.rollback()
     assert conn.execute("SELECT count(*) FROM ragstore.emb_docs").fetchone() == (40,)
     run(conn, [src], batch_size=20)
