@@ -119,11 +119,12 @@ def _open_like(conn: Conn) -> Conn | None:
     password = conn.pgconn.password
     if password:
         params["password"] = password.decode()
+    idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
     try:
         with conn.cursor() as cur:
             row = cur.execute(query("connection", "session")).fetchone()
-        if not conn.autocommit:
-            conn.rollback()
+        if idle and not conn.autocommit:
+            conn.rollback()  # ends only the transaction this read began, never the caller's
         other = psycopg.connect(**params, autocommit=False)
     except psycopg.Error:
         return None

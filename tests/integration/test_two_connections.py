@@ -169,6 +169,15 @@ def test_the_second_connection_takes_the_sessions_role_search_path_and_timeout(c
     assert row[2:] == ("ragstore, public", "7s")
 
 
+def test_opening_the_second_connection_leaves_the_callers_transaction_open(conn):
+    conn.execute("CREATE TEMP TABLE pw_pending (x int)")
+    conn.execute("INSERT INTO pw_pending VALUES (1)")
+    with second_connection(conn) as other:
+        assert other is not None
+    assert conn.info.transaction_status.name == "INTRANS"
+    assert conn.execute("SELECT count(*) FROM pw_pending").fetchone() == (1,)
+
+
 def test_the_store_lends_a_connection_of_its_pool_or_none(dsn, pair, helper_batches):
     from ragstore.store import Store
 
