@@ -277,9 +277,19 @@ def drop_family(conn: Conn, name: str) -> None:
     if isinstance(target, dict) and isinstance(target.get("table"), str):
         tables.append(target["table"])
     with conn.transaction(), db_errors():
+        lock_term_df_shared(conn, name)
         for table in tables:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(table)))
         conn.execute(query("families", "delete_family"), {"name": name})
+
+
+def lock_term_df_shared(conn: Conn, family: str) -> None:
+    """Before a statement that deletes ``family``'s chunks, in its transaction: the delete trigger's updates
+    of the words' document counts are one sorted sequence, which cannot deadlock with another, but can with
+    a merge that both inserts and updates chunks (two sequences), which takes this lock alone
+    (``term_df_lock_shared`` in ragstore/sql/ingest.sql). Not on Citus, whose writers do not take it."""
+    if not citus.on_citus(conn):
+        conn.execute(query("ingest", "term_df_lock_shared"), {"family": family})
 
 
 def _lock_index_ddl(conn: Conn, family: Family) -> None:

@@ -464,6 +464,8 @@ class Writer:
             self.report.pruned += pruned
             return pruned
         with db_errors(), self.conn.transaction(), self.conn.cursor() as cur:
+            # The delete trigger's df updates are one sorted sequence: see term_df_lock_shared.
+            cur.execute(query("ingest", "term_df_lock_shared"), {"family": self.family.name})
             cur.execute("TRUNCATE ragstore_seen")
             with cur.copy(query("ingest", "copy_seen")) as copy:
                 copy.set_types(["text"])

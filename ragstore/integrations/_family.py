@@ -20,7 +20,7 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Matrix
 from ragstore.embed.external import NAME as EXTERNAL
 from ragstore.errors import Conflict, InvalidInput, NotFound
-from ragstore.families import Family, check_name
+from ragstore.families import Family, check_name, lock_term_df_shared
 from ragstore.ingest.programs import record_from
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import IndexReport
@@ -156,7 +156,8 @@ class FamilyClient:
         return self._delete("delete_all", {})
 
     def _delete(self, block: str, params: dict[str, Any]) -> int:
-        with self.store.connection() as conn, db_errors():
+        with self.store.connection() as conn, db_errors(), conn.transaction():
+            lock_term_df_shared(conn, self.name)
             return conn.execute(query("integrations", block), {"family": self.name, **params}).rowcount
 
     def count(self) -> int:

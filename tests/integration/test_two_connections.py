@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -222,19 +223,27 @@ def run_while_held(dsn: str, hold: str, src: Path, seen: str) -> list[tuple[str,
     """Run a one-connection re-run of ``src`` into family "two" while another transaction holds what
     ``hold`` takes; the rows of ``seen`` (a query on the run's backend pid) the first time they are not
     empty while the run waits, [] if it never waited."""
+    return act_while_held(
+        dsn, hold, lambda run_conn: index_sources(run_conn, "two", open_sources([str(src)]), connections=1), seen
+    )
+
+
+def act_while_held(dsn: str, hold: str, act: Callable[[psycopg.Connection], object], seen: str) -> list[tuple]:
+    """``act(conn)`` on a thread while another transaction holds what ``hold`` takes; the rows of ``seen``
+    (a query on the backend pid of ``conn``, or of the connection ``act`` opened last when it opens its own)
+    the first time they are not empty while it waits for a lock, [] if it never waited."""
     done = threading.Event()
-    found: list[tuple[str, str]] = []
+    found: list[tuple] = []
     with connect(dsn) as holder, connect(dsn) as run_conn, connect(dsn) as watch:
         holder.execute(hold)
-        worker = threading.Thread(
-            target=lambda: (index_sources(run_conn, "two", open_sources([str(src)]), connections=1), done.set())
-        )
+        worker = threading.Thread(target=lambda: (act(run_conn), done.set()))
         worker.start()
-        pid = run_conn.info.backend_pid
         for _ in range(400):
-            waiting = watch.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
-            if waiting and waiting[0] == "Lock":
-                found = watch.execute(seen, (pid,)).fetchall()
+            waiting = watch.execute(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchall()
+            if waiting:
+                found = watch.execute(seen, (waiting[0][0],)).fetchall()
             watch.rollback()
             if found or done.is_set():
                 break
@@ -275,3 +284,42 @@ def test_a_merge_that_inserts_and_updates_chunks_takes_the_df_lock_alone(conn, d
     hold = "SELECT pg_advisory_xact_lock_shared(hashtext('ragstore.chunk_term_df'), hashtext('two'))"
     waits = run_while_held(dsn, hold, src, "SELECT wait_event FROM pg_stat_activity WHERE pid = %s")
     assert waits == [("advisory",)]
+
+
+HOLD_ALONE = "SELECT pg_advisory_xact_lock(hashtext('ragstore.chunk_term_df'), hashtext('two'))"
+
+
+@pytest.mark.parametrize("how", ["prune", "delete_ids", "delete_packages", "delete_all", "drop"])
+def test_deletes_of_chunks_wait_for_a_merge_that_holds_the_df_lock_alone(conn, dsn, pair, tmp_path, how):
+    """A statement deleting chunks (a run's prune, an adapter's deletes, dropping the family) updates the
+    words' counts in one sorted sequence, which could deadlock with a merge's two (inserts and updates): it
+    takes the family's shared df lock first, and so waits while such a merge holds it alone. Then it
+    deletes as before."""
+    from ragstore.integrations._family import FamilyClient
+
+    index_sources(conn, "two", open_sources([str(write_jsonl(tmp_path / "a.jsonl", rows(30)))]))
+    fewer = write_jsonl(tmp_path / "b.jsonl", rows(20))
+    deleted: list[object] = []
+
+    def act(run_conn: psycopg.Connection) -> None:
+        if how == "prune":
+            deleted.append(index_sources(run_conn, "two", open_sources([str(fewer)]), prune=True).pruned)
+        elif how == "drop":
+            families.drop_family(run_conn, "two")
+        else:
+            client = FamilyClient("two", dsn, "mine", DIM)
+            try:
+                args = {"delete_ids": (["c000", "c001"],), "delete_packages": (["pkg/0"],), "delete_all": ()}[how]
+                deleted.append(getattr(client, how)(*args))
+            finally:
+                client.close()
+
+    waits = act_while_held(dsn, HOLD_ALONE, act, "SELECT wait_event FROM pg_stat_activity WHERE pid = %s")
+    assert waits == [("advisory",)]
+    left = conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'two'").fetchone()[0]
+    conn.commit()
+    expected = {"prune": (10, 20), "delete_ids": (2, 28), "delete_all": (30, 0), "drop": (None, 0)}
+    if how == "delete_packages":
+        assert deleted[0] > 0 and left == 30 - deleted[0]
+    else:
+        assert (deleted[0] if deleted else None, left) == expected[how]
