@@ -3,14 +3,15 @@
     with admin_dsn(args.dsn) as admin, scratch_database(admin) as dsn:
         ...
 
-``admin_dsn`` is the given DSN, else ``$RAGSTORE_DSN``, else a throwaway embedded server (stopped at the
-end); ``scratch_database`` creates a UTF8 database there, migrates it to head, and drops it afterwards.
+``admin_dsn`` is the given DSN, else ``$RAGSTORE_DSN``, else a throwaway embedded server (stopped and
+removed at the end); ``scratch_database`` creates a UTF8 database there, migrates it to head, and drops it afterwards.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -31,12 +32,15 @@ def admin_dsn(dsn: str | None = None) -> Iterator[str]:
     if chosen:
         yield chosen
         return
-    server = EmbeddedServer(Path(tempfile.mkdtemp(prefix="ragstore-bench-")))
-    server.ensure_running()
+    home = Path(tempfile.mkdtemp(prefix="ragstore-bench-"))
+    server = EmbeddedServer(home)
     try:
+        server.ensure_running()
         yield server.dsn("postgres")
     finally:
         server.stop()
+        # The cluster's folder holds its WAL (up to max_wal_size, 4 GB): left behind, a few runs fill a disk.
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @contextlib.contextmanager
