@@ -48,6 +48,7 @@ from ragstore.families import (
     ensure_hnsw_index,
     filter_keys,
     has_hnsw_index,
+    lock_term_df_shared,
 )
 from ragstore.ingest.fast import PassResult, Prepared
 from ragstore.ingest.parallel import write_batches
@@ -464,8 +465,7 @@ class Writer:
             self.report.pruned += pruned
             return pruned
         with db_errors(), self.conn.transaction(), self.conn.cursor() as cur:
-            # The delete trigger's df updates are one sorted sequence: see term_df_lock_shared.
-            cur.execute(query("ingest", "term_df_lock_shared"), {"family": self.family.name})
+            lock_term_df_shared(self.conn, self.family.name)
             cur.execute("TRUNCATE ragstore_seen")
             with cur.copy(query("ingest", "copy_seen")) as copy:
                 copy.set_types(["text"])

@@ -165,7 +165,8 @@ def _statement_text(
         text = text.replace("{norm}", query("hybrid", f"norm_{fusion[1]}"))
         text = text.replace("{hit_row}", query("hybrid", "hit_row_vector" if vectors else "hit_row_plain"))
         text = text.replace("{hit_vector}", "e.embedding" if vectors else "NULL::{vtype}")
-    values = dict(zip(("any", "fts_n", "vec_n", "k"), map(sql.Literal, literals), strict=True))
+    # literals[0], the match mode, picked the candidates block above: no placeholder of its own.
+    values = dict(zip(("fts_n", "vec_n", "k"), map(sql.Literal, literals[1:]), strict=True))
     values["fts_head"] = sql.Literal(2 * int(literals[1]))
     # One node: the vector leg's scan references its settings row (the settings are made first); Citus
     # sets them with SET LOCAL before the statement instead.
