@@ -7,8 +7,14 @@ each call embeds at most ``embed_limit`` (<= 500) records that have no embedding
 newest first, and says how many remain. Ranking is exact over the agent's declared stores: Postgres
 computes the cosine (pgvector ``<=>``) and the lexical score (``ts_rank_cd`` of the record's English
 tsvector against an OR of the query's lexemes), keeps the best ``pool`` of each leg, and
-:func:`ragstore.search.blend.blend` orders them (semantic 0.55, lexical 0.30, temporal 0.15 with a
-half-life on ``at``, cosine floor 0.25). A record not embedded yet can still come in on the lexical leg.
+:func:`ragstore.search.blend.blend` orders them (semantic 0.55, lexical 0.30, temporal 0.15: the absolute
+decay of ``at`` relative to the query's ``now``, half-life 30 days, never rescaled across the candidates).
+The semantic signal is absolute too: the cosine itself above :data:`RECALL_COSINE_FLOOR` (0: a negative
+cosine counts as none), not rescaled across the candidates and not floored at the hybrid blend's 0.25. A
+sentence model's cosine between a question and the record that answers it in other words is often under
+0.25, and a floor above every candidate left the semantic signal flat; rescaled, a weak best match
+among unrelated records (and any noise of a non-semantic backend) would count as a perfect one. A
+record not embedded yet can still come in on the lexical leg.
 
 The binding is respected: only the profile's declared stores are read, inside :func:`agent_scope`
 (row-level security) with the agent in every WHERE clause.
@@ -32,18 +38,27 @@ from ragstore.memory.bundle import record_to_dict
 from ragstore.memory.models import ALL_STORES, AgentProfile, MemoryRecord, Store
 from ragstore.memory.store import agent_scope
 from ragstore.search.blend import (
-    DEFAULT_COSINE_FLOOR,
     DEFAULT_HALF_LIFE_DAYS,
     DEFAULT_WEIGHTS,
     Candidate,
     blend,
 )
 
-__all__ = ["MAX_EMBED_BATCH", "RecallHit", "RecallResult", "embed_pending", "model_key", "recall"]
+__all__ = [
+    "MAX_EMBED_BATCH",
+    "RECALL_COSINE_FLOOR",
+    "RecallHit",
+    "RecallResult",
+    "embed_pending",
+    "model_key",
+    "recall",
+]
 
 #: The most records one call embeds: recall latency stays bounded however much was added since.
 MAX_EMBED_BATCH = 500
 _DEFAULT_POOL = 200
+#: Recall's cosine floor (see the module docstring): cosines at or below it add no semantic signal.
+RECALL_COSINE_FLOOR = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +158,7 @@ def recall(
     backend: Backend | None = None,
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
     weights: tuple[float, float, float] = DEFAULT_WEIGHTS,
-    cosine_floor: float = DEFAULT_COSINE_FLOOR,
+    cosine_floor: float = RECALL_COSINE_FLOOR,
     pool: int = _DEFAULT_POOL,
     embed_limit: int = MAX_EMBED_BATCH,
 ) -> RecallResult:
@@ -224,7 +239,9 @@ def _rank(
         candidates.append(
             Candidate(chunk_id=id_, cosine=cos if cos is not None else 0.0, lexical=float(lexical), timestamp=at)
         )
-    ranked = blend(candidates, weights, now=now, half_life_days=half_life_days, cosine_floor=cosine_floor)
+    ranked = blend(
+        candidates, weights, now=now, half_life_days=half_life_days, cosine_floor=cosine_floor, absolute_semantic=True
+    )
     return tuple(
         RecallHit(
             record=records[b.chunk_id][0],

@@ -9,11 +9,18 @@ A pure function: no I/O, no randomness, and no clock — "now" is an argument. F
    order and are scaled by how far they sit above the floor rather than by how far below it the worst
    candidate fell.
 2. **lexical** = the lexical score as given (a candidate the lexical leg did not find passes 0).
-3. **temporal** = ``0.5 ** (age_days / half_life_days)``, exponential decay: 1 for a chunk stored
-   ``now``, 0.5 one half-life ago. A timestamp in the future is clamped to age 0.
-4. Each signal is min-max normalised over the candidates: ``(x − min) / (max − min)``, and a span
-   ``max − min`` under 1e-12 gives 0 for every candidate (a signal that does not discriminate adds
-   nothing, rather than dividing noise by noise).
+3. **temporal** = ``0.5 ** (age_days / half_life_days)``, exponential decay relative to ``now`` (the
+   query's time, passed in): 1 for a chunk stored ``now``, exactly 0.5 one half-life ago, 0.25 two
+   half-lives ago. A timestamp in the future is clamped to age 0. This signal is absolute: it is never
+   rescaled across the candidates, so records written seconds apart have (nearly) the same recency and
+   their relevance decides, while a record one half-life old gets exactly half the recency weight.
+4. The lexical signal, and the semantic one by default, are min-max normalised over the candidates: ``(x − min) / (max −
+   min)``, and a span ``max − min`` under 1e-12 gives 0 for every candidate (a signal that does not
+   discriminate adds nothing, rather than dividing noise by noise). A cosine and a ``ts_rank_cd`` have no
+   common scale, which the normalisation gives them; an age has one (the half-life), which it keeps.
+   With ``absolute_semantic=True`` the semantic signal is not rescaled either: it is
+   ``(max(cosine, floor) − floor) / (1 − floor)``, the cosine's own distance above the floor (memory recall
+   uses it with floor 0, so a weak best match stays weak instead of becoming 1).
 5. ``score = w_semantic·semantic + w_lexical·lexical + w_temporal·temporal``, so every score lies in
    ``[0, sum(weights)]``. Default weights 0.55 / 0.30 / 0.15; all-zero weights fall back to them.
 
@@ -87,7 +94,8 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Blended:
-    """A blended result: the final ``score`` and each normalised signal in ``[0, 1]`` before weighting."""
+    """A blended result: the final ``score`` and each signal in ``[0, 1]`` before weighting (semantic and
+    lexical normalised over the candidates, temporal the absolute decay)."""
 
     chunk_id: str
     score: float
@@ -103,6 +111,7 @@ def blend(
     now: datetime,
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
     cosine_floor: float = DEFAULT_COSINE_FLOOR,
+    absolute_semantic: bool = False,
 ) -> list[Blended]:
     """Score and order ``candidates`` by the blend described in the module docstring.
 
@@ -110,7 +119,8 @@ def blend(
     chunk_id ascending; an empty input gives ``[]``.
 
     Raises :class:`~ragstore.errors.InvalidInput` when ``weights`` is not three finite non-negative
-    numbers, ``half_life_days`` is not finite and positive, ``cosine_floor`` is not finite, ``now`` or a
+    numbers, ``half_life_days`` is not finite and positive, ``cosine_floor`` is not finite (or, with
+    ``absolute_semantic``, not below 1), ``now`` or a
     candidate's timestamp is naive (no timezone), a candidate's cosine or lexical score is NaN or
     infinite, or two candidates share a chunk_id.
     """
@@ -119,6 +129,8 @@ def blend(
     if half_life_days <= 0:
         raise InvalidInput(f"half_life_days must be positive, got {half_life_days!r}")
     _check_finite("cosine_floor", cosine_floor)
+    if absolute_semantic and cosine_floor >= 1:
+        raise InvalidInput(f"cosine_floor must be below 1 for an absolute semantic signal, got {cosine_floor!r}")
     check_aware("now", now)
     _check_candidates(candidates)
     if not candidates:
@@ -130,9 +142,13 @@ def blend(
         [max((now - c.timestamp).total_seconds(), 0.0) / _SECONDS_PER_DAY for c in candidates],
         dtype=np.float64,
     )
-    semantic_n = min_max(np.maximum(cosine, float(cosine_floor)))
+    floored = np.maximum(cosine, float(cosine_floor))
+    if absolute_semantic:
+        semantic_n = np.minimum((floored - float(cosine_floor)) / (1.0 - float(cosine_floor)), 1.0)
+    else:
+        semantic_n = min_max(floored)
     lexical_n = min_max(lexical)
-    temporal_n = min_max(np.power(0.5, age_days / float(half_life_days)))
+    temporal_n = np.power(0.5, age_days / float(half_life_days))
     score = resolved.semantic * semantic_n + resolved.lexical * lexical_n + resolved.temporal * temporal_n
 
     blended = [

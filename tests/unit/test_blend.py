@@ -62,18 +62,17 @@ def test_blend_hand_computed_scores() -> None:
     # cosine: a 0.9, b 0.5, c 0.1 -> clamped to floor: 0.9, 0.5, 0.25 -> min 0.25 span 0.65
     #   semantic: a 1, b (0.5-0.25)/0.65 = 0.384615, c 0
     # lexical: a 0, b 0.4, c 0.8 -> a 0, b 0.5, c 1
-    # age days: a 30 (one half-life), b 0, c 60 -> raw 0.5, 1, 0.25 -> min 0.25 span 0.75
-    #   temporal: a 1/3, b 1, c 0
-    # score a = 0.55*1 + 0.30*0 + 0.15/3 = 0.60
+    # age days: a 30 (one half-life), b 0, c 60 -> temporal (absolute, not rescaled) 0.5, 1, 0.25
+    # score a = 0.55*1 + 0.30*0 + 0.15*0.5 = 0.625
     # score b = 0.55*0.384615 + 0.30*0.5 + 0.15*1 = 0.211538 + 0.15 + 0.15 = 0.511538
-    # score c = 0 + 0.30*1 + 0 = 0.30
+    # score c = 0 + 0.30*1 + 0.15*0.25 = 0.3375
     result = blend([_cand("a", 0.9, 0.0, 30), _cand("b", 0.5, 0.4, 0), _cand("c", 0.1, 0.8, 60)], now=NOW)
     assert [b.chunk_id for b in result] == ["a", "b", "c"]
     got = _by_id(result)
-    assert got["a"].score == pytest.approx(0.60)
+    assert got["a"].score == pytest.approx(0.625)
     assert got["b"].score == pytest.approx(0.55 * 0.25 / 0.65 + 0.15 + 0.15)
-    assert got["c"].score == pytest.approx(0.30)
-    assert got["a"].temporal == pytest.approx(1 / 3)
+    assert got["c"].score == pytest.approx(0.3375)
+    assert [got[i].temporal for i in "abc"] == [0.5, 1.0, 0.25]
     assert got["c"].semantic == 0.0
 
 
@@ -85,7 +84,7 @@ def test_blend_keeps_below_floor_candidates_with_semantic_zero() -> None:
     assert set(got) == {"a", "c", "d"}
     assert got["c"].semantic == 0.0 and got["d"].semantic == 0.0
     assert got["a"].semantic == 1.0
-    assert got["d"].score == pytest.approx(0.30)
+    assert got["d"].score == pytest.approx(0.30 + 0.15)
 
 
 def test_blend_floor_does_not_act_when_all_candidates_are_above_it() -> None:
@@ -95,16 +94,15 @@ def test_blend_floor_does_not_act_when_all_candidates_are_above_it() -> None:
 
 
 def test_blend_future_timestamp_counts_as_now() -> None:
-    # a is "1 day in the future" and b is now: both age 0, temporal span 0 -> 0 for both
+    # a is "1 day in the future" and b is now: both age 0, both temporal 1
     got = _by_id(blend([_cand("a", 0.5, age_days=-1), _cand("b", 0.5, age_days=0)], now=NOW))
-    assert got["a"].temporal == got["b"].temporal == 0.0
-    # against an older c, the future a ranks like a fresh chunk (temporal 1)
+    assert got["a"].temporal == got["b"].temporal == 1.0
     got = _by_id(blend([_cand("a", 0.5, age_days=-1), _cand("c", 0.5, age_days=30)], now=NOW))
-    assert got["a"].temporal == 1.0
+    assert (got["a"].temporal, got["c"].temporal) == (1.0, 0.5)
 
 
 def test_blend_half_life_sets_decay_rate() -> None:
-    # ages 0, 10, 20 with half-life 10: raw 1, 0.5, 0.25 -> (x-0.25)/0.75: 1, 1/3, 0
+    # ages 0, 10, 20 with half-life 10: 1, 0.5, 0.25, as they are (never rescaled to 1, 1/3, 0)
     got = _by_id(
         blend(
             [_cand("a", 0.5, 0, 0), _cand("b", 0.5, 0, 10), _cand("c", 0.5, 0, 20)],
@@ -112,17 +110,43 @@ def test_blend_half_life_sets_decay_rate() -> None:
             half_life_days=10,
         )
     )
-    assert [got[i].temporal for i in "abc"] == pytest.approx([1.0, 1 / 3, 0.0])
+    assert [got[i].temporal for i in "abc"] == [1.0, 0.5, 0.25]
 
 
-def test_blend_single_candidate_scores_zero() -> None:
+def test_blend_a_record_one_half_life_old_gets_exactly_half_the_recency_weight() -> None:
+    # equal relevance, 30 days apart (the default half-life): recency 1 and 0.5, so the scores differ by
+    # exactly half the temporal weight; with min-max rescaling they differed by all of it (1 and 0).
+    got = _by_id(blend([_cand("new", 0.6, 0.2, 0), _cand("old", 0.6, 0.2, 30)], now=NOW))
+    assert (got["new"].temporal, got["old"].temporal) == (1.0, 0.5)
+    assert got["new"].score - got["old"].score == pytest.approx(DEFAULT_WEIGHTS.temporal / 2, abs=1e-15)
+    assert got["old"].score == pytest.approx(DEFAULT_WEIGHTS.temporal * 0.5)
+
+
+def test_blend_records_seconds_apart_share_their_recency_and_relevance_decides() -> None:
+    # Written 0.7 s apart: d (the most relevant on cosine) first, c (a middling cosine and the only lexical
+    # match) last. Rescaled across the candidates, those 1.4 s made c's recency 1 and d's 0, and c ranked
+    # first; as an absolute decay the three recencies are equal to 1e-6 and the relevance decides.
+    t0 = NOW - timedelta(seconds=2)
+    cands = [
+        Candidate("d", 0.9, 0.0, t0),
+        Candidate("e", 0.25, 0.0, t0 + timedelta(seconds=0.7)),
+        Candidate("c", 0.445, 1.0, t0 + timedelta(seconds=1.4)),
+    ]
+    result = blend(cands, now=NOW)
+    assert [b.chunk_id for b in result] == ["d", "c", "e"]
+    assert all(b.temporal == pytest.approx(1.0, abs=1e-6) for b in result)
+    relevance_only = blend(cands, (0.55, 0.30, 0.0), now=NOW)
+    assert [b.chunk_id for b in relevance_only] == [b.chunk_id for b in result]
+
+
+def test_blend_single_candidate_scores_its_recency_only() -> None:
     [only] = blend([_cand("a", 0.9, 3.0)], now=NOW)
-    assert (only.score, only.semantic, only.lexical, only.temporal) == (0.0, 0.0, 0.0, 0.0)
+    assert (only.score, only.semantic, only.lexical, only.temporal) == (0.15, 0.0, 0.0, 1.0)
 
 
-def test_blend_all_equal_candidates_tie_on_zero_and_order_by_id() -> None:
+def test_blend_all_equal_candidates_tie_and_order_by_id() -> None:
     result = blend([_cand("c", 0.5, 1.0), _cand("a", 0.5, 1.0), _cand("b", 0.5, 1.0)], now=NOW)
-    assert [(b.chunk_id, b.score) for b in result] == [("a", 0.0), ("b", 0.0), ("c", 0.0)]
+    assert [(b.chunk_id, b.score) for b in result] == [("a", 0.15), ("b", 0.15), ("c", 0.15)]
 
 
 def test_blend_empty_input() -> None:
@@ -138,7 +162,7 @@ def test_blend_custom_weights_change_the_order() -> None:
 def test_blend_all_zero_weights_fall_back_to_defaults() -> None:
     cands = [_cand("a", 0.9, 0.0, 30), _cand("b", 0.5, 0.4, 0), _cand("c", 0.1, 0.8, 60)]
     assert blend(cands, (0.0, 0.0, 0.0), now=NOW) == blend(cands, DEFAULT_WEIGHTS, now=NOW)
-    assert blend(cands, (0.0, 0.0, 0.0), now=NOW)[0].score == pytest.approx(0.60)
+    assert blend(cands, (0.0, 0.0, 0.0), now=NOW)[0].score == pytest.approx(0.625)
 
 
 @pytest.mark.parametrize("weights", [(-0.1, 0.5, 0.5), (0.5, math.nan, 0.5), (0.5, 0.5, math.inf)])
@@ -246,3 +270,18 @@ def test_property_order_is_deterministic_and_independent_of_input_order(
     keys = [(-b.score, b.chunk_id) for b in first]
     assert keys == sorted(keys)
     assert np.isfinite([b.score for b in first]).all()
+
+
+def test_blend_absolute_semantic_keeps_each_cosine_above_the_floor_unscaled() -> None:
+    # The measured MiniLM cosines of "who signs off on shipping to production?" to three records: all under
+    # the 0.25 floor, so min-max over the floored values is flat; absolute above floor 0 they stay apart.
+    cands = [_cand("deploys", 0.1799), _cand("cafeteria", 0.1260), _cand("wifi", -0.0075)]
+    flat = _by_id(blend(cands, now=NOW))
+    assert {b.semantic for b in flat.values()} == {0.0}
+    got = blend(cands, now=NOW, cosine_floor=0.0, absolute_semantic=True)
+    assert [b.chunk_id for b in got] == ["deploys", "cafeteria", "wifi"]
+    assert [b.semantic for b in got] == pytest.approx([0.1799, 0.1260, 0.0])
+    half = _by_id(blend([_cand("a", 0.75), _cand("b", 0.5)], now=NOW, cosine_floor=0.5, absolute_semantic=True))
+    assert (half["a"].semantic, half["b"].semantic) == (0.5, 0.0)
+    with pytest.raises(InvalidInput, match="below 1"):
+        blend(cands, now=NOW, cosine_floor=1.0, absolute_semantic=True)
