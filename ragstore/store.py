@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack, cast
+from typing import IO, TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack, cast
 
 import psycopg
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ragstore.evaluation.datasets import Qrels, Query
     from ragstore.evaluation.runner import EvalResult, ModeSpec
     from ragstore.families import Family, FamilyStats
+    from ragstore.families.chunks import ChunkPage, DeleteReport, ExportReport, GetResult
     from ragstore.families.filter_keys import FilterKey
     from ragstore.ingest.readers import Source
     from ragstore.ingest.writer import IndexReport
@@ -388,6 +389,60 @@ class Store(Closing):
                 backend=backend,
                 lender=self._lend_second,
             )
+
+    # -- what a family holds ----------------------------------------------------------------------
+    def delete(
+        self,
+        family: str,
+        *,
+        ids: Sequence[str] = (),
+        packages: Sequence[str] = (),
+        dry_run: bool = False,
+    ) -> DeleteReport:
+        """Delete ``family``'s chunks of ``ids`` and under the package_path prefixes ``packages`` (as
+        ``--package`` in a search: wildcards literal) (``ragstore delete``); with ``dry_run`` only report
+        what would go. Other families are never touched; the family's word counts stay exact. Raises
+        InvalidInput (neither ids nor packages), NotFound, and ``permission denied`` for the reader role."""
+        from ragstore.families.chunks import delete_chunks
+
+        with self.connection() as conn:
+            return delete_chunks(conn, family, ids=ids, prefixes=packages, dry_run=dry_run)
+
+    def get(self, family: str, ids: Sequence[str], *, vectors: bool = False) -> GetResult:
+        """The chunks of ``ids`` in ``family`` (in the order given; with ``vectors``, each one's vector and
+        model) and the ids it does not hold (``ragstore get``). Raises InvalidInput, NotFound."""
+        from ragstore.families.chunks import get_chunks
+
+        with self.connection() as conn:
+            return get_chunks(conn, family, ids, vectors=vectors)
+
+    def list_chunks(
+        self, family: str, *, package: str | None = None, limit: int = 100, after: str | None = None
+    ) -> ChunkPage:
+        """One page of ``family``'s chunk ids in (package_path, chunk_id) order (``ragstore list``): at most
+        ``limit``, after the chunk ``after`` (the previous page's ``next``), with the counts under the
+        ``package`` prefix. Raises InvalidInput, NotFound."""
+        from ragstore.families.chunks import list_chunks
+
+        with self.connection() as conn:
+            return list_chunks(conn, family, package=package, limit=limit, after=after)
+
+    def export(
+        self,
+        family: str,
+        path: str | Path | IO[bytes],
+        *,
+        format: str = "jsonl",
+        package: str | None = None,
+        vectors: bool = False,
+    ) -> ExportReport:
+        """Write ``family``'s chunks to ``path`` (or a binary stream) as JSONL or Parquet records that
+        :meth:`index` reads back to the same chunks (``ragstore export``), streamed; with ``vectors``, each
+        chunk's vector and model. Raises InvalidInput (a format, Parquet without pyarrow), NotFound."""
+        from ragstore.families.chunks import export_chunks
+
+        with self.connection() as conn:
+            return export_chunks(conn, family, path, format=format, package=package, vectors=vectors)
 
     @contextlib.contextmanager
     def _lend_second(self) -> Iterator[Conn | None]:

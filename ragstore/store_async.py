@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ragstore.evaluation.datasets import Qrels, Query
     from ragstore.evaluation.runner import EvalResult, ModeSpec
     from ragstore.families import Family, FamilyStats
+    from ragstore.families.chunks import ChunkPage, DeleteReport, ExportReport, GetResult
     from ragstore.families.filter_keys import FilterKey
     from ragstore.ingest.records import ChunkRecord
     from ragstore.ingest.writer import IndexReport
@@ -221,6 +222,43 @@ class AsyncStore:
 
     async def index_files(self, paths: Sequence[str | Path], family: str, **options: Any) -> IndexReport:
         return await asyncio.to_thread(self.store.index_files, paths, family, **options)
+
+    async def delete(self, family: str, **options: Any) -> DeleteReport:
+        """:meth:`Store.delete` in a worker thread (the delete, its lock and the index upkeep are the sync
+        path's)."""
+        return await asyncio.to_thread(self.store.delete, family, **options)
+
+    async def export(self, family: str, path: Any, **options: Any) -> ExportReport:
+        """:meth:`Store.export` in a worker thread (it streams to a file or a binary stream)."""
+        return await asyncio.to_thread(self.store.export, family, path, **options)
+
+    async def get(self, family: str, ids: Sequence[str], *, vectors: bool = False) -> GetResult:
+        """:meth:`Store.get` on the event loop: the same statement, awaited."""
+        from ragstore.families import chunks
+
+        chosen = chunks.check_ids(ids)
+        async with self.connection() as conn:
+            fam = await _fresh_family(conn, self.store.caches, family)
+            statement, params = chunks.get_statement(fam, chosen)
+            rows = await _rows(conn, statement, params)
+        return chunks.read_get(fam, chosen, rows, vectors)
+
+    async def list_chunks(
+        self, family: str, *, package: str | None = None, limit: int = 100, after: str | None = None
+    ) -> ChunkPage:
+        """:meth:`Store.list_chunks` on the event loop: the page and its counts in one snapshot."""
+        from ragstore.db.sqlfiles import query
+        from ragstore.errors import NotFound
+        from ragstore.families import chunks
+
+        async with self.connection() as conn:
+            fam = await _fresh_family(conn, self.store.caches, family)
+            params = chunks.list_params(fam.name, package, limit, after)
+            statements = [(query("chunks", name), params) for name in ("chunk_exists", "list_chunks", "count_chunks")]
+            exists, rows, counts = await _pipelined(conn, statements)
+        if after is not None and not exists[0][0]:
+            raise NotFound(f"family {fam.name!r} holds no chunk {after!r} to list after")
+        return chunks.read_page(fam.name, package, params, rows, counts[0])
 
     async def check_recall(self, family: str, **options: Any) -> RecallReport:
         return await asyncio.to_thread(self.store.check_recall, family, **options)

@@ -31,6 +31,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "context_pack",
         "Build the layered context pack (L0 brief … L7 manifest) as canonical JSON or Markdown.",
     ),
+    "delete": (
+        "ragstore.cli.chunks",
+        "delete_command",
+        "Delete chunks of FAMILY by id (--id) or by package_path prefix (--package); other families are untouched.",
+    ),
     "embed": (
         "ragstore.cli.embed",
         "embed_group",
@@ -41,16 +46,31 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "eval_command",
         "Run the queries against FAMILY in each mode and print recall, precision, MRR, nDCG, hit@k and latency.",
     ),
+    "export": (
+        "ragstore.cli.chunks",
+        "export_command",
+        "Write FAMILY's chunks as JSONL or Parquet records that `ragstore index` reads back to the same chunks.",
+    ),
     "family": (
         "ragstore.cli.family",
         "family_group",
         "Embedding families: one backend + model + dimension, each with its own table.",
+    ),
+    "get": (
+        "ragstore.cli.chunks",
+        "get_command",
+        "Print the chunks of FAMILY with these IDS (text and metadata); exit 1 when some are not found.",
     ),
     "index": (
         "ragstore.cli.index",
         "index_command",
         "Index .jsonl/.ndjson/.parquet/.npy files, .txt/.md documents, folders of them,"
         " or - (JSONL on stdin) into FAMILY.",
+    ),
+    "list": (
+        "ragstore.cli.chunks",
+        "list_command",
+        "List the chunk ids of FAMILY in (package_path, chunk_id) order, a page at a time, with the counts.",
     ),
     "memory": (
         "ragstore.cli.memory",

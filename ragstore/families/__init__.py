@@ -7,7 +7,9 @@ limit for ``vector``, up to 4,000) with an HNSW ``*_cosine_ops`` index.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -290,6 +292,16 @@ def lock_term_df_shared(conn: Conn, family: str) -> None:
     (``term_df_lock_shared`` in ragstore/sql/ingest.sql). Not on Citus, whose writers do not take it."""
     if not citus.on_citus(conn):
         conn.execute(query("ingest", "term_df_lock_shared"), {"family": family})
+
+
+@contextlib.contextmanager
+def deleting(conn: Conn, family: str) -> Iterator[None]:
+    """A transaction for statements that delete ``family``'s chunks (a prune, ``ragstore delete``, the
+    adapters' deletes), psycopg errors mapped: the shared df lock first (:func:`lock_term_df_shared`), then
+    whatever the block runs, committed whole or not at all."""
+    with db_errors(), conn.transaction():
+        lock_term_df_shared(conn, family)
+        yield
 
 
 def _lock_index_ddl(conn: Conn, family: Family) -> None:

@@ -44,11 +44,11 @@ from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import (
     Family,
     cluster_by_package,
+    deleting,
     drop_hnsw_index,
     ensure_hnsw_index,
     filter_keys,
     has_hnsw_index,
-    lock_term_df_shared,
 )
 from ragstore.ingest.fast import PassResult, Prepared
 from ragstore.ingest.parallel import write_batches
@@ -464,8 +464,7 @@ class Writer:
                 pruned = max(cur.rowcount, 0)
             self.report.pruned += pruned
             return pruned
-        with db_errors(), self.conn.transaction(), self.conn.cursor() as cur:
-            lock_term_df_shared(self.conn, self.family.name)
+        with deleting(self.conn, self.family.name), self.conn.cursor() as cur:
             cur.execute("TRUNCATE ragstore_seen")
             with cur.copy(query("ingest", "copy_seen")) as copy:
                 copy.set_types(["text"])

@@ -20,7 +20,8 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Matrix
 from ragstore.embed.external import NAME as EXTERNAL
 from ragstore.errors import Conflict, InvalidInput, NotFound
-from ragstore.families import Family, check_name, lock_term_df_shared
+from ragstore.families import Family, check_name
+from ragstore.families.chunks import delete_chunks
 from ragstore.ingest.programs import record_from
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import IndexReport
@@ -147,18 +148,18 @@ class FamilyClient:
             return [(r[0], r[1], r[2], dict(r[3] or {})) for r in rows.fetchall()]
 
     def delete_ids(self, ids: Sequence[str]) -> int:
-        return self._delete("delete_ids", {"ids": list(ids)})
+        return self._delete(ids=list(ids)) if ids else 0
 
     def delete_packages(self, packages: Sequence[str]) -> int:
-        return self._delete("delete_packages", {"packages": list(packages)})
+        return self._delete(packages=list(packages)) if packages else 0
 
     def delete_all(self) -> int:
-        return self._delete("delete_all", {})
+        return self._delete(everything=True)
 
-    def _delete(self, block: str, params: dict[str, Any]) -> int:
-        with self.store.connection() as conn, db_errors(), conn.transaction():
-            lock_term_df_shared(conn, self.name)
-            return conn.execute(query("integrations", block), {"family": self.name, **params}).rowcount
+    def _delete(self, **what: Any) -> int:
+        """:func:`ragstore.families.chunks.delete_chunks` (the one delete of chunks) on this family."""
+        with self.store.connection() as conn:
+            return delete_chunks(conn, self.name, rebuild=False, **what).chunks
 
     def count(self) -> int:
         with self.store.connection() as conn, db_errors():
