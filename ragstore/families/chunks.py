@@ -217,16 +217,29 @@ def delete_chunks(
     if not (everything or chosen_ids or exact or like):
         raise InvalidInput("say what to delete: ids, packages or package prefixes")
     params = {"family": fam.name, "ids": chosen_ids, "packages": exact, "prefixes": like}
-    block = "delete_all" if everything else "delete_matching"
+    kinds = (
+        ["all"]
+        if everything
+        else [k for k, given in (("ids", chosen_ids), ("packages", exact), ("prefixes", like)) if given]
+    )
+    per_package: dict[str, int] = {}
+    missing: list[str] = []
+
+    def run_all(verb: str) -> None:
+        for kind in kinds:
+            row = conn.execute(query("chunks", f"{verb}_{kind}"), params).fetchone()
+            assert row is not None
+            for package, count in dict(row[0] or {}).items():
+                per_package[str(package)] = per_package.get(str(package), 0) + int(count)
+            missing.extend(row[1] or [])
+
     if dry_run:
         with db_errors(), conn.transaction():
-            row = conn.execute(query("chunks", "preview_all" if everything else "preview_matching"), params).fetchone()
+            run_all("preview")
     else:
         with deleting(conn, fam.name):
-            row = conn.execute(query("chunks", block), params).fetchone()
-    assert row is not None
-    per_package = {str(k): int(v) for k, v in dict(row[0] or {}).items()}
-    report = DeleteReport(fam.name, sum(per_package.values()), per_package, list(row[1] or []), dry_run)
+            run_all("delete")
+    report = DeleteReport(fam.name, sum(per_package.values()), per_package, missing, dry_run)
     if rebuild and not dry_run and report.chunks:
         from ragstore.ingest.writer import rebuild_if_churned
 

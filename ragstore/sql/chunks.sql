@@ -5,15 +5,16 @@
 -- %(prefixes)s are LIKE patterns made by ragstore.common.like.like_prefix (wildcards escaped).
 -- The order of a listing is (package_path, chunk_id) in the C collation: byte order, the same on any server.
 
--- name: delete_matching
--- The chunks of these ids, of exactly these packages, or under these package_path prefixes; what went, per
--- package, and which of the ids given the family did not hold.
+-- Each delete_* statement returns what it deleted per package (a jsonb object: package_path -> count) and
+-- the ids given that the family does not hold (delete_ids only). A delete runs them in one transaction,
+-- each with its own index: the primary key for ids, (family, package_path) for packages; a LIKE prefix
+-- reads the family's rows, as a prune does. A preview_* statement counts the same rows without deleting
+-- them, leaving out those an earlier kind already counts, so the counts add up as the deletes' do.
+
+-- name: delete_ids
 WITH gone AS (
     DELETE FROM ragstore.chunks AS c
-    WHERE c.family = %(family)s
-      AND (c.chunk_id = ANY (%(ids)s::text[])
-           OR c.package_path = ANY (%(packages)s::text[])
-           OR c.package_path LIKE ANY (%(prefixes)s::text[]))
+    WHERE c.family = %(family)s AND c.chunk_id = ANY (%(ids)s::text[])
     RETURNING c.chunk_id, c.package_path
 )
 SELECT (SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb)
@@ -22,15 +23,37 @@ SELECT (SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb)
              WHERE NOT EXISTS (SELECT 1 FROM gone AS g WHERE g.chunk_id = i.chunk_id)
              ORDER BY 1)
 
--- name: preview_matching
--- What delete_matching would delete now (a dry run), in the same shape.
+-- name: delete_packages
+WITH gone AS (
+    DELETE FROM ragstore.chunks AS c
+    WHERE c.family = %(family)s AND c.package_path = ANY (%(packages)s::text[])
+    RETURNING c.package_path
+)
+SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb), ARRAY[]::text[]
+FROM (SELECT package_path, count(*) AS n FROM gone GROUP BY package_path) AS p
+
+-- name: delete_prefixes
+WITH gone AS (
+    DELETE FROM ragstore.chunks AS c
+    WHERE c.family = %(family)s AND c.package_path LIKE ANY (%(prefixes)s::text[])
+    RETURNING c.package_path
+)
+SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb), ARRAY[]::text[]
+FROM (SELECT package_path, count(*) AS n FROM gone GROUP BY package_path) AS p
+
+-- name: delete_all
+-- Every chunk of the family (the adapters' delete of everything).
+WITH gone AS (
+    DELETE FROM ragstore.chunks AS c WHERE c.family = %(family)s RETURNING c.package_path
+)
+SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb), ARRAY[]::text[]
+FROM (SELECT package_path, count(*) AS n FROM gone GROUP BY package_path) AS p
+
+-- name: preview_ids
 WITH hit AS (
     SELECT c.chunk_id, c.package_path
     FROM ragstore.chunks AS c
-    WHERE c.family = %(family)s
-      AND (c.chunk_id = ANY (%(ids)s::text[])
-           OR c.package_path = ANY (%(packages)s::text[])
-           OR c.package_path LIKE ANY (%(prefixes)s::text[]))
+    WHERE c.family = %(family)s AND c.chunk_id = ANY (%(ids)s::text[])
 )
 SELECT (SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb)
         FROM (SELECT package_path, count(*) AS n FROM hit GROUP BY package_path) AS p),
@@ -38,14 +61,21 @@ SELECT (SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb)
              WHERE NOT EXISTS (SELECT 1 FROM hit AS h WHERE h.chunk_id = i.chunk_id)
              ORDER BY 1)
 
--- name: delete_all
--- Every chunk of the family (the adapters' delete of everything), counted per package.
-WITH gone AS (
-    DELETE FROM ragstore.chunks AS c WHERE c.family = %(family)s RETURNING c.package_path
-)
-SELECT (SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb)
-        FROM (SELECT package_path, count(*) AS n FROM gone GROUP BY package_path) AS p),
-       ARRAY[]::text[]
+-- name: preview_packages
+SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb), ARRAY[]::text[]
+FROM (SELECT c.package_path, count(*) AS n
+      FROM ragstore.chunks AS c
+      WHERE c.family = %(family)s AND c.package_path = ANY (%(packages)s::text[])
+        AND NOT c.chunk_id = ANY (%(ids)s::text[])
+      GROUP BY c.package_path) AS p
+
+-- name: preview_prefixes
+SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb), ARRAY[]::text[]
+FROM (SELECT c.package_path, count(*) AS n
+      FROM ragstore.chunks AS c
+      WHERE c.family = %(family)s AND c.package_path LIKE ANY (%(prefixes)s::text[])
+        AND NOT c.chunk_id = ANY (%(ids)s::text[]) AND NOT c.package_path = ANY (%(packages)s::text[])
+      GROUP BY c.package_path) AS p
 
 -- name: preview_all
 SELECT coalesce(jsonb_object_agg(p.package_path, p.n), '{}'::jsonb), ARRAY[]::text[]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,17 @@ def test_a_dry_run_says_what_would_go_and_deletes_nothing(store: Any, dsn: str) 
     assert content(dsn, "docs") == before
 
 
+def test_ids_and_prefixes_together_count_each_chunk_once_in_the_dry_run_and_the_delete(store: Any) -> None:
+    two_families(store)
+    # c00 and c04 are in guide/a.md, under the prefix too; c03 is in ref/d.md
+    what = {"ids": ["c00", "c04", "c03"], "packages": ["guide/a.md", "guide/"]}
+    dry = store.delete("docs", dry_run=True, **what)
+    assert (dry.chunks, dry.packages) == (13, {"guide/a.md": 6, "guide/b.md": 6, "ref/d.md": 1})
+    done = store.delete("docs", **what)
+    assert (done.chunks, done.packages, done.missing) == (dry.chunks, dry.packages, [])
+    assert store.family_stats("docs").rows == 24 - 13
+
+
 def test_delete_refuses_a_call_with_nothing_to_match_and_an_unknown_family(store: Any) -> None:
     two_families(store)
     with pytest.raises(InvalidInput, match="say what to delete"):
@@ -238,6 +250,13 @@ def test_an_export_of_a_prefix_to_a_stream_holds_only_that_prefix(store: Any) ->
         store.export("docs", out, format="csv")
 
 
+def test_an_export_that_cannot_be_written_says_so_and_leaves_no_file(store: Any, tmp_path: Path) -> None:
+    two_families(store)
+    with pytest.raises(InvalidInput, match="cannot write"):
+        store.export("docs", tmp_path / "no" / "such" / "dir.jsonl")
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- the CLI -------------------------------------------------------------------------------------------
 
 
@@ -292,6 +311,21 @@ def test_cli_list_and_export_round_trip(indexed: str, tmp_path: Path) -> None:
     assert run(indexed, "family", "create", "copy").exit_code == 0
     assert json.loads(run(indexed, "index", "copy", str(target), "--json").output)["inserted"] == 24
     assert content(indexed, "copy") == content(indexed, "docs")
+
+
+def test_cli_export_writes_jsonl_to_stdout_and_says_in_one_line_when_parquet_needs_pyarrow(
+    indexed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = run(indexed, "export", "docs", "--package", "guide_x/")
+    assert out.exit_code == 0, out.output
+    lines = [json.loads(line) for line in out.output.splitlines()]
+    assert [line["chunk_id"] for line in lines] == ["c02", "c06", "c10", "c14", "c18", "c22"]
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if the parquet extra were not installed
+    target = tmp_path / "docs.parquet"
+    missing = run(indexed, "export", "docs", "--format", "parquet", "--output", str(target))
+    assert missing.exit_code == 1
+    assert missing.output == "error: writing Parquet needs pyarrow: pip install 'ragstore[parquet]'\n"
+    assert not target.exists()
 
 
 # -- roles ---------------------------------------------------------------------------------------------
