@@ -289,7 +289,7 @@ def test_a_merge_that_inserts_and_updates_chunks_takes_the_df_lock_alone(conn, d
 HOLD_ALONE = "SELECT pg_advisory_xact_lock(hashtext('ragstore.chunk_term_df'), hashtext('two'))"
 
 
-@pytest.mark.parametrize("how", ["prune", "delete_ids", "delete_packages", "delete_all", "drop"])
+@pytest.mark.parametrize("how", ["prune", "delete_ids", "delete_packages", "delete_all", "drop", "delete_prefix"])
 def test_deletes_of_chunks_wait_for_a_merge_that_holds_the_df_lock_alone(conn, dsn, pair, tmp_path, how):
     """A statement deleting chunks (a run's prune, an adapter's deletes, dropping the family) updates the
     words' counts in one sorted sequence, which could deadlock with a merge's two (inserts and updates): it
@@ -306,6 +306,10 @@ def test_deletes_of_chunks_wait_for_a_merge_that_holds_the_df_lock_alone(conn, d
             deleted.append(index_sources(run_conn, "two", open_sources([str(fewer)]), prune=True).pruned)
         elif how == "drop":
             families.drop_family(run_conn, "two")
+        elif how == "delete_prefix":  # ragstore delete --package
+            from ragstore.families.chunks import delete_chunks
+
+            deleted.append(delete_chunks(run_conn, "two", prefixes=["pkg/"]).chunks)
         else:
             client = FamilyClient("two", dsn, "mine", DIM)
             try:
@@ -319,5 +323,11 @@ def test_deletes_of_chunks_wait_for_a_merge_that_holds_the_df_lock_alone(conn, d
     left = conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'two'").fetchone()[0]
     conn.commit()
     # rows(30) spreads its chunks over pkg/0, pkg/1 and pkg/2, ten each.
-    expected = {"prune": (10, 20), "delete_ids": (2, 28), "delete_packages": (10, 20), "delete_all": (30, 0)}
+    expected = {
+        "prune": (10, 20),
+        "delete_ids": (2, 28),
+        "delete_packages": (10, 20),
+        "delete_all": (30, 0),
+        "delete_prefix": (30, 0),
+    }
     assert (deleted[0] if deleted else None, left) == expected.get(how, (None, 0))
