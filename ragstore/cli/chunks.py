@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -57,7 +58,8 @@ def get_command(ctx: click.Context, family: str, ids: tuple[str, ...], vectors: 
         for chunk in result.chunks:
             click.echo(terminal_safe(f"[{chunk.package_path}#{chunk.chunk_id}]"))
             if chunk.metadata:
-                click.echo(terminal_safe(f"metadata: {chunk.as_dict()['metadata']}"))
+                shown = json.dumps(chunk.metadata, ensure_ascii=False, sort_keys=True)
+                click.echo(terminal_safe(f"metadata: {shown}"))
             if chunk.vector is not None:
                 click.echo(terminal_safe(f"vector: {chunk.model}, {len(chunk.vector)} dimensions"))
             click.echo("\n".join(terminal_safe(line) for line in chunk.text.split("\n")))

@@ -296,7 +296,12 @@ def test_cli_get_prints_the_found_and_exits_1_naming_the_missing(indexed: str) -
     with Store(indexed, pool_size=1) as opened:
         assert len(data["chunks"][0]["vector"]) == opened.family("docs").dim
     text = run(indexed, "get", "docs", "c00")
-    assert text.exit_code == 0 and text.output.startswith("[guide/a.md#c00]\n")
+    assert text.exit_code == 0
+    assert text.output.splitlines()[:3] == [
+        "[guide/a.md#c00]",
+        'metadata: {"lang": "fr", "n": 0, "x": 0.0}',
+        records()[0]["text"],
+    ]
 
 
 def test_cli_list_and_export_round_trip(indexed: str, tmp_path: Path) -> None:
