@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ragstore.families import Family, FamilyStats
     from ragstore.families.filter_keys import FilterKey
     from ragstore.ingest.records import ChunkRecord
+    from ragstore.ingest.roots import SourceRow
     from ragstore.ingest.writer import IndexReport
     from ragstore.migrate import MigrationResult
     from ragstore.search.filters import Filter, RowEstimate
@@ -220,7 +221,13 @@ class AsyncStore:
         return await asyncio.to_thread(self.store.index, records, family, **options)
 
     async def index_files(self, paths: Sequence[str | Path], family: str, **options: Any) -> IndexReport:
+        """:meth:`Store.index_files` in a worker thread: the same options (``as_``/``name``,
+        ``replace_root``, ``prune``...), the same refusal of a folder another root wrote."""
         return await asyncio.to_thread(self.store.index_files, paths, family, **options)
+
+    async def sources(self, family: str) -> list[SourceRow]:
+        """:meth:`Store.sources`: the source registry of ``family``."""
+        return await asyncio.to_thread(self.store.sources, family)
 
     async def check_recall(self, family: str, **options: Any) -> RecallReport:
         return await asyncio.to_thread(self.store.check_recall, family, **options)
