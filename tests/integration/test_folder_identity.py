@@ -8,13 +8,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from click.testing import CliRunner
+from psycopg.conninfo import make_conninfo
 
 from ragstore import Store, families
 from ragstore.cli.main import cli
+from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import Conflict, InvalidInput
+from tests.integration.test_roles import _login_role
 
 
 @pytest.fixture
@@ -148,3 +152,31 @@ def test_store_index_files_holds_the_same_guarantee(dsn: str, conn: Any, family:
         taken = store.index_files([b], "docs", prune=True, replace_root=True)
         assert (taken.updated, taken.pruned) == (1, 1)
     assert set(stored(conn)) == {"docs/README.md#0", "projb/README.md#0"}
+
+
+def test_the_app_role_registers_its_roots_and_the_reader_reads_them_but_writes_none(
+    dsn: str, conn: Any, family: Any, tmp_path: Path
+) -> None:
+    a, b = two_roots(tmp_path)
+    for app in _login_role(dsn, "ragstore_app"):
+        app_dsn = make_conninfo(dsn, user=app)
+        done = CliRunner().invoke(cli, ["--dsn", app_dsn, "index", "docs", str(a), "--json"])
+        assert done.exit_code == 0, done.output
+        assert json.loads(done.output)["sources"][0]["registered"] == "new"
+        refused = CliRunner().invoke(cli, ["--dsn", app_dsn, "index", "docs", str(b)])
+        assert refused.exit_code == 1 and "--replace-root" in refused.output
+        taken = CliRunner().invoke(cli, ["--dsn", app_dsn, "index", "docs", str(b), "--replace-root"])
+        assert taken.exit_code == 0, taken.output
+        with connect(app_dsn) as own, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            own.execute("DELETE FROM ragstore.family_sources")
+    for reader in _login_role(dsn, "ragstore_reader"):
+        reader_dsn = make_conninfo(dsn, user=reader)
+        with Store(reader_dsn, pool_size=1) as store:
+            assert [(s.prefix, s.root) for s in store.sources("docs")] == [("docs", str(b.resolve()))]
+        with connect(reader_dsn) as own, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            own.execute("UPDATE ragstore.family_sources SET root = '/elsewhere'")
+        refused = CliRunner().invoke(cli, ["--dsn", reader_dsn, "index", "docs", str(a), "--as", "mine"])
+        assert refused.exit_code == 1, refused.output
+    assert [tuple(r) for r in conn.execute("SELECT prefix, root FROM ragstore.family_sources").fetchall()] == [
+        ("docs", str(b.resolve()))
+    ]
