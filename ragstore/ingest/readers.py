@@ -115,7 +115,8 @@ class Source:
         if self.kind == "document":
             # One document named on its own is chunked as a folder holding it would chunk it: package_path
             # ``<its folder's name>/<file name>``.
-            package = f"{self.prefix}/{self.path.name}"
+            prefix = self.prefix or Path(os.path.realpath(self.path)).parent.name or "root"
+            package = f"{prefix}/{self.path.name}"
             return _emit_document(self.path, package, MAX_CHARS, self.skipped, self.skip_bad_files)
         return read_jsonl(self.path, label=self.label)
 

@@ -180,3 +180,23 @@ def test_the_app_role_registers_its_roots_and_the_reader_reads_them_but_writes_n
     assert [tuple(r) for r in conn.execute("SELECT prefix, root FROM ragstore.family_sources").fetchall()] == [
         ("docs", str(b.resolve()))
     ]
+
+
+def test_of_two_roots_claiming_one_prefix_at_once_the_second_is_refused(dsn: str, family: Any, tmp_path: Path) -> None:
+    """Root A's claim is in flight (its row inserted, not committed) when root B claims: B waits for A, or
+    comes after it, and is refused either way; A's claim stands."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ragstore.db.sqlfiles import query
+    from ragstore.ingest import roots
+
+    a, b = two_roots(tmp_path)
+    mine, theirs = roots.Root("docs", str(a), "h"), roots.Root("docs", str(b), "h")
+    params = {"family": "docs", "prefixes": ["docs"], "roots": [mine.root], "hosts": [mine.host]}
+    with connect(dsn) as first, connect(dsn) as second, ThreadPoolExecutor(1) as pool:
+        first.execute(query("sources", "register_new"), params)
+        racing = pool.submit(roots.claim, second, "docs", [theirs])
+        first.commit()
+        with pytest.raises(Conflict, match=str(a)):
+            racing.result(timeout=60)
+        assert roots.list_sources(first, "docs")[0].root == str(a)
