@@ -200,3 +200,25 @@ def test_of_two_roots_claiming_one_prefix_at_once_the_second_is_refused(dsn: str
         with pytest.raises(Conflict, match=str(a)):
             racing.result(timeout=60)
         assert roots.list_sources(first, "docs")[0].root == str(a)
+
+
+def test_async_store_index_files_refuses_another_root_and_takes_name(
+    dsn: str, conn: Any, family: Any, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from ragstore import AsyncStore
+
+    a, b = two_roots(tmp_path)
+
+    async def scenario() -> list[tuple[str, str]]:
+        async with AsyncStore(dsn, pool_size=2) as store:
+            await store.index_files([a], "docs", prune=True)
+            with pytest.raises(Conflict, match="--replace-root"):
+                await store.index_files([b], "docs", prune=True)
+            report = await store.index_files([b], "docs", prune=True, name="projb")
+            assert report.sources[0]["prefix"] == "projb"
+            return [(s.prefix, s.root) for s in await store.sources("docs")]
+
+    assert asyncio.run(scenario()) == [("docs", str(a.resolve())), ("projb", str(b.resolve()))]
+    assert set(stored(conn)) == {"docs/LICENSE.md#0", "docs/README.md#0", "projb/README.md#0"}
