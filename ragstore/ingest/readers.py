@@ -50,6 +50,7 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 EMPTY = "empty or whitespace-only document"
 NOT_WALKED = "folders not walked"
 _TITLE_CHARS = 200
+_SNIFF_BYTES = 8192
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
 _RULE = re.compile(r"^[\W_]+$")
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache"}
@@ -337,7 +338,11 @@ def not_read_line(skipped: Sequence[Skipped], *, every: bool = False) -> str | N
 
 
 def _document_text(path: Path, sniff: bool = False) -> str:
+    """The text of a document; with ``sniff`` (a file without an extension), _NotText when it is not
+    UTF-8 text, its first bytes looked at before the whole file is read (a large binary is not loaded)."""
     try:
+        if sniff and b"\x00" in read_regular(path, _SNIFF_BYTES):
+            raise _NotText(str(path), "not text (no extension, NUL bytes): no reader for it")
         data = read_regular(path)
     except OSError as exc:
         raise _BadFile(str(path), f"cannot read: {exc.strerror or exc}") from exc
