@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ragstore.families.chunks import ChunkPage, DeleteReport, ExportReport, GetResult
     from ragstore.families.filter_keys import FilterKey
     from ragstore.ingest.readers import Source
+    from ragstore.ingest.roots import SourceRow
     from ragstore.ingest.writer import IndexReport
     from ragstore.memory.models import AgentProfile, MemoryRecord
     from ragstore.memory.recall import RecallResult
@@ -361,19 +362,45 @@ class Store(Closing):
         batch_size: int | None = None,
         backend: Backend | None = None,
         skip_bad_files: bool = False,
+        as_: str | None = None,
+        name: str | None = None,
+        replace_root: bool = False,
     ) -> IndexReport:
         """Index files and folders as ``ragstore index FAMILY PATH...`` does (JSONL chunk files, folders of
-        ``.txt``/``.md`` documents, single documents), with the same validation-before-write guarantee."""
+        ``.txt``/``.md``/``.rst`` documents, single documents), with the same validation-before-write guarantee.
+
+        A folder's documents are named ``<folder name>/<path>``, or ``<as_>/<path>`` (``name`` is the same
+        option); a run whose prefix was last written from another folder raises Conflict before anything
+        is written, unless ``replace_root`` takes the prefix over (see :meth:`sources`). The report's
+        ``sources`` names the prefixes and roots written; ``skipped_files`` is not part of it: use
+        :func:`ragstore.ingest.run.index_sources` for the list of files not read.
+        """
         from ragstore.ingest.readers import close_sources, open_sources
 
-        sources = open_sources([str(p) for p in paths], skip_bad_files=skip_bad_files)
+        if as_ is not None and name is not None and as_ != name:
+            raise InvalidInput(f"as_={as_!r} and name={name!r}: give one name")
+        sources = open_sources([str(p) for p in paths], skip_bad_files=skip_bad_files, as_=as_ or name)
         try:
-            return self._index_sources(sources, family, prune, batch_size, backend)
+            return self._index_sources(sources, family, prune, batch_size, backend, replace_root)
         finally:
             close_sources(sources)
 
+    def sources(self, family: str) -> list[SourceRow]:
+        """The source registry of ``family``: for each prefix of its folder documents, the root (resolved
+        folder path and host) that last wrote it, and when it was first and last written."""
+        from ragstore.ingest.roots import list_sources
+
+        with self.connection() as conn:
+            return list_sources(conn, family)
+
     def _index_sources(
-        self, sources: Sequence[Source], family: str, prune: bool, batch_size: int | None, backend: Backend | None
+        self,
+        sources: Sequence[Source],
+        family: str,
+        prune: bool,
+        batch_size: int | None,
+        backend: Backend | None,
+        replace_root: bool = False,
     ) -> IndexReport:
         """:func:`ragstore.ingest.run.index_sources` (the one pass, then the write) on a pooled connection."""
         from ragstore.ingest.run import index_sources
@@ -388,6 +415,7 @@ class Store(Closing):
                 batch_size=batch_size or DEFAULT_BATCH,
                 backend=backend,
                 lender=self._lend_second,
+                replace_root=replace_root,
             )
 
     # -- what a family holds ----------------------------------------------------------------------

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ragstore.families.chunks import ChunkPage, DeleteReport, ExportReport, GetResult
     from ragstore.families.filter_keys import FilterKey
     from ragstore.ingest.records import ChunkRecord
+    from ragstore.ingest.roots import SourceRow
     from ragstore.ingest.writer import IndexReport
     from ragstore.migrate import MigrationResult
     from ragstore.search.filters import Filter, RowEstimate
@@ -221,6 +222,8 @@ class AsyncStore:
         return await asyncio.to_thread(self.store.index, records, family, **options)
 
     async def index_files(self, paths: Sequence[str | Path], family: str, **options: Any) -> IndexReport:
+        """:meth:`Store.index_files` in a worker thread: the same options (``as_``/``name``,
+        ``replace_root``, ``prune``...), the same refusal of a folder another root wrote."""
         return await asyncio.to_thread(self.store.index_files, paths, family, **options)
 
     async def delete(self, family: str, **options: Any) -> DeleteReport:
@@ -259,6 +262,10 @@ class AsyncStore:
         if after is not None and not exists[0][0]:
             raise NotFound(f"family {fam.name!r} holds no chunk {after!r} to list after")
         return chunks.read_page(fam.name, package, params, rows, counts[0])
+
+    async def sources(self, family: str) -> list[SourceRow]:
+        """:meth:`Store.sources`: the source registry of ``family``."""
+        return await asyncio.to_thread(self.store.sources, family)
 
     async def check_recall(self, family: str, **options: Any) -> RecallReport:
         return await asyncio.to_thread(self.store.check_recall, family, **options)

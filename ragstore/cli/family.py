@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import click
@@ -114,10 +115,13 @@ def family_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a family: rows, dimension, model, index and size."""
+    from ragstore.families import filter_keys
+    from ragstore.ingest.roots import list_sources
+    from ragstore.search.fusion import settings_of
+
     with app(ctx).connect() as conn:
         stats = families.family_stats(conn, name)
-    from ragstore.families import filter_keys
-    from ragstore.search.fusion import settings_of
+        sources = list_sources(conn, name)
 
     fusion = settings_of(stats.family.options)
     tuned = "fusion" in stats.family.options
@@ -129,6 +133,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         "hnsw_bytes": stats.hnsw_bytes,
         "filter_keys": list(filter_keys.declared(stats.family)),
         "filter_keys_covering": sorted(filter_keys.covering(stats.family)),
+        "sources": [row.as_dict() for row in sources],
     }
     if as_json:
         emit_json(data)
@@ -147,6 +152,13 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         f"fusion:  {_fusion_line(fusion)} ({'tuned: ragstore family tune' if tuned else 'the default'})\n"
         f"filter keys: {_keys_line(stats.family)}"
     )
+    for row in sources:
+        host = "" if row.host == socket.gethostname() else f" on {row.host}"
+        click.echo(
+            terminal_safe(
+                f"source:  {row.prefix}/ <- {row.root}{host} (last written {row.last_written:%Y-%m-%d %H:%M:%S %Z})"
+            )
+        )
 
 
 def _fusion_line(settings: Any) -> str:

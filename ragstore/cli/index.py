@@ -9,7 +9,7 @@ import click
 
 from ragstore.cli.app import app, emit_json, interactive, terminal_safe
 from ragstore.ingest.columnar import parse_columns
-from ragstore.ingest.readers import close_sources, open_sources
+from ragstore.ingest.readers import close_sources, not_read_line, open_sources
 from ragstore.ingest.run import index_sources, skipped_files
 from ragstore.ingest.writer import DEFAULT_BATCH
 
@@ -31,6 +31,19 @@ from ragstore.ingest.writer import DEFAULT_BATCH
     help="Parquet: FIELD=COLUMN maps a record field (chunk_id, package_path, text, vector, metadata, model) "
     "to a column; metadata=a,b builds the metadata from columns a and b.",
 )
+@click.option(
+    "--as",
+    "as_",
+    metavar="NAME",
+    default=None,
+    help="Name the documents of the folders and documents given NAME/<path> instead of <folder name>/<path>.",
+)
+@click.option(
+    "--replace-root",
+    is_flag=True,
+    help="Take over the prefix of a folder whose documents were last written from another folder.",
+)
+@click.option("--verbose", is_flag=True, help="List every file not read, with its reason.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 @click.pass_context
@@ -42,14 +55,19 @@ def index_command(
     batch_size: int,
     skip_bad_files: bool,
     columns: tuple[str, ...],
+    as_: str | None,
+    replace_root: bool,
+    verbose: bool,
     as_json: bool,
     progress: bool | None,
 ) -> None:
-    """Index .jsonl/.ndjson/.parquet/.npy files, .txt/.md documents, folders of them, or - (JSONL on stdin) into FAMILY.
+    """Index .jsonl/.ndjson/.parquet/.npy files, .txt/.md/.rst documents, folders, or - (JSONL on stdin) into FAMILY.
 
-    Idempotent: a rerun over the same input writes nothing; unchanged chunks are never re-embedded.
+    Idempotent: a rerun over the same input writes nothing; unchanged chunks are never re-embedded. A
+    folder's documents are named <folder name>/<path> (or NAME/<path> with --as NAME); a run whose folder
+    name was last written from another folder is refused before it writes anything.
     """
-    resolved = open_sources(sources, skip_bad_files=skip_bad_files, columns=parse_columns(columns))
+    resolved = open_sources(sources, skip_bad_files=skip_bad_files, columns=parse_columns(columns), as_=as_)
     show_bar = interactive() if progress is None else progress
     bar: Any = None
 
@@ -73,6 +91,7 @@ def index_command(
                 batch_size=batch_size,
                 progress=advance,
                 on_validated=started,
+                replace_root=replace_root,
             )
     finally:
         if bar is not None:
@@ -81,7 +100,11 @@ def index_command(
     skipped = skipped_files(resolved)
     if as_json:
         emit_json(report.as_dict() | {"skipped_files": [item.as_dict() for item in skipped]})
-    else:
-        click.echo(report.summary())
-        for item in skipped:
+        return
+    click.echo(terminal_safe(report.summary()))
+    summary = not_read_line(skipped)
+    if summary is not None:
+        click.echo(terminal_safe(summary + ("" if verbose else " (--verbose lists each)")))
+    for item in skipped:
+        if verbose or not item.group:
             click.echo(terminal_safe(f"skipped {item.path}: {item.reason}"))

@@ -64,8 +64,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "index": (
         "ragstore.cli.index",
         "index_command",
-        "Index .jsonl/.ndjson/.parquet/.npy files, .txt/.md documents, folders of them,"
-        " or - (JSONL on stdin) into FAMILY.",
+        "Index .jsonl/.ndjson/.parquet/.npy files, .txt/.md/.rst documents, folders, or - (JSONL on stdin)"
+        " into FAMILY.",
     ),
     "list": (
         "ragstore.cli.chunks",

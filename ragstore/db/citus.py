@@ -34,7 +34,7 @@ from ragstore.db.sqlfiles import query
 
 Conn = psycopg.Connection[Any]
 
-REFERENCE_TABLES = ("families", "embedding_cache")
+REFERENCE_TABLES = ("families", "embedding_cache", "family_sources")
 # Plain tables of the coordinator that an earlier layout made Citus tables: given back (undistribute_table).
 COORDINATOR_TABLES = ("agent_principals",)
 # (table, distribution column, the table it is co-located with or "default" for a new group)

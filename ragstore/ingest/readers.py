@@ -6,16 +6,24 @@ field of the first bad record.
 
 A folder walk never opens anything but regular files: FIFOs, sockets, devices, links to folders and
 symbolic links that are broken, loop or lead outside the folder are skipped and reported (``Source.skipped``),
-so a hostile tree can neither hang the walk nor make it read files outside the folder.
+so a hostile tree can neither hang the walk nor make it read files outside the folder. Every file of the
+folder a walk does not read is reported too, with its reason: no reader for its extension, a hidden file,
+an extensionless file that is not UTF-8 text, a folder not walked (hidden, version control, caches).
+
+A folder's documents are named ``<prefix>/<path under the folder>``, the prefix being the folder's name or
+the one given (``--as``); :mod:`ragstore.ingest.roots` keeps two folders from sharing a prefix.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -32,19 +40,34 @@ from ragstore.ingest.records import ChunkRecord, slow_record
 if TYPE_CHECKING:
     from ragstore.ingest.fast import RawLine
 
-DOCUMENT_SUFFIXES = (".txt", ".md", ".markdown")
+#: Read as documents: Markdown and plain text. reStructuredText is read as plain text (its markup stays in
+#: the text) until it has a reader of its own; files without an extension are read as plain text when they
+#: are UTF-8 text (``README``, ``AUTHORS``, ``LICENSE``...).
+DOCUMENT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
+_FORMATS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst", "": "text"}
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 EMPTY = "empty or whitespace-only document"
+NOT_WALKED = "folders not walked"
+_TITLE_CHARS = 200
+_SNIFF_BYTES = 8192
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+_RULE = re.compile(r"^[\W_]+$")
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache"}
 
 
 @dataclass(frozen=True)
 class Skipped:
-    """A file a source did not index, and why (``reason`` is one short phrase)."""
+    """A file a source did not index, and why (``reason`` is one short phrase).
+
+    ``group`` is set for the files a walk leaves out by rule (no reader for the extension, hidden, not
+    text, a folder not walked): the key they are counted under (``.html``, ``hidden``...) in the one line
+    that sums them up (:func:`not_read_line`); the others (a bad or empty document, a FIFO, a link) are
+    named one by one."""
 
     path: str
     reason: str
+    group: str = ""
 
     def as_dict(self) -> dict[str, str]:
         """The entry as JSON-able text: bytes of the path that are not UTF-8 appear as ``\\xff`` escapes."""
@@ -66,6 +89,11 @@ class Source:
     path: Path | None
     kind: str = "jsonl"
     prefixes: tuple[str, ...] = field(default_factory=tuple)
+    #: For a folder or a document: the package prefix its documents are named under (``<prefix>/...``) and
+    #: the root that prefix stands for (the folder's resolved path; a document's folder), which
+    #: :mod:`ragstore.ingest.roots` registers.
+    prefix: str | None = None
+    root: str | None = None
     skip_bad_files: bool = False
     skipped: list[Skipped] = field(default_factory=list)
     #: For a Parquet source (``kind="parquet"``): record field -> column name (see ragstore.ingest.columnar).
@@ -84,12 +112,12 @@ class Source:
         assert self.path is not None
         self.skipped.clear()  # every pass over the source finds the same files again
         if self.kind == "folder":
-            return read_folder(self.path, skipped=self.skipped, skip_bad_files=self.skip_bad_files)
+            return read_folder(self.path, skipped=self.skipped, skip_bad_files=self.skip_bad_files, prefix=self.prefix)
         if self.kind == "document":
             # One document named on its own is chunked as a folder holding it would chunk it: package_path
             # ``<its folder's name>/<file name>``.
-            parent = Path(os.path.realpath(self.path)).parent.name or "root"
-            package = f"{parent}/{self.path.name}"
+            prefix = self.prefix or Path(os.path.realpath(self.path)).parent.name or "root"
+            package = f"{prefix}/{self.path.name}"
             return _emit_document(self.path, package, MAX_CHARS, self.skipped, self.skip_bad_files)
         return read_jsonl(self.path, label=self.label)
 
@@ -100,11 +128,15 @@ def open_sources(
     *,
     skip_bad_files: bool = False,
     columns: dict[str, str] | None = None,
+    as_: str | None = None,
 ) -> list[Source]:
     """Resolve CLI arguments to sources, dispatching on what each one is.
 
-    A folder is walked for documents; a ``.jsonl``/``.ndjson`` file is JSONL; a ``.txt``/``.md``/``.markdown``
-    file is one document, chunked as in a folder (package_path ``<its folder's name>/<file name>``); a
+    A folder is walked for documents; a ``.jsonl``/``.ndjson`` file is JSONL; a ``.txt``/``.md``/``.markdown``/
+    ``.rst`` file, or one without an extension, is one document, chunked as in a folder (package_path
+    ``<its folder's name>/<file name>``); ``as_`` names the prefix of every folder and document instead of
+    their folder's name (InvalidInput when it is not one path segment, or when no folder or document is
+    given); a
     ``.parquet`` file is read by columns (``columns`` maps record fields to column names), a ``.npy``
     matrix with the JSONL sidecar of the same name (see :mod:`ragstore.ingest.columnar`); ``-``
     is JSONL on standard input, spooled first (see :func:`ragstore.ingest.spool.spool_stdin`) so that the
@@ -114,6 +146,8 @@ def open_sources(
     """
     from ragstore.ingest.spool import remove_stale_spools
 
+    if as_ is not None:
+        check_prefix_name(as_)
     remove_stale_spools()
     sources: list[Source] = []
     try:
@@ -121,11 +155,30 @@ def open_sources(
             source = _open_source(argument, stdin, skip_bad_files)
             if source.kind == "parquet" and columns:
                 source.columns = dict(columns)
+            if as_ is not None and source.prefix is not None:
+                source.prefix = as_
+                if source.is_folder:
+                    source.prefixes = (f"{as_}/",)
             sources.append(source)
+        if as_ is not None and not any(source.prefix is not None for source in sources):
+            raise InvalidInput(
+                "--as (as_=) names the documents of a folder or of .txt/.md files; JSONL and Parquet records "
+                "carry their own chunk_id and package_path"
+            )
     except BaseException:
         close_sources(sources)
         raise
     return sources
+
+
+def check_prefix_name(name: str) -> str:
+    """``name`` if it can be a package prefix (one path segment), else InvalidInput saying why."""
+    if not name or name in (".", "..") or "/" in name or name != name.strip() or "\x00" in name:
+        raise InvalidInput(
+            f"--as (as_=) {name!r}: a package prefix is one path segment: not empty, no '/', not '.' or '..', "
+            "no spaces around it"
+        )
+    return name
 
 
 def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool) -> Source:
@@ -142,8 +195,17 @@ def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool) -
     except OSError as exc:
         raise InvalidInput(f"{argument}: cannot read: {exc.strerror or exc}") from exc
     if stat.S_ISDIR(info.st_mode):
-        name = path.resolve().name or "root"
-        return Source(label=argument, path=path, kind="folder", prefixes=(f"{name}/",), skip_bad_files=skip_bad_files)
+        root = os.path.realpath(path)
+        name = Path(root).name or "root"
+        return Source(
+            label=argument,
+            path=path,
+            kind="folder",
+            prefixes=(f"{name}/",),
+            skip_bad_files=skip_bad_files,
+            prefix=name,
+            root=root,
+        )
     if not stat.S_ISREG(info.st_mode):
         raise InvalidInput(
             f"{argument}: not a regular file ({file_kind(info.st_mode)}); pipe its content to `ragstore index FAMILY -`"
@@ -151,8 +213,16 @@ def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool) -
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
         return Source(label=argument, path=path, kind="jsonl")
-    if suffix in DOCUMENT_SUFFIXES:
-        return Source(label=argument, path=path, kind="document", skip_bad_files=skip_bad_files)
+    if suffix in DOCUMENT_SUFFIXES or not suffix:
+        parent = os.path.dirname(os.path.realpath(path))
+        return Source(
+            label=argument,
+            path=path,
+            kind="document",
+            skip_bad_files=skip_bad_files,
+            prefix=Path(parent).name or "root",
+            root=parent,
+        )
     if suffix in PARQUET_SUFFIXES:
         return Source(label=argument, path=path, kind="parquet")
     if suffix == ".npy":
@@ -162,7 +232,7 @@ def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool) -
         return Source(label=argument, path=path, kind="npy")
     raise InvalidInput(
         f"{argument}: unknown kind of source {suffix or '(no extension)'}: give a .jsonl/.ndjson file (JSONL), "
-        "a .parquet file, a .npy matrix with its .jsonl sidecar, a .txt/.md document, a folder of documents, "
+        "a .parquet file, a .npy matrix with its .jsonl sidecar, a .txt/.md/.rst document, a folder of documents, "
         "or - for JSONL on standard input"
     )
 
@@ -189,65 +259,152 @@ class _BadFile(Exception):
         self.reason = reason
 
 
+class _NotText(_BadFile):
+    """A file without an extension that is not UTF-8 text: in a walk, left out as a file with no reader."""
+
+
+def _reader_for(name: str) -> Skipped | None:
+    """None when a walk reads the file ``name`` (a document, or a file without an extension, sniffed), else
+    why it does not (with the key it is counted under); ``path`` is filled by the caller."""
+    suffix = os.path.splitext(name)[1].lower()
+    if suffix in DOCUMENT_SUFFIXES:
+        return None
+    if name.startswith("."):
+        return Skipped("", "hidden file", "hidden")
+    if suffix:
+        return Skipped("", f"no reader for {suffix}", suffix)
+    return None
+
+
 def document_files(folder: Path, skipped: list[Skipped] | None = None) -> list[Path]:
-    """The .txt/.md files under ``folder`` in a stable order, skipping VCS folders, venvs and caches.
+    """The files under ``folder`` a walk reads, in a stable order: ``.txt``/``.md``/``.markdown``/``.rst``
+    documents and files without an extension (read when they are UTF-8 text), skipping VCS folders, venvs
+    and caches.
 
     Only regular files (or symbolic links to regular files inside the folder) are returned; every other
-    document-named entry, a link to a folder and a folder that cannot be listed go to ``skipped`` with the
-    reason. Links to folders are never followed, so a link loop cannot make the walk endless.
+    entry, a link to a folder, a folder not walked, a file with no reader and a folder that cannot be
+    listed go to ``skipped`` with the reason. Links to folders are never followed, so a link loop cannot
+    make the walk endless. Nothing is opened here.
     """
     found: list[Path] = []
     base = os.path.realpath(folder)
 
-    def unlistable(exc: OSError) -> None:
+    def skip(item: Skipped) -> None:
         if skipped is not None:
-            skipped.append(Skipped(str(exc.filename or folder), f"cannot list: {exc.strerror or exc}"))
+            skipped.append(item)
+
+    def unlistable(exc: OSError) -> None:
+        skip(Skipped(str(exc.filename or folder), f"cannot list: {exc.strerror or exc}"))
 
     for root, dirs, files in os.walk(folder, onerror=unlistable):
         kept = []
         for d in sorted(dirs):
             if d in _SKIP_DIRS or d.startswith("."):
+                skip(Skipped(os.path.join(root, d), "folder not walked (hidden, version control or cache)", NOT_WALKED))
                 continue
             if os.path.islink(os.path.join(root, d)):
-                if skipped is not None:
-                    skipped.append(Skipped(os.path.join(root, d), "symbolic link to a folder (not followed)"))
+                skip(Skipped(os.path.join(root, d), "symbolic link to a folder (not followed)"))
                 continue
             kept.append(d)
         dirs[:] = kept
         for file in sorted(files):
-            if not file.lower().endswith(DOCUMENT_SUFFIXES):
-                continue
             path = Path(root) / file
+            no_reader = _reader_for(file)
+            if no_reader is not None:
+                skip(Skipped(str(path), no_reader.reason, no_reader.group))
+                continue
             problem = entry_problem(path, base)
             if problem is None:
                 found.append(path)
-            elif skipped is not None:
-                skipped.append(Skipped(str(path), problem))
+            else:
+                skip(Skipped(str(path), problem))
     return found
 
 
-def _document_text(path: Path) -> str:
+def not_read_line(skipped: Sequence[Skipped], *, every: bool = False) -> str | None:
+    """The one line that sums up the files left out by rule (``65 files not read: 36 .html, 27 .gz, 2
+    hidden``, then the folders not walked), counts first and keys in order; None when there are none.
+    With ``every``, the other entries are counted too, under their reason (``1 a FIFO``)."""
+    files = Counter(item.group or item.reason for item in skipped if (item.group or every) and item.group != NOT_WALKED)
+    folders = sum(1 for item in skipped if item.group == NOT_WALKED)
+    parts = []
+    if files:
+        total = sum(files.values())
+        groups = ", ".join(f"{n} {key}" for key, n in sorted(files.items(), key=lambda kv: (-kv[1], kv[0])))
+        parts.append(f"{total} file{'s' if total != 1 else ''} not read: {groups}")
+    if folders:
+        parts.append(f"{folders} folder{'s' if folders != 1 else ''} not walked (hidden, version control or cache)")
+    return "; ".join(parts) or None
+
+
+def _document_text(path: Path, sniff: bool = False) -> str:
+    """The text of a document; with ``sniff`` (a file without an extension), _NotText when it is not
+    UTF-8 text, its first bytes looked at before the whole file is read (a large binary is not loaded)."""
     try:
+        if sniff and b"\x00" in read_regular(path, _SNIFF_BYTES):
+            raise _NotText(str(path), "not text (no extension, NUL bytes): no reader for it")
         data = read_regular(path)
     except OSError as exc:
         raise _BadFile(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    bad = _NotText if sniff else _BadFile
+    if sniff and b"\x00" in data:
+        raise _NotText(str(path), "not text (no extension, NUL bytes): no reader for it")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        if sniff:
+            raise _NotText(str(path), "not UTF-8 text (no extension): no reader for it") from exc
         line = data[: exc.start].count(b"\n") + 1
-        raise _BadFile(f"{path}:{line}", f"invalid UTF-8 at byte {exc.start}") from exc
+        raise bad(f"{path}:{line}", f"invalid UTF-8 at byte {exc.start}") from exc
     if "\x00" in text:
-        raise _BadFile(str(path), "contains NUL bytes (a binary file?)")
+        raise bad(str(path), "contains NUL bytes (a binary file?)")
     return text
 
 
-def _document_records(path: Path, package: str, max_chars: int) -> list[tuple[str, ChunkRecord]]:
+def document_title(text: str, markdown: bool) -> str:
+    """A document's title: its first Markdown heading (for Markdown), else its first line that is not a
+    rule or an underline, trimmed to at most 200 characters; ``""`` for a document of rules only."""
+    if markdown:
+        heading = _HEADING.search(text)
+        if heading:
+            return heading.group(1).strip()[:_TITLE_CHARS]
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not _RULE.match(line):
+            return line[:_TITLE_CHARS]
+    return ""
+
+
+def document_metadata(path: Path, package: str, text: str) -> dict[str, str]:
+    """What every chunk of a document carries to filter on: ``path`` (its package_path, with the prefix),
+    ``title``, ``extension`` (``.md``, ``""`` for none), ``format`` (``markdown``, ``text``, ``rst``) and
+    ``mtime`` (the file's modification time, ISO 8601 UTC to the second)."""
+    extension = os.path.splitext(path.name)[1].lower()
+    extension = extension if extension in _FORMATS else ""
+    try:
+        mtime = datetime.fromtimestamp(os.stat(path).st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OSError as exc:
+        raise _BadFile(str(path), f"cannot stat: {exc.strerror or exc}") from exc
+    return {
+        "path": package,
+        "title": document_title(text, _FORMATS[extension] == "markdown"),
+        "extension": extension,
+        "format": _FORMATS[extension],
+        "mtime": mtime,
+    }
+
+
+def _document_records(path: Path, package: str, max_chars: int, sniff: bool) -> list[tuple[str, ChunkRecord]]:
     """Every chunk of one document, built whole first, so that a bad document yields nothing."""
-    text = _document_text(path)
+    text = _document_text(path, sniff)
+    pieces = chunk_text(text, max_chars)
+    if not pieces:
+        return []
+    metadata = document_metadata(path, package, text)
     records = []
-    for n, piece in enumerate(chunk_text(text, max_chars)):
+    for n, piece in enumerate(pieces):
         try:
-            record = ChunkRecord(chunk_id=f"{package}#{n}", package_path=package, text=piece)
+            record = ChunkRecord(chunk_id=f"{package}#{n}", package_path=package, text=piece, metadata=metadata)
         except ValidationError as exc:
             raise _BadFile(str(path), f"cannot index this document: {describe_validation_error(exc)}") from exc
         records.append((f"{path}#{n}", record))
@@ -255,10 +412,19 @@ def _document_records(path: Path, package: str, max_chars: int) -> list[tuple[st
 
 
 def _emit_document(
-    path: Path, package: str, max_chars: int, skipped: list[Skipped] | None, skip_bad_files: bool
+    path: Path,
+    package: str,
+    max_chars: int,
+    skipped: list[Skipped] | None,
+    skip_bad_files: bool,
+    sniff: bool = False,
 ) -> Iterator[tuple[str, ChunkRecord]]:
     try:
-        records = _document_records(path, package, max_chars)
+        records = _document_records(path, package, max_chars, sniff)
+    except _NotText as exc:
+        if skipped is not None:
+            skipped.append(Skipped(str(path), exc.reason, "(no extension)"))
+        return
     except _BadFile as exc:
         if not skip_bad_files or skipped is None:
             raise InvalidInput(f"{exc} (--skip-bad-files indexes the other files)") from exc.__cause__
@@ -275,15 +441,19 @@ def read_folder(
     *,
     skipped: list[Skipped] | None = None,
     skip_bad_files: bool = False,
+    prefix: str | None = None,
 ) -> Iterator[tuple[str, ChunkRecord]]:
-    """Chunks of every document under ``folder``; package_path is ``<folder name>/<relative path>`` and
-    chunk ids are ``<package_path>#<n>``, stable as long as the document is unchanged.
+    """Chunks of every document under ``folder``; package_path is ``<prefix>/<relative path>`` (the prefix
+    being the folder's name unless given) and chunk ids are ``<package_path>#<n>``, stable as long as the
+    document is unchanged. Each chunk carries :func:`document_metadata`.
 
     A bad document (unreadable, not UTF-8, NUL bytes, a path too long for a chunk id) raises InvalidInput
     naming it, or with ``skip_bad_files`` goes to ``skipped`` with the reason, as do empty documents and
-    the entries :func:`document_files` does not read.
+    the entries :func:`document_files` does not read. A folder with entries of which no document could be
+    read raises InvalidInput saying what it holds (an index of it would hold nothing, and a ``--prune``
+    would empty its prefix).
     """
-    prefix = Path(os.path.realpath(folder)).name or "root"
+    prefix = prefix or Path(os.path.realpath(folder)).name or "root"
     found: list[Skipped] = []
     paths = document_files(folder, found)
     for item in found:
@@ -291,8 +461,20 @@ def read_folder(
         # delete): a bad file, like an unreadable document.
         if item.reason.startswith(("cannot list", "cannot stat")) and not (skip_bad_files and skipped is not None):
             raise InvalidInput(f"{item.path}: {item.reason} (--skip-bad-files indexes the other files)")
-    if skipped is not None:
-        skipped.extend(found)
+    mine: list[Skipped] = skipped if skipped is not None else []
+    start = len(mine)
+    mine.extend(found)
+    read = 0
     for path in paths:
         package = f"{prefix}/{path.relative_to(folder).as_posix()}"
-        yield from _emit_document(path, package, max_chars, skipped, skip_bad_files)
+        sniff = not os.path.splitext(path.name)[1]
+        before = len(mine)
+        yield from _emit_document(path, package, max_chars, mine, skip_bad_files, sniff)
+        if len(mine) == before or mine[-1].reason == EMPTY:
+            read += 1
+    left_out = mine[start:]
+    if not read and left_out:
+        raise InvalidInput(
+            f"{folder}: no document read ({not_read_line(left_out, every=True)}); the readers are "
+            f"{', '.join(DOCUMENT_SUFFIXES)} and UTF-8 text files without an extension"
+        )

@@ -18,6 +18,9 @@ from ragstore.ingest.fast import OnePass, Spool
 from ragstore.ingest.parallel import Lender
 from ragstore.ingest.readers import EMPTY, Skipped, Source
 from ragstore.ingest.records import FTS_SAFE_BYTES, ChunkRecord
+from ragstore.ingest.roots import check as check_roots
+from ragstore.ingest.roots import claim as claim_roots
+from ragstore.ingest.roots import roots_of
 from ragstore.ingest.stream import BulkStream
 from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector, write_records  # noqa: F401  (re-exported)
 from ragstore.search.fts import fts_config_of
@@ -105,9 +108,14 @@ def index_sources(
     on_validated: Callable[[int], None] | None = None,
     connections: int = 2,
     lender: Lender | None = None,
+    replace_root: bool = False,
 ) -> IndexReport:
     """Index ``sources`` into family ``family_name``. Raises NotFound, InvalidInput, ModelMismatch,
-    DatabaseUnavailable.
+    Conflict, DatabaseUnavailable.
+
+    The prefixes of folders and documents belong to one root each (:mod:`ragstore.ingest.roots`): a run
+    whose prefix was last written from another root is refused (Conflict) before anything is written,
+    unless ``replace_root`` takes it over; the report's ``sources`` says which prefix and root it wrote.
 
     One pass reads every record once (:mod:`ragstore.ingest.fast`): a record whose input bytes are those
     a stored chunk was written from is unchanged and goes no further; every other record is parsed and
@@ -131,10 +139,12 @@ def index_sources(
     from ragstore.ingest.writer import write_prepared
 
     family = get_family(conn, family_name)
+    roots = roots_of(sources)
     chosen = backend or backend_for(family, caches_for(conn))
     family.check_backend(chosen)
     config = check_fts_config(conn, fts_config_of(family))
     conn.commit()
+    check_roots(conn, family_name, roots, replace=replace_root)
     prefixes = [prefix for source in sources for prefix in source.prefixes]
     with Spool() as spool:
         one = OnePass(conn, family, config, spool, fts_size_check(conn, config))
@@ -162,6 +172,9 @@ def index_sources(
         found = one.result
         if on_validated is not None:
             on_validated(found.total)
+        # Folders and documents are never streamed: nothing is written before their prefixes are claimed.
+        assert not (roots and stream is not None and stream.started)
+        claimed = claim_roots(conn, family_name, roots, replace=replace_root)
         streamed = None
         if stream is not None and stream.started:
             streamed = stream.finish(found, prune=prune, prune_prefixes=prefixes, progress=progress)
@@ -180,6 +193,7 @@ def index_sources(
         )
     # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
     report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)
+    report.sources = claimed
     return report
 
 

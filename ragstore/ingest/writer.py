@@ -91,6 +91,9 @@ class IndexReport:
     retries: int = 0
     reindexed: bool = False
     seconds: float = 0.0
+    #: The folders and documents' prefixes and roots (:func:`ragstore.ingest.roots.claim`): ``prefix``,
+    #: ``root``, ``host``, ``registered`` (``new``, ``same`` or ``replaced``).
+    sources: list[dict[str, str]] = field(default_factory=list)
     packages: set[str] = field(default_factory=set, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -109,7 +112,10 @@ class IndexReport:
         if self.duplicates:
             parts.append(f"{self.duplicates} duplicates")
         parts.append(f"{self.pruned} pruned")
-        return f"{self.family}: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
+        line = f"{self.family}: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
+        marks = {"new": " (new)", "replaced": " (taken over)"}
+        roots = [f"{s['prefix']}/ <- {s['root']}{marks.get(s['registered'], '')}" for s in self.sources]
+        return "; ".join([line, *roots])
 
 
 @dataclass

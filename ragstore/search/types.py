@@ -36,5 +36,8 @@ class Hit:
 
     @property
     def citation(self) -> str:
-        """``[package_path#chunk_id]``, the form a model is asked to cite."""
+        """``[package_path#chunk_id]``, the form a model is asked to cite; ``[chunk_id]`` when the id names
+        its package already (a document's chunks are ``<package_path>#<n>``: ``[docs/fs.md#15]``)."""
+        if self.chunk_id.startswith(f"{self.package_path}#"):
+            return f"[{self.chunk_id}]"
         return f"[{self.package_path}#{self.chunk_id}]"
