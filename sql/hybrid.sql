@@ -1,8 +1,8 @@
 -- ragstore.hybrid_search, ragstore.fts_search and ragstore.search_auto: search for SQL users. hybrid_search
 -- was created by migration 0005 and redefined by 0007 (the family's own chunks), 0010 (fusion by the
--- family's settings), 0012 (BM25) and 0017 (the CLI statement's shape, 20 per leg); fts_search comes
+-- family's settings), 0012 (BM25), 0017 (the CLI statement's shape, 20 per leg) and 0021 (a NULL query refused); fts_search comes
 -- from 0010 and was redefined by 0012; search_auto comes from 0010 (migrations/versions/sql/0010_fusion.sql,
--- 0012_bm25.sql and 0017_term_df.sql).
+-- 0012_bm25.sql, 0017_term_df.sql and 0021_definer_audit.sql).
 --
 -- ragstore.search_auto(family, query_text, query_vector, k) runs the family's DEFAULT mode, the one
 -- `ragstore search` runs: full text for an offline family, hybrid for a semantic family (the query text
@@ -82,6 +82,9 @@ DECLARE
     config regconfig;
 BEGIN
     fam := ragstore.search_family('ragstore.fts_top', family, k);
+    IF query_text IS NULL THEN
+        RAISE EXCEPTION 'ragstore.fts_top: the query text is NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     config := coalesce(fam.options ->> 'fts_config', 'english')::regconfig;
     RETURN QUERY EXECUTE format($q$
         WITH bm25 AS MATERIALIZED (SELECT s.chunk_id, s.score FROM ragstore.fts_scores($3, $1, $2) AS s),
@@ -155,6 +158,13 @@ DECLARE
     per_leg integer;
 BEGIN
     fam := ragstore.search_family('ragstore.hybrid_search', family, k);
+    IF query_text IS NULL THEN
+        RAISE EXCEPTION 'ragstore.hybrid_search: the query text is NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF query_vector IS NULL THEN
+        RAISE EXCEPTION 'ragstore.hybrid_search: the query vector is NULL (give a vector of the family''s dimension)'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     IF vector_dims(query_vector) <> fam.dim THEN
         RAISE EXCEPTION 'ragstore.hybrid_search: the query vector has % dimensions, family % holds %-d vectors',
             vector_dims(query_vector), family, fam.dim USING ERRCODE = 'data_exception';

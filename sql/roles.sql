@@ -71,6 +71,13 @@ REVOKE ALL ON FUNCTION ragstore.family_bulk_drop_hnsw(text), ragstore.family_bul
     ragstore.family_build_hnsw(text) FROM PUBLIC, ragstore_reader;
 GRANT EXECUTE ON FUNCTION ragstore.family_bulk_drop_hnsw(text), ragstore.family_bulk_cluster(text),
     ragstore.family_build_hnsw(text) TO ragstore_app;
+-- What migration 0021 takes back: the full-text statistics are written by the chunk triggers alone, and
+-- nobody calls the trigger functions (docs/guide/roles.md lists every function and who may call it).
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ragstore.chunk_terms, ragstore.chunk_term_df,
+    ragstore.family_chunk_deltas FROM ragstore_app, ragstore_reader;
+REVOKE ALL ON FUNCTION ragstore.chunks_count_inserted(), ragstore.chunks_count_deleted(),
+    ragstore.chunks_terms_updated(), ragstore.chunks_count_truncated(), ragstore.families_stats_reset()
+    FROM PUBLIC, ragstore_app, ragstore_reader;
 
 -- Family tables are created at `ragstore family create` time, by the owner side only (the app role has no
 -- CREATE on the schema). Default privileges give the app and the reader their rights on them.

@@ -1,5 +1,5 @@
--- SQL for people: the search functions, as migration 0007 (re)defines them
--- (migrations/versions/sql/0007_family_chunks.sql; first created by migration 0002).
+-- SQL for people: the search functions, as migrations 0007 and 0021 (a NULL query refused) define them
+-- (migrations/versions/sql/0007_family_chunks.sql and 0021_definer_audit.sql; first created by 0002).
 -- Apply with `ragstore migrate`; this copy is for reading and for DBAs who apply DDL by hand
 -- (tests/unit/test_sql_copies.py checks that it is the migration's text).
 --
@@ -27,6 +27,10 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'ragstore.search: no family named % (see SELECT name FROM ragstore.families)',
             quote_literal(family) USING ERRCODE = 'undefined_object';
+    END IF;
+    IF query IS NULL THEN
+        RAISE EXCEPTION 'ragstore.search: the query vector is NULL (give a vector of the family''s dimension)'
+            USING ERRCODE = 'null_value_not_allowed';
     END IF;
     IF vector_dims(query) <> fam.dim THEN
         RAISE EXCEPTION 'ragstore.search: the query has % dimensions, family % holds %-d vectors',

@@ -3,7 +3,7 @@
 The SQL lives next to this file, in sql/0022_family_sources.sql (sections "upgrade" and "downgrade").
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2026-12-02
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 from ragstore.db.frozen import section
 
 revision = "0022"
-down_revision = "0020"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 

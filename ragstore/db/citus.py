@@ -114,6 +114,9 @@ def distribute(conn: Conn) -> list[str]:
             changed.append(table)
     for table in REFERENCE_TABLES:
         if _exists(conn, table) and not _laid_out(conn, table, reference=True):
+            if table == "families":
+                for statement in query("citus", "drop_registry_triggers").split(";"):
+                    conn.execute(statement)
             conn.execute(query("citus", "reference_table"), {"table": table})
             changed.append(table)
     pending: list[str] = []

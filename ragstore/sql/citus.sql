@@ -73,6 +73,13 @@ DROP TRIGGER IF EXISTS chunks_count_truncate ON ragstore.chunks;
 DROP TRIGGER IF EXISTS chunks_terms_update ON ragstore.chunks;
 ALTER TABLE IF EXISTS ragstore.chunk_terms DROP CONSTRAINT IF EXISTS chunk_terms_chunk_fkey
 
+-- name: drop_registry_triggers
+-- Nor a reference table with triggers: the registry's triggers that delete a dropped or created family's
+-- full-text statistics (migration 0021) go before ragstore.families becomes one; on Citus nothing keeps
+-- those statistics (the chunk triggers are dropped too, above).
+DROP TRIGGER IF EXISTS families_stats_drop ON ragstore.families;
+DROP TRIGGER IF EXISTS families_stats_create ON ragstore.families
+
 -- name: sequential
 -- Citus refuses, in one transaction, parallel multi-shard work on a table with a foreign key to a
 -- reference table next to a write of that reference table, or parallel DDL after a read of it: the
