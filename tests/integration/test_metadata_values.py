@@ -199,3 +199,13 @@ def test_where_refuses_an_integer_beyond_a_float_as_it_refuses_such_a_number(dsn
         result = runner.invoke(cli, ["--dsn", dsn, "search", "docs", "hello", "--where", f'{{"n": {number}}}'])
         assert result.exit_code != 0, number
         assert len(result.output.strip().splitlines()) == 1 and "--where" in result.output, result.output
+
+
+def test_a_jsonl_integer_beyond_a_float_in_metadata_is_one_line(dsn: str, store: Any, tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"chunk_id": "a", "package_path": "p", "text": "t", "metadata": {"n": 1' + "0" * 400 + "}}\n")
+    result = CliRunner().invoke(cli, ["--dsn", dsn, "index", "docs", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "big.jsonl:1: metadata" in result.output and "401 digits is beyond what a float holds" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert _count(dsn) == 0
