@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ragstore.common.http import MAX_TIMEOUT
+from ragstore.common.endpoint import MAX_TIMEOUT
 from ragstore.search.hyde import HYDE_MODES, Hyde
 from ragstore.search.rerank import APIS, DEFAULT_DEPTH, HttpReranker
 

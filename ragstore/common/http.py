@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
+from ragstore.common.endpoint import MAX_TIMEOUT
 from ragstore.errors import BackendError, InvalidInput, mask_secrets, redact, without_secrets
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# The longest timeout a request may be given (seconds).
-MAX_TIMEOUT = 3600.0
 # The longest a provider's Retry-After is honoured (seconds).
 MAX_RETRY_AFTER = 60.0
 # The longest excerpt of a provider's own words (an error body) that goes into a message.
