@@ -121,6 +121,17 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, limit: int | None =
     return mask_secrets(text)
 
 
+def without_secrets(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with every run of four or more characters of any of ``secrets`` (in any of its escaped
+    spellings, any case) replaced by ``***``, and nothing else changed: for a provider's answer that is
+    kept or printed as data (a hypothetical passage), not as a message."""
+    for secret in secrets:
+        if secret:
+            for form in _forms(secret):
+                text = _cut(text, form)
+    return text
+
+
 class RagstoreError(Exception):
     """Root of every error ragstore raises on purpose. Its message never shows a password."""
 

@@ -151,6 +151,10 @@ def _pooled(fn: Callable[Concatenate[Conn, P], R]) -> Callable[Concatenate[Store
     return cast("Callable[Concatenate[Store, P], R]", method)
 
 
+# What a call on a closed store raises (a DatabaseUnavailable): no connection will be lent again.
+CLOSED = "the {what} is closed (close() was called, or its `with` block ended): open a new {what}"
+
+
 class Store(Closing):
     """ragstore on a pool of at most ``pool_size`` connections; see the module docstring.
 
@@ -220,10 +224,12 @@ class Store(Closing):
 
     def _checkout(self) -> Conn:
         """A connection of the pool, or DatabaseUnavailable when none is free within ``timeout``."""
-        from psycopg_pool import PoolTimeout
+        from psycopg_pool import PoolClosed, PoolTimeout
 
         try:
             return self._pool.getconn(timeout=self._timeout)
+        except PoolClosed as exc:
+            raise DatabaseUnavailable(CLOSED.format(what="Store")) from exc
         except PoolTimeout as exc:
             raise DatabaseUnavailable(
                 f"no connection of the pool ({self.pool_size}) was free within {self._timeout:g}s: {exc}"
@@ -238,6 +244,8 @@ class Store(Closing):
         """
         from ragstore.migrate import upgrade
 
+        if self._pool.closed:
+            raise DatabaseUnavailable(CLOSED.format(what="Store"))
         result = upgrade(self.dsn)
         if result.changed:
             self._pool.drain()
@@ -477,13 +485,15 @@ class Store(Closing):
         """A second connection of the pool for a run's parallel writes (:mod:`ragstore.ingest.parallel`),
         outside autocommit, or None (the run goes on with one) when the pool holds one connection or none
         is free within a second: the Store never opens more than ``pool_size`` connections."""
-        from psycopg_pool import PoolTimeout
+        from psycopg_pool import PoolClosed, PoolTimeout
 
         if self.pool_size < 2:
             yield None
             return
         try:
             conn = self._pool.getconn(timeout=min(self._timeout, 1.0))
+        except PoolClosed as exc:
+            raise DatabaseUnavailable(CLOSED.format(what="Store")) from exc
         except PoolTimeout:
             yield None
             return

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, 
 import psycopg
 
 from ragstore.errors import DatabaseUnavailable, InvalidInput, RagstoreError
-from ragstore.store import PoolOptions, PoolSettings, Store
+from ragstore.store import CLOSED, PoolOptions, PoolSettings, Store
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -89,6 +89,7 @@ class AsyncStore:
         self._dsn = dsn
         self._sync: Store | None = None
         self._pool: AsyncConnectionPool[AConn] | None = None
+        self._closed = False
         self.pool_size = self._settings.pool_size
 
     @classmethod
@@ -141,12 +142,14 @@ class AsyncStore:
             sync.close()
             raise DatabaseUnavailable(f"cannot connect to {mask_dsn(sync.dsn)}: {exc}") from exc
         self._sync, self._pool = sync, pool
+        self._closed = False
         return self
 
     async def close(self) -> None:
         """Close both pools (idempotent)."""
         pool, sync = self._pool, self._sync
         self._pool, self._sync = None, None
+        self._closed = True
         if pool is not None:
             await pool.close()
         if sync is not None:
@@ -162,8 +165,13 @@ class AsyncStore:
     def store(self) -> Store:
         """The synchronous Store behind the worker-thread methods (its pool is ``worker_pool_size``)."""
         if self._sync is None:
-            raise DatabaseUnavailable("the AsyncStore is not open: use `async with AsyncStore(...)` or await open()")
+            raise DatabaseUnavailable(self._not_open())
         return self._sync
+
+    def _not_open(self) -> str:
+        if self._closed:
+            return CLOSED.format(what="AsyncStore")
+        return "the AsyncStore is not open: use `async with AsyncStore(...)` or await open()"
 
     @property
     def caches(self) -> Caches:
@@ -175,7 +183,7 @@ class AsyncStore:
         from psycopg_pool import PoolTimeout
 
         if self._pool is None:
-            raise DatabaseUnavailable("the AsyncStore is not open: use `async with AsyncStore(...)` or await open()")
+            raise DatabaseUnavailable(self._not_open())
         try:
             async with self._pool.connection(timeout=self._timeout) as conn:
                 yield conn

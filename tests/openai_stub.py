@@ -38,6 +38,8 @@ class Reply:
     raw: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    # Seconds between the body's bytes: the answer is sent one byte at a time (a slow or hostile provider).
+    trickle: float = 0.0
     dim: int | None = None
     edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # Build the body from the request: its headers (names in lower case, values as received) and raw body.
@@ -89,13 +91,13 @@ class ScriptedServer:
 
     def _answer(
         self, path: str, headers: dict[str, str], body: Any, raw: bytes = b""
-    ) -> tuple[int, dict[str, str], bytes, float]:
+    ) -> tuple[int, dict[str, str], bytes, float, float]:
         with self._lock:
             self.requests.append(Recorded(path, headers, body))
             reply = self._script.popleft() if self._script else Reply()
         normal = self.route(path)
         if normal is None:
-            return 404, {}, b'{"error": {"message": "no such route"}}', 0.0
+            return 404, {}, b'{"error": {"message": "no such route"}}', 0.0, 0.0
         if reply.echo is not None:
             payload = reply.echo(headers, raw)
         elif reply.raw is not None:
@@ -107,7 +109,7 @@ class ScriptedServer:
             if reply.edit is not None:
                 doc = reply.edit(doc)
             payload = json.dumps(doc).encode()  # NaN goes out as the bare token NaN, as some servers do
-        return reply.status, reply.headers, payload, reply.delay
+        return reply.status, reply.headers, payload, reply.delay, reply.trickle
 
 
 class StubServer(ScriptedServer):
@@ -154,7 +156,7 @@ def _handler_for(stub: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw
             headers = {k.lower(): v for k, v in self.headers.items()}
-            status, extra, payload, delay = stub._answer(self.path, headers, body, raw)
+            status, extra, payload, delay, trickle = stub._answer(self.path, headers, body, raw)
             if delay:
                 time.sleep(delay)
             try:
@@ -164,7 +166,12 @@ def _handler_for(stub: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 for name, value in extra.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(payload)
+                if not trickle:
+                    self.wfile.write(payload)
+                for i in range(len(payload) if trickle else 0):
+                    self.wfile.write(payload[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(trickle)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
                 pass
 

@@ -141,7 +141,27 @@ class LazyGroup(RagstoreGroup):
 @click.pass_context
 def cli(ctx: click.Context, dsn: str | None, debug: bool) -> None:
     """ragstore: a retrieval store for RAG on PostgreSQL + pgvector."""
+    configure_logging(debug)
     ctx.obj = AppContext(dsn=dsn or None, debug=debug)
+
+
+def configure_logging(debug: bool) -> None:
+    """What the library logs reaches stderr only with ``--debug``: a command says what matters itself, in
+    one line (a HyDE fallback's ``note:``), and Python's last-resort handler would print each warning a
+    second time, bare. Idempotent (the CLI runs many times in one test process)."""
+    import logging
+
+    logger = logging.getLogger("ragstore")
+    for old in list(logger.handlers):
+        if getattr(old, "_ragstore_cli", False):
+            logger.removeHandler(old)
+    handler: logging.Handler = logging.NullHandler()
+    if debug:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
+    logger.setLevel(logging.DEBUG if debug else logging.NOTSET)
+    handler._ragstore_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
 
 
 def main() -> None:

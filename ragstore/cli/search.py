@@ -179,7 +179,7 @@ def format_report(report: RecallReport) -> str:
 
 @click.command("check-recall")
 @click.argument("family")
-@click.option("-k", "k", type=int, default=10, show_default=True)
+@click.option("-k", "k", type=int, default=10, show_default=True, help=f"Hits compared per query (at most {MAX_K}).")
 @click.option("--samples", type=int, default=200, show_default=True, help="Stored vectors (+ noise) to query with.")
 @click.option("--query", "queries", multiple=True, help="A query text to use instead of samples (repeatable).")
 @click.option("--ef-search", type=int, default=None, help="hnsw.ef_search to measure (default 100).")

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ragstore.common.endpoint import MAX_TIMEOUT
 from ragstore.search.hyde import HYDE_MODES, Hyde
 from ragstore.search.rerank import APIS, DEFAULT_DEPTH, HttpReranker
 
@@ -16,6 +17,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 RERANK_OPTIONS = ("reranker_url", "reranker_model", "reranker_api", "reranker_key_env", "reranker_key_file")
 HYDE_OPTIONS = ("hyde_url", "hyde_model", "hyde_key_env", "hyde_key_file")
 
+
+# A request's deadline in seconds: above 0, at most MAX_TIMEOUT (the endpoint refuses NaN).
+TIMEOUT = click.FloatRange(0.0, MAX_TIMEOUT, min_open=True)
 
 # Each option as (flag, help, click.option's other keywords), in the order --help lists them. A choice
 # defaults to its first choice; a default other than None is shown in the help.
@@ -36,7 +40,7 @@ RERANK_TABLE: Table = (
     ),
     ("--reranker-key-env", "Env variable holding its API key.", {"metavar": "NAME"}),
     ("--reranker-key-file", "File holding its API key.", {"type": click.Path(dir_okay=False)}),
-    ("--reranker-timeout", "Seconds per reranker request.", {"type": float, "default": 30.0}),
+    ("--reranker-timeout", "Seconds per reranker request, to its last byte.", {"type": TIMEOUT, "default": 30.0}),
 )
 
 HYDE_TABLE: Table = (
@@ -54,7 +58,7 @@ HYDE_TABLE: Table = (
         {"default": "OPENAI_API_KEY", "metavar": "NAME"},
     ),
     ("--hyde-key-file", "File holding that key.", {"type": click.Path(dir_okay=False)}),
-    ("--hyde-timeout", "Seconds per chat request.", {"type": float, "default": 30.0}),
+    ("--hyde-timeout", "Seconds per chat request, to its last byte.", {"type": TIMEOUT, "default": 30.0}),
 )
 
 

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ragstore.common.closing import Closing
 
+# The longest timeout an HTTP request may be given (seconds); here, where the CLI can read it without httpx.
+MAX_TIMEOUT = 3600.0
+
 if TYPE_CHECKING:
     from ragstore.common.http import JsonEndpoint
 

@@ -89,12 +89,13 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes:
         os.close(fd)
 
 
-def read_bytes(path: str | Path, what: str = "file") -> bytes:
-    """The bytes of ``path``; NotFound ``"<what> not found: <path>"`` when it is missing or a folder,
-    InvalidInput when it is not a regular file (refused before any blocking read) or cannot be read."""
+def read_bytes(path: str | Path, what: str = "file", limit: int | None = None) -> bytes:
+    """The bytes of ``path`` (the first ``limit`` of them when given); NotFound ``"<what> not found:
+    <path>"`` when it is missing or a folder, InvalidInput when it is not a regular file (refused before
+    any blocking read) or cannot be read."""
     source = Path(path)
     try:
-        return read_regular(source)
+        return read_regular(source, limit)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
         raise NotFound(f"{what} not found: {path}") from exc
     except NotRegular as exc:

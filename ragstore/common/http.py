@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import random
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -28,7 +29,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
-from ragstore.errors import BackendError, InvalidInput, mask_secrets, redact
+from ragstore.common.endpoint import MAX_TIMEOUT
+from ragstore.errors import BackendError, InvalidInput, mask_secrets, redact, without_secrets
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -66,7 +68,8 @@ class EndpointOptions(TypedDict, total=False):
     ``openai`` embedding backend, the reranker, HyDE) takes and passes on, every one optional.
 
     ``api_key_env`` / ``api_key_file``: where the API key is (the file wins; none is sent when neither is
-    given or the variable is unset or empty); ``timeout``: seconds per request (30); ``max_retries``: retries
+    given or the variable is unset or empty); ``timeout``: seconds per attempt, a deadline from sending the
+    request to the answer's last byte (30; finite, above 0, at most :data:`MAX_TIMEOUT`); ``max_retries``: retries
     after the first attempt (3); ``backoff``: the first retry's delay in seconds, doubled at each (0.5);
     ``sleep``, ``rng``, ``transport``: the clock, the jitter's random source and the HTTP transport (tests).
     """
@@ -98,8 +101,9 @@ class JsonEndpoint:
         api_key_file = options.get("api_key_file")
         if not url:
             raise InvalidInput(f"the {what} URL is required")
-        if not (timeout > 0) or max_retries < 0 or backoff < 0:
-            raise InvalidInput(f"{what}: timeout must be positive; retries and backoff must not be negative")
+        check_timeout(timeout, what)
+        if max_retries < 0 or backoff < 0:
+            raise InvalidInput(f"{what}: retries and backoff must not be negative")
         clean, auth = split_credentials(url)
         if not clean.startswith(("http://", "https://")):
             raise InvalidInput(f"the {what} URL must start with http:// or https://, got {redact(clean, limit=80)!r}")
@@ -111,6 +115,7 @@ class JsonEndpoint:
         if auth is not None:
             basic = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode("ascii")
             self._secrets += [s for s in (auth[1], basic) if s]
+        self._timeout = float(timeout)
         self._max_retries = max_retries
         self._backoff = backoff
         self._sleep = options.get("sleep", time.sleep)
@@ -141,7 +146,9 @@ class JsonEndpoint:
         return redact(text, self._secrets, limit=limit)
 
     def post(self, payload: dict[str, Any]) -> Any:
-        """POST ``payload`` with retries; the decoded JSON body of a 2xx answer."""
+        """POST ``payload`` with retries; the decoded JSON body of a 2xx answer, every text in it (keys
+        too) without any piece of the key or URL password the request carried: what a provider quotes
+        back of the request never reaches a caller, whichever field it lands in."""
         retrying = Retrying(
             stop=stop_after_attempt(self._max_retries + 1),
             wait=self._delay,
@@ -151,7 +158,7 @@ class JsonEndpoint:
             reraise=True,
         )
         try:
-            return retrying(self._attempt, payload)
+            body = retrying(self._attempt, payload)
         except _Retryable as exc:
             attempts = retrying.statistics.get("attempt_number", self._max_retries + 1)
             raise BackendError(
@@ -159,10 +166,49 @@ class JsonEndpoint:
             ) from None
         except BackendError as exc:
             raise BackendError(self.redact(str(exc), None)) from None
+        return _scrubbed(body, self._secrets) if self._secrets else body
 
     def _attempt(self, payload: dict[str, Any]) -> Any:
+        """One attempt, ended at its deadline (``timeout`` seconds after it starts) whatever the provider
+        does: the exchange runs on a daemon thread the caller stops waiting for at the deadline. httpx's
+        own timeout bounds each read, not the whole answer, so a provider sending a byte at a time would
+        otherwise hold the caller for as long as it likes; the abandoned exchange stops at its next read."""
+        deadline = time.monotonic() + self._timeout
+        outcome: list[Any] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome.append((True, self._exchange(payload, deadline)))
+            except BaseException as exc:  # handed to the caller's thread
+                outcome.append((False, exc))
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="ragstore-http", daemon=True).start()
+        if not done.wait(max(0.0, deadline - time.monotonic())) or not outcome:
+            raise _Retryable(self._late())
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    def _late(self) -> str:
+        return f"Timeout: no whole answer within the {self._timeout:g} s timeout"
+
+    def _exchange(self, payload: dict[str, Any], deadline: float) -> Any:
         try:
-            response = self._client.post(self.url, json=payload)
+            with self._client.stream("POST", self.url, json=payload) as streamed:
+                pieces = []
+                for piece in streamed.iter_bytes():
+                    if time.monotonic() > deadline:  # the caller has stopped waiting: read no more
+                        raise _Retryable(self._late())
+                    pieces.append(piece)
+            # The body read (already decoded from its Content-Encoding, which the copy's headers drop).
+            headers = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() != "content-encoding"]
+            response = httpx.Response(
+                streamed.status_code, headers=headers, content=b"".join(pieces), request=streamed.request
+            )
         except httpx.TransportError as exc:  # connect/read/write errors and timeouts
             raise _Retryable(f"{type(exc).__name__}: {self.redact(str(exc)) or 'no detail'}") from None
         except httpx.HTTPError as exc:
@@ -205,6 +251,28 @@ class JsonEndpoint:
             error = body.get("error", body.get("detail", body.get("message", body)))
             message = error.get("message", error) if isinstance(error, dict) else error
         return self.redact(str(message))
+
+
+def check_timeout(timeout: object, what: str) -> float:
+    """``timeout`` as seconds when it is a finite number above 0 and at most :data:`MAX_TIMEOUT`, else
+    InvalidInput naming ``what``."""
+    number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+    if not number or not math.isfinite(timeout) or not 0 < timeout <= MAX_TIMEOUT:  # type: ignore[arg-type, operator]
+        raise InvalidInput(
+            f"{what}: the timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {timeout!r}"
+        )
+    return float(timeout)  # type: ignore[arg-type]
+
+
+def _scrubbed(value: Any, secrets: list[str]) -> Any:
+    """``value`` (decoded JSON) with :func:`~ragstore.errors.without_secrets` applied to every text in it."""
+    if isinstance(value, str):
+        return without_secrets(value, secrets)
+    if isinstance(value, list):
+        return [_scrubbed(item, secrets) for item in value]
+    if isinstance(value, dict):
+        return {without_secrets(str(k), secrets): _scrubbed(v, secrets) for k, v in value.items()}
+    return value
 
 
 def split_credentials(base_url: str) -> tuple[str, tuple[str, str] | None]:

@@ -16,6 +16,8 @@ from typing import Any
 from ragstore.errors import InvalidInput
 
 MAX_DEPTH = 64
+# The largest integer a float holds is below 2**1024 (about 1.8e308).
+_FLOAT_MAX_BITS = 1024
 
 
 def nesting_depth(text: str) -> int:
@@ -82,6 +84,9 @@ def check_json_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH) -> No
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise InvalidInput(f"{where}: {item!r} is not a finite number (JSON has no NaN or Infinity)")
+        elif isinstance(item, int) and not isinstance(item, bool) and item.bit_length() > _FLOAT_MAX_BITS:
+            # As a number beyond a float is (it reads as infinity): refused, with or without a decimal point.
+            raise InvalidInput(f"{where}: an integer of {len(str(abs(item)))} digits is beyond what a float holds")
         elif item is None or isinstance(item, bool | int):
             continue
         else:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +139,17 @@ class ClusterStatus:
         return bool(self.nodes) and all(node.running for node in self.nodes)
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable and writable by its owner only (the node ports are nobody
+    else's business), whatever the umask and whatever mode an earlier file had."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -155,6 +167,8 @@ class LocalCluster:
     def _layout(self) -> dict[str, int] | None:
         try:
             data = json.loads(self.layout_file.read_text())
+            if stat.S_IMODE(self.layout_file.stat().st_mode) & 0o077:  # written by an earlier version
+                self.layout_file.chmod(0o600)
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
@@ -183,7 +197,7 @@ class LocalCluster:
         if _is_root():
             entry = _server_user()
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
-        self.layout_file.write_text(json.dumps({"ports": ports}, indent=2) + "\n")
+        _write_private(self.layout_file, json.dumps({"ports": ports}, indent=2) + "\n")
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, workers: int = 2) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,21 +42,47 @@ class ExternalBackend:
         )
 
 
+# The largest query vector file read (bytes): a vector of pgvector's most dimensions, written as JSON or .npy,
+# is well under it.
+MAX_VECTOR_FILE_BYTES = 4 * 1024 * 1024
+F32_MAX = float(np.finfo(np.float32).max)
+
+
 def read_vector_file(path: str) -> Any:
-    """The query vector in ``path``: a ``.npy`` array, or a JSON array of numbers (InvalidInput naming it).
-    The dimension and finiteness are checked by the search against the family."""
+    """The query vector in ``path``: a ``.npy`` array of numbers, or a JSON array of numbers. InvalidInput
+    naming the file for anything else: not a regular file (a FIFO or a device is refused before any read),
+    over :data:`MAX_VECTOR_FILE_BYTES`, a text, a boolean or a null among the values, a value beyond float32
+    (``value 1e+39 at position 3 is beyond float32``). NotFound when it is missing. The dimension and
+    finiteness are checked by the search against the family."""
+    import io
+
+    from ragstore.common.files import read_bytes
     from ragstore.common.strictjson import loads_strict
 
-    try:
-        if path.lower().endswith(".npy"):
-            try:
-                return np.load(path, allow_pickle=False)
-            except ValueError as exc:
-                raise InvalidInput(f"{path}: not a NumPy .npy array of numbers: {exc}") from exc
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    value = loads_strict(data, path)
-    if not isinstance(value, list):
-        raise InvalidInput(f"{path}: expected a JSON array of numbers, got {type(value).__name__}")
-    return value
+    data = read_bytes(path, "vector file", limit=MAX_VECTOR_FILE_BYTES + 1)
+    if len(data) > MAX_VECTOR_FILE_BYTES:
+        raise InvalidInput(
+            f"{path}: over {MAX_VECTOR_FILE_BYTES // (1024 * 1024)} MB; a query vector file holds one array of numbers"
+        )
+    if path.lower().endswith(".npy"):
+        try:
+            array = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise InvalidInput(f"{path}: not a NumPy .npy array of numbers: {exc}") from exc
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiu":
+            kind = array.dtype if isinstance(array, np.ndarray) else type(array).__name__
+            raise InvalidInput(f"{path}: a .npy query vector holds numbers, this one holds {kind}")
+        values = array.reshape(-1).tolist()
+    else:
+        value = loads_strict(data, path)
+        if not isinstance(value, list):
+            raise InvalidInput(f"{path}: expected a JSON array of numbers, got {type(value).__name__}")
+        values = value
+        array = value
+    for position, item in enumerate(values):
+        if isinstance(item, bool) or not isinstance(item, int | float):
+            raise InvalidInput(f"{path}: value {item!r} at position {position} is not a number")
+        if abs(item) > F32_MAX:
+            shown = f"{item:g}" if isinstance(item, float) else f"an integer of {len(str(abs(item)))} digits"
+            raise InvalidInput(f"{path}: value {shown} at position {position} is beyond float32")
+    return array

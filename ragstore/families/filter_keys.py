@@ -39,6 +39,8 @@ COVERING_OPTION = "filter_keys_covering"  # the declared keys whose index is cov
 # A covering index holds each row's vector; a btree entry holds at most 2,704 bytes, and a 512-d vector
 # takes 2,052, leaving the rest for the row's ids and metadata. Wider families declare plain keys.
 COVERING_MAX_DIM = 512
+# The largest btree entry PostgreSQL accepts on an 8 kB page (BTMaxItemSize, btree version 4).
+BTREE_MAX_ENTRY = 2704
 # A key is any JSON object key PostgreSQL can store; this bound keeps statement texts and error lines short.
 MAX_KEY_LENGTH = 256
 
@@ -83,6 +85,46 @@ def covering_problem(family: Family) -> str | None:
         f"{family.vector_type} vectors: over the {COVERING_MAX_DIM} dimensions a btree entry can hold; "
         "declare the key without covering"
     )
+
+
+def _aligned(size: int) -> int:
+    return (size + 3) & ~3
+
+
+def entry_problems(
+    conn: Conn, family: Family, ids: list[str], packages: list[str], metadata: list[dict[str, Any]]
+) -> list[tuple[int, str]]:
+    """The records (by position) whose entry in one of ``family``'s covering indexes would be over
+    :data:`BTREE_MAX_ENTRY`, each with a line saying so; none for a family without covering keys.
+
+    Every row has an entry in each covering index (a row without the key too: its key is NULL), holding
+    the key's value, the row's ids, digest, vector and metadata. The size is counted before compression,
+    an upper bound of what the server stores (a 4-byte header and alignment for every column, the null
+    bitmap's header), so a record that passes is never refused by the index, and whether a record passes
+    does not depend on how well its metadata compresses. The jsonb sizes are asked of the server in one
+    statement."""
+    keys = sorted(covering(family))
+    if not keys or not metadata:
+        return []
+    with db_errors(), conn.transaction():
+        rows = conn.execute(
+            query("ingest", "covering_entry_sizes"), {"keys": keys, "metadata": [Jsonb(m) for m in metadata]}
+        ).fetchall()
+    fixed = 16 + _aligned(4 + len(family.name.encode())) + _aligned(4 + 32) + _aligned(8 + 4 * family.dim)
+    out = []
+    for i, (meta_size, key_size) in enumerate(rows):
+        ident = _aligned(4 + len(ids[i].encode())) + _aligned(4 + len(packages[i].encode()))
+        size = fixed + ident + _aligned(int(key_size)) + _aligned(int(meta_size))
+        if size > BTREE_MAX_ENTRY:
+            out.append(
+                (
+                    i,
+                    f"the row's entry in a covering filter-key index ({', '.join(map(repr, keys))}) would take "
+                    f"{size:,} bytes (before compression), over btree's {BTREE_MAX_ENTRY:,}; nothing was written: "
+                    "keep less metadata, or declare the key without --covering",
+                )
+            )
+    return out
 
 
 @dataclass(frozen=True)

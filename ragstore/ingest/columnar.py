@@ -28,6 +28,7 @@ import numpy as np
 import orjson
 from pydantic import ValidationError
 
+from ragstore.common.jsonvalue import json_metadata
 from ragstore.common.problems import describe_validation_error
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.ingest.records import ChunkRecord
@@ -273,6 +274,8 @@ def _parquet_rows(one: OnePass, label: str, cols: _Columns, known: Known) -> Non
                 meta = orjson.loads(meta)
             except orjson.JSONDecodeError as exc:
                 raise InvalidInput(f"{where}: metadata: not JSON ({exc})") from exc
+        elif meta is not None:  # a column of timestamps, dates, decimals: mapped as every door maps them
+            meta = json_metadata(meta, f"{where}: metadata")
         fields = {"chunk_id": cols.ids[i], "package_path": cols.packages[i], "text": cols.texts[i], "metadata": meta}
         record = _record(where, fields)
         model = cols.models[i] if cols.models is not None else None

@@ -440,10 +440,23 @@ class OnePass(Closing):
         out.vectors = np.zeros((len(rows), family.dim), dtype=np.float32)
         if out.has_vector.any():
             out.vectors[out.has_vector] = matrix[index[out.has_vector]]
+        self._check_covering(out)
         self.spool.add(out)
         result.to_write += len(rows)
         if self.sink is not None:
             self.sink(out)
+
+    def _check_covering(self, out: Prepared) -> None:
+        """InvalidInput naming the first record whose entry in a covering filter-key index would be over
+        btree's limit (:func:`ragstore.families.filter_keys.entry_problems`), before anything is written."""
+        from ragstore.families.filter_keys import covering, entry_problems
+
+        if not covering(self.family):
+            return
+        problems = entry_problems(self.conn, self.family, out.ids, out.packages, out.metadata)
+        if problems:
+            i, problem = problems[0]
+            raise InvalidInput(f"{out.wheres[i]}: metadata: {problem}")
 
     def _check_vectors(self, parsed: list[_Parsed]) -> Vectors:
         """The batch's vectors as one float32 matrix, checked at once: the dimension (ModelMismatch), then

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from ragstore.common.jsonvalue import json_metadata
 from ragstore.errors import InvalidInput
 from ragstore.ingest.records import ChunkRecord
 
@@ -62,10 +63,15 @@ def _record_lines(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterato
     for i, item in enumerate(records, 1):
         where = f"record {i}"
         if isinstance(item, ChunkRecord):
-            data = orjson.dumps(item.model_dump(exclude_none=True), option=orjson.OPT_SERIALIZE_NUMPY)
+            fields = item.model_dump(exclude_none=True)
+            fields["metadata"] = json_metadata(item.metadata, f"{where}: metadata")
+            data = orjson.dumps(fields, option=orjson.OPT_SERIALIZE_NUMPY)
         elif isinstance(item, Mapping):
+            item = dict(item)
+            if item.get("metadata") is not None:  # values JSON does not have: mapped or refused, once
+                item["metadata"] = json_metadata(item["metadata"], f"{where}: metadata")
             try:
-                data = orjson.dumps(item if isinstance(item, dict) else dict(item), option=orjson.OPT_SERIALIZE_NUMPY)
+                data = orjson.dumps(item, option=orjson.OPT_SERIALIZE_NUMPY)
             except TypeError:  # not JSON as given: pydantic names the field, or reads it (a tuple, a float32)
                 data = record_from(item, where).model_dump_json(exclude_none=True).encode()
         else:

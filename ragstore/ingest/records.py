@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Annotated, Any
 
 import numpy as np
@@ -31,6 +32,8 @@ MAX_TEXT_CHARS = 4 * 1024 * 1024
 # 4.4 MB tsvector, 1.5x; hyphenated compounds add their parts, at most a few times the text); a longer
 # text has its tsvector computed by the database in the validation pass (ragstore.ingest.run).
 FTS_SAFE_BYTES = 128 * 1024
+# 310 digits in a row: perhaps an integer beyond a float (about 1.8e308), looked at closely.
+_LONG_DIGITS = re.compile(r"\d{310}")
 
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 
@@ -88,6 +91,10 @@ class ChunkRecord(BaseModel):
         except ValueError as exc:
             raise ValueError("metadata holds NaN or Infinity, which JSON (and jsonb) cannot store") from exc
         _no_nul(encoded.replace("\\u0000", "\x00"), "metadata")
+        if _LONG_DIGITS.search(encoded):  # perhaps an integer beyond a float: refused as such a number is
+            from ragstore.common.strictjson import check_json_value
+
+            check_json_value(value, "metadata")
         return value
 
     @field_validator("vector")

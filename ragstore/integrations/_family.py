@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import psycopg
 
+from ragstore.common.jsonvalue import json_metadata
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Matrix
@@ -135,7 +136,8 @@ class FamilyClient:
             if not isinstance(item.text, str) or not item.text.strip():
                 raise InvalidInput(f"{where}: the text is empty; ragstore indexes no blank text")
             record = {"chunk_id": item.chunk_id, "package_path": item.package_path, "text": item.text}
-            records.append(record_from(record | {"metadata": item.metadata, "vector": item.vector}, where))
+            metadata = json_metadata(item.metadata, f"{where}: metadata")
+            records.append(record_from(record | {"metadata": metadata, "vector": item.vector}, where))
         last = {record.chunk_id: i for i, record in enumerate(records)}
         # The last of several items with one id wins, as a dict update would.
         records = [record for i, record in enumerate(records) if last[record.chunk_id] == i]

@@ -34,6 +34,7 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
+from ragstore.common.jsonvalue import json_metadata
 from ragstore.errors import InvalidInput
 from ragstore.integrations._family import CallableBackend, FamilyAdapter, FamilyClient, Item, as_matrix, model_name
 from ragstore.store import Store
@@ -102,6 +103,8 @@ class RagstoreVectorStore(FamilyAdapter, BasePydanticVectorStore):
         items = []
         for node, vector in zip(nodes, vectors, strict=True):
             metadata = node_to_metadata_dict(node, remove_text=True, flat_metadata=self.flat_metadata)
+            # The node's own values as every door maps them (LlamaIndex's would make bytes and sets text).
+            metadata.update(json_metadata(node.metadata, f"node {node.node_id!r}: metadata"))
             text = node.get_content(metadata_mode="none")  # type: ignore[arg-type]
             items.append(Item(node.node_id, node.ref_doc_id or node.node_id, text, metadata, vector.tolist()))
         self._client.write(items)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -163,6 +164,14 @@ class MemoryRecord(BaseModel):
     @classmethod
     def _at_in_utc(cls, value: datetime) -> datetime:
         return value.astimezone(UTC)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata_as_json(cls, value: Any) -> Any:
+        # Dates, decimals, UUIDs… mapped as at every door (ragstore/common/jsonvalue.py); bytes, sets refused.
+        from ragstore.common.jsonvalue import json_metadata
+
+        return json_metadata(value, "metadata") if isinstance(value, Mapping) else value
 
     @field_validator("metadata")
     @classmethod

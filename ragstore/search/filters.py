@@ -216,12 +216,21 @@ def to_float32(value: Any) -> npt.NDArray[np.float32]:
     return np.asarray(raw, dtype=np.float32)
 
 
+F32_MAX = float(np.finfo(np.float32).max)
+
+
 def check_query_vector(vector: Any, family: Family) -> npt.NDArray[np.float32]:
     """The query as a float32 ``(dim,)`` array; ModelMismatch for another dimension, InvalidInput if not finite."""
     try:
-        array = to_float32(vector)
-    except (TypeError, ValueError) as exc:
+        wide = np.asarray(vector.to_numpy() if hasattr(vector, "to_numpy") else vector, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidInput(f"the query vector is not a list of numbers: {exc}") from exc
+    # Checked before the float32 cast, which would warn on stderr and make the value an infinity.
+    beyond = np.flatnonzero(np.isfinite(wide) & (np.abs(wide) > F32_MAX)) if wide.ndim == 1 else np.zeros(0)
+    if beyond.size:
+        at = int(beyond[0])
+        raise InvalidInput(f"the query vector's value {float(wide[at])!r} at position {at} is beyond float32")
+    array = wide.astype(np.float32)
     if array.ndim != 1:
         raise InvalidInput(f"the query vector must be one-dimensional, got shape {array.shape}")
     if array.shape[0] != family.dim:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
+from psycopg.abc import AdaptContext
 from psycopg.types.json import Jsonb
 
 from ragstore.errors import InvalidInput
@@ -154,6 +155,16 @@ def shape(node: Node) -> Shape:
     return (node.op, tuple(shape(child) for child in node.children))
 
 
+class KeyLiteral(sql.Literal):
+    """A declared key as a quoted literal in a statement sent with parameters: psycopg reads every ``%`` of
+    such a text as the start of a placeholder, so each is doubled (``a%s`` is written ``'a%%s'``, which
+    psycopg turns back into ``'a%s'``). The index the key's btree is built by is a statement with no
+    parameters, and holds the plain literal."""
+
+    def as_bytes(self, context: AdaptContext | None = None) -> bytes:
+        return super().as_bytes(context).replace(b"%", b"%%")
+
+
 def render(node_shape: Shape, alias: str = "e") -> sql.Composable:
     """The SQL condition of a filter of shape ``node_shape`` over the table ``alias`` (its ``metadata``
     column); its parameters
@@ -171,7 +182,7 @@ def _render(node_shape: Shape, alias: sql.Identifier, counter: list[int]) -> sql
     counter[0] += 1
     declared = len(node_shape) == 2
     # A declared key is a literal: the expression must be the one its btree indexes, (metadata -> 'key').
-    key = sql.Literal(node_shape[1]) if declared else sql.Placeholder(f"mf{n}_k")
+    key = KeyLiteral(node_shape[1]) if declared else sql.Placeholder(f"mf{n}_k")
     value = sql.Placeholder(f"mf{n}_v")
     field = sql.SQL("({}.metadata -> {})").format(alias, key)
     if declared and op == "$in":  # the btree serves = ANY; the list holds scalars only

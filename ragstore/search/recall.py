@@ -30,7 +30,7 @@ from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput
 from ragstore.families import Family, get_family
 from ragstore.search import exact as _exact
-from ragstore.search.api import run_vector
+from ragstore.search.api import MAX_K, run_vector
 from ragstore.search.filters import Filter, check_k, make_filter, to_float32
 from ragstore.search.vector import ef_search_for
 
@@ -100,6 +100,8 @@ def check_recall(
     DatabaseUnavailable.
     """
     k = check_k(k)
+    if k > MAX_K:  # the exact top k and the HNSW search it is compared with return at most MAX_K
+        raise InvalidInput(f"k must be at most {MAX_K} (a search returns at most {MAX_K} hits), got {k}")
     samples = check_k(samples, "samples")
     if ef_search is not None:
         check_k(ef_search, "ef_search")

@@ -191,3 +191,12 @@ SELECT pg_advisory_unlock(hashtext('ragstore.rebuild_hnsw'), hashtext(%(table)s)
 -- name: rebuild_hnsw
 -- A new graph of the live rows, built beside the old one, which searches use until the swap.
 REINDEX INDEX CONCURRENTLY ragstore.{hnsw_index}
+
+-- name: covering_entry_sizes
+-- The bytes of each metadata value, as jsonb before compression, and of its largest value at one of the
+-- keys: what a covering filter-key index entry holds of the row's metadata (see
+-- ragstore/families/filter_keys.py, entry_problems).
+SELECT pg_column_size(m),
+       (SELECT coalesce(max(pg_column_size(m -> k)), 0) FROM unnest(%(keys)s::text[]) AS k)
+FROM unnest(%(metadata)s::jsonb[]) WITH ORDINALITY AS t(m, i)
+ORDER BY i

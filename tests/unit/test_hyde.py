@@ -110,7 +110,7 @@ def test_a_timeout_is_retried_then_falls_back(stub):
     stub.queue(Reply(delay=0.6), Reply(delay=0.6))
     hyde = make(stub, timeout=0.2, max_retries=1)
     assert np.array_equal(hyde.vector(None, backend, "copy files", q), q)
-    assert hyde.last is not None and "still failing after 2 attempts (ReadTimeout" in (hyde.last.note or "")
+    assert hyde.last is not None and "still failing after 2 attempts (Timeout: no whole" in (hyde.last.note or "")
     assert len(stub.requests) == 2
 
 

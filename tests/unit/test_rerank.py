@@ -102,7 +102,7 @@ def test_nan_score_is_refused():
 def test_timeouts_are_retried_then_named(stub):
     stub.queue(Reply(delay=0.6), Reply(delay=0.6))
     reranker = make(stub, timeout=0.2, max_retries=1)
-    with pytest.raises(BackendError, match=r"still failing after 2 attempts \(ReadTimeout"):
+    with pytest.raises(BackendError, match=r"still failing after 2 attempts \(Timeout: no whole answer"):
         reranker.rerank("cat", DOCS)
     assert len(stub.requests) == 2
 
@@ -172,7 +172,7 @@ def test_key_file_and_url_password(stub, tmp_path):
         ({"url": ""}, "URL is required"),
         ({"url": "ftp://x/rerank"}, "must start with http"),
         ({"api": "grpc"}, "unknown reranker API"),
-        ({"timeout": 0}, "timeout must be positive"),
+        ({"timeout": 0}, "timeout must be a number of seconds above 0"),
         ({"model": " "}, "model name is empty"),
     ],
 )
