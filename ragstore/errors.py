@@ -14,6 +14,10 @@ class in one place and prints its message on one line. Subclasses say what the c
     │   └── Timeout           a statement ran past its statement_timeout
     └── SchemaError           the database is not migrated to the version this code needs
 
+One warning, not an error (the call returns its answer): :class:`FingerprintVectorsWarning`, issued with
+:func:`warnings.warn` by a search that ranks by the vectors of a family of the ``offline`` backend, whose
+16-d fingerprints carry no meaning. The CLI prints it as one ``note:`` line.
+
 psycopg errors are mapped to these at one boundary (:func:`ragstore.db.connection.map_db_error`).
 
 Every message passes through :func:`mask_secrets`: a password in a URL or a DSN, or an Authorization
@@ -169,6 +173,11 @@ class DatabaseUnavailable(RagstoreError):
 
 class Timeout(DatabaseUnavailable):
     """A statement was cancelled by statement_timeout."""
+
+
+class FingerprintVectorsWarning(UserWarning):
+    """A search ranked by the vectors of an ``offline`` family: fingerprints of the text, not meanings, so
+    its vector scores say how alike two texts' characters are, not what they mean."""
 
 
 class SchemaError(RagstoreError):

@@ -19,6 +19,7 @@ import contextlib
 import functools
 import inspect
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,7 +32,7 @@ from ragstore import config
 from ragstore.caches import Caches
 from ragstore.common.closing import Closing
 from ragstore.db.connection import mask_dsn, register_vector, statement_timeout
-from ragstore.errors import DatabaseUnavailable, InvalidInput
+from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput
 from ragstore.ingest.programs import records_source
 from ragstore.ingest.records import ChunkRecord
 from ragstore.search.api import search as _api_search
@@ -254,7 +255,7 @@ class Store(Closing):
     def create_family(
         self,
         name: str,
-        backend: str | Backend = "offline",
+        backend: str | Backend | None = None,
         *,
         model: str | None = None,
         options: Mapping[str, Any] | None = None,
@@ -263,12 +264,19 @@ class Store(Closing):
         """Create family ``name`` for ``backend`` (a name such as ``"offline"``/``"minilm"``/``"openai"``,
         or a :class:`~ragstore.embed.base.Backend` instance) with its table and HNSW index. ``options`` are
         the backend's recorded settings (``base_url``, ``dimensions``, ``api_key_env`` for openai).
+        Without ``backend``: ``"minilm"`` when the ``minilm`` extra is installed, else ``"offline"``, with a
+        :class:`~ragstore.errors.FingerprintVectorsWarning` saying so
+        (:func:`ragstore.embed.registry.default_backend`).
         Raises InvalidInput, Conflict (it exists)."""
         from ragstore.embed.base import Backend as BackendType
-        from ragstore.embed.registry import make_backend
+        from ragstore.embed.registry import default_backend, make_backend
         from ragstore.families import check_name, create_family
 
         check_name(name)
+        if backend is None:
+            backend, note = default_backend()
+            if note is not None:
+                warnings.warn(FingerprintVectorsWarning(f"family {name}: {note}"), stacklevel=2)
         recorded = dict(options or {})
         made = backend if isinstance(backend, BackendType) else make_backend(backend, model=model, **recorded)
         if fts_config != "english":

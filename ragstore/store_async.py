@@ -197,7 +197,7 @@ class AsyncStore:
             await self._pool.drain()
         return result
 
-    async def create_family(self, name: str, backend: str | Backend = "offline", **options: Any) -> Family:
+    async def create_family(self, name: str, backend: str | Backend | None = None, **options: Any) -> Family:
         return await asyncio.to_thread(self.store.create_family, name, backend, **options)
 
     async def family(self, name: str) -> Family:

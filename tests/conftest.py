@@ -8,6 +8,15 @@ pytest_plugins = ["tests.fix_db"]
 SLOW_TIMEOUT = 900
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """One line saying whether the tests marked citus run, and if not why."""
+    from ragstore.db.cluster import citus_available
+
+    if citus_available():
+        return "citus: Citus is built into the embedded PostgreSQL: the citus tests run"
+    return "citus: tests skipped: Citus not built into the embedded PostgreSQL (scripts/build_citus.sh)"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Slow tests first, so that in a parallel run none of them starts last and keeps one worker busy alone.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -10,7 +10,7 @@ import click
 
 from ragstore import families
 from ragstore.cli.app import CliError, app, emit_json, terminal_safe
-from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
+from ragstore.embed.registry import BACKENDS, backend_settings, default_backend, make_backend
 from ragstore.errors import mask_secrets
 
 
@@ -21,7 +21,13 @@ def family_group() -> None:
 
 @family_group.command("create")
 @click.argument("name")
-@click.option("--backend", "backend_name", type=click.Choice(BACKENDS), default="offline", show_default=True)
+@click.option(
+    "--backend",
+    "backend_name",
+    type=click.Choice(BACKENDS),
+    default=None,
+    help="The embedding backend. Default: minilm when the minilm extra is installed, else offline (with a note).",
+)
 @click.option("--model", default=None, help="Model name (required for --backend openai and --backend external).")
 @click.option("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
 @click.option(
@@ -43,7 +49,7 @@ def family_group() -> None:
 def family_create(
     ctx: click.Context,
     name: str,
-    backend_name: str,
+    backend_name: str | None,
     model: str | None,
     base_url: str | None,
     dimensions: int | None,
@@ -53,12 +59,17 @@ def family_create(
 ) -> None:
     """Create family NAME (its table ragstore.emb_NAME and an HNSW cosine index)."""
     families.check_name(name)
+    note = None
+    if backend_name is None:
+        backend_name, note = default_backend()
     options = backend_settings(base_url, dimensions, api_key_env)
     backend = make_backend(backend_name, model=model, **options)
     if fts_config != "english":
         options["fts_config"] = fts_config
     with app(ctx).connect() as conn:
         family = families.create_family(conn, name, backend, options=options)
+    if note is not None:
+        click.echo(f"note: {note}", err=True)
     if as_json:
         emit_json(_family_dict(family))
     else:
@@ -103,7 +114,7 @@ def family_list(ctx: click.Context, as_json: bool) -> None:
         emit_json([_family_dict(f) for f in found])
         return
     if not found:
-        click.echo("no families yet: `ragstore family create NAME --backend offline`")
+        click.echo("no families yet: `ragstore family create NAME`")
         return
     for f in found:
         click.echo(terminal_safe(f"{f.name:<24} {f.backend}/{f.model:<28} {f.dim:>5}-d  {f.state}"))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,7 @@ import click
 from ragstore.cli.app import CliError, app, emit_json, terminal_safe
 from ragstore.cli.second_stage import closing, hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.embed.external import read_vector_file
+from ragstore.errors import FingerprintVectorsWarning
 from ragstore.search.api import MAX_K, MODES, search
 from ragstore.search.filters import parse_where
 from ragstore.search.recall import RecallReport, check_recall, sweep_recall
@@ -46,14 +50,27 @@ def _one_line(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: max(width - 1, 1)] + "…"
 
 
-def format_hits(hits: list[Hit], width: int | None = None) -> str:
-    """A readable table: rank, score, citation, then the start of the text on the next line."""
+def format_hits(hits: list[Hit], width: int | None = None, mmr_lambda: float | None = None) -> str:
+    """A readable table: rank, score, citation, then the start of the text on the next line.
+
+    After MMR (``mmr_lambda`` given) the order is MMR's, not the score's: a header line says so, the score
+    column is labelled as each hit's cosine to the query, and each row shows its rank by that cosine."""
     if not hits:
         return "no hits"
     width = width or shutil.get_terminal_size((100, 20)).columns
     lines = []
+    by_cosine: dict[int, int] = {}
+    if mmr_lambda is not None:
+        order = sorted(range(len(hits)), key=lambda i: -hits[i].score)
+        by_cosine = {i: n for n, i in enumerate(order, 1)}
+        lines.append(
+            f"  #    cosine  by cosine  citation   (MMR order, lambda {mmr_lambda:g}: relevance against "
+            "similarity to the hits above; cosine = similarity to the query)"
+        )
     for rank, hit in enumerate(hits, 1):
-        if hit.first_rank is not None:  # a cross-encoder's order: its score, then where the hit was before
+        if mmr_lambda is not None:
+            lines.append(terminal_safe(f"{rank:>3}  {hit.score:8.4f}  {f'#{by_cosine[rank - 1]}':>9}  {hit.citation}"))
+        elif hit.first_rank is not None:  # a cross-encoder's order: its score, then where the hit was before
             rerank = "    n/a " if hit.rerank_score is None else f"{hit.rerank_score:8.4f}"
             was = f"(first stage #{hit.first_rank}, {hit.score:.4f})"
             lines.append(terminal_safe(f"{rank:>3}  {rerank}  {was}  {hit.citation}"))
@@ -131,7 +148,7 @@ def search_command(
     vector = None if vector_file is None else read_vector_file(vector_file)
     reranker = make_reranker(rerank, remote)
     hyde = make_hyde(remote)
-    with closing(reranker, hyde), app(ctx).connect() as conn:
+    with closing(reranker, hyde), app(ctx).connect() as conn, fingerprint_notes() as notes:
         hits = search(
             conn,
             family,
@@ -159,9 +176,28 @@ def search_command(
         doc: dict[str, Any] = {"family": family, "query": query, "hits": [_hit_dict(h) for h in hits]}
         if report is not None:
             doc["hyde"] = report.as_dict()
+        if notes:
+            doc["notes"] = notes  # in the document, where a script reads; stderr stays quiet
         emit_json(doc)
     else:
-        click.echo(format_hits(hits))
+        for note in notes:
+            click.echo(terminal_safe(f"note: {note}"), err=True)
+        click.echo(format_hits(hits, mmr_lambda=mmr_lambda if rerank == "mmr" else None))
+
+
+@contextlib.contextmanager
+def fingerprint_notes() -> Iterator[list[str]]:
+    """Collect the :class:`~ragstore.errors.FingerprintVectorsWarning` texts the block's search issues
+    (every time, not once per process), into the list it yields; any other warning goes on as it was."""
+    notes: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FingerprintVectorsWarning)
+        yield notes
+    for item in caught:
+        if issubclass(item.category, FingerprintVectorsWarning):
+            notes.append(str(item.message))
+        else:
+            warnings.warn_explicit(item.message, item.category, item.filename, item.lineno)
 
 
 def format_report(report: RecallReport) -> str:

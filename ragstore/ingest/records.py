@@ -16,7 +16,15 @@ import re
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ragstore.embed.base import Matrix
 from ragstore.errors import InvalidInput, ModelMismatch
@@ -46,6 +54,22 @@ def _no_nul(value: str, field: str) -> str:
     except UnicodeEncodeError as exc:
         raise ValueError(f"{field} contains a lone surrogate (not valid Unicode text)") from exc
     return value
+
+
+def _texts(value: Any) -> list[str]:
+    """Every string in a JSON value (its keys too), in no particular order, without recursion."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            out.extend(key for key in item if isinstance(key, str))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
 
 
 class ChunkRecord(BaseModel):
@@ -90,7 +114,10 @@ class ChunkRecord(BaseModel):
             encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
         except ValueError as exc:
             raise ValueError("metadata holds NaN or Infinity, which JSON (and jsonb) cannot store") from exc
-        _no_nul(encoded.replace("\\u0000", "\x00"), "metadata")
+        # The decoded texts, keys and values: a real NUL character is refused, the six characters \u0000
+        # written as text (JSON "\\u0000") are stored as they are.
+        for text in _texts(value):
+            _no_nul(text, "metadata")
         if _LONG_DIGITS.search(encoded):  # perhaps an integer beyond a float: refused as such a number is
             from ragstore.common.strictjson import check_json_value
 
@@ -177,8 +204,6 @@ def check_matrix(matrix: Matrix, *, rows: int, dim: int, model: str, where: str)
 def slow_record(where: str, text: str) -> ChunkRecord:
     """The pydantic reading of one JSONL line: the record, or InvalidInput naming the line and the field
     (``not a JSON object`` when the line is not one)."""
-    from pydantic import ValidationError
-
     from ragstore.common.problems import describe_validation_error
 
     try:
@@ -187,4 +212,43 @@ def slow_record(where: str, text: str) -> ChunkRecord:
         kinds = {e["type"] for e in exc.errors()}
         if kinds & {"json_invalid", "json_type", "model_type"}:
             raise InvalidInput(f"{where}: not a JSON object: {describe_validation_error(exc)}") from exc
-        raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
+        raise InvalidInput(f"{where}: {describe_record_error(exc)}") from exc
+
+
+def describe_record_error(exc: ValidationError) -> str:
+    """Every problem of a record that is not a ChunkRecord, on one line, with a hint when its unknown fields
+    are another tool's names for ChunkRecord's fields (:func:`foreign_shape_hint`)."""
+    from ragstore.common.problems import describe_validation_error
+
+    extra = [e["loc"][0] for e in exc.errors() if e["type"] == "extra_forbidden" and e["loc"]]
+    return describe_validation_error(exc) + foreign_shape_hint(extra)
+
+
+# Field names of other tools' document records (LangChain's Document, LlamaIndex's TextNode and Document,
+# and common exports), with the ChunkRecord field each one corresponds to.
+_FOREIGN_FIELDS = {
+    "id": "chunk_id",
+    "id_": "chunk_id",
+    "doc_id": "chunk_id",
+    "node_id": "chunk_id",
+    "page_content": "text",
+    "content": "text",
+    "body": "text",
+    "source": "package_path",
+    "path": "package_path",
+    "file_path": "package_path",
+    "embedding": "vector",
+}
+
+
+def foreign_shape_hint(extra: list[Any]) -> str:
+    """A hint (``" (hint: ...)"``) when the unknown fields of a record are another tool's names for
+    ChunkRecord's fields (``{"id", "content", "source"}``: LangChain's or LlamaIndex's shape), else ``""``."""
+    known = [(name, _FOREIGN_FIELDS[name]) for name in extra if isinstance(name, str) and name in _FOREIGN_FIELDS]
+    if not known:
+        return ""
+    renames = ", ".join(f"{name} -> {ours}" for name, ours in known)
+    return (
+        f" (hint: this looks like a LangChain or LlamaIndex record; ragstore reads chunk_id, package_path and "
+        f"text, with optional metadata, vector and model: rename {renames})"
+    )

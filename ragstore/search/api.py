@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,7 @@ from psycopg import pq
 from ragstore.caches import Caches, caches_for
 from ragstore.common.strictjson import text_problem
 from ragstore.embed.base import Backend
-from ragstore.errors import InvalidInput, RagstoreError
+from ragstore.errors import FingerprintVectorsWarning, InvalidInput, RagstoreError
 from ragstore.families import Family, get_family
 from ragstore.search import exact as _exact
 from ragstore.search import vector as _vector
@@ -154,6 +155,9 @@ def search(
             )
     if floor is not None and not tuning.floored:
         hits = [hit for hit in hits if hit.score >= floor]
+    note = fingerprint_note(memo.family(family), mode, query, rerank)
+    if note is not None:
+        warnings.warn(FingerprintVectorsWarning(note), stacklevel=2)
     if rerank == "mmr":
         hits = mmr(hits, k, mmr_lambda)
     elif rerank == "cross":
@@ -264,6 +268,22 @@ def _at_most(value: int, name: str) -> int:
     if value > MAX_K:
         raise InvalidInput(f"{name} must be at most {MAX_K} (a search returns at most {MAX_K} hits), got {value}")
     return value
+
+
+def fingerprint_note(family: Family | None, mode: str, query: str | None, rerank: str | None) -> str | None:
+    """The note a search on ``family`` carries when it ranks by offline fingerprint vectors (mode hnsw or
+    exact, hybrid's vector leg, MMR's diversity; ``auto`` as :func:`default_mode` resolves it), else None.
+    :func:`search` issues it as a :class:`~ragstore.errors.FingerprintVectorsWarning`."""
+    if family is None or family.backend != "offline":
+        return None
+    resolved = default_mode(family, query) if mode == "auto" else mode
+    if resolved == "fts" and rerank != "mmr":
+        return None
+    return (
+        f"family {family.name} uses offline fingerprint vectors (no meaning); {resolved} ranks by them, by how "
+        "alike the texts' characters are, not by what they mean: use mode fts, or a semantic backend "
+        "(family create --backend minilm, or family migrate)"
+    )
 
 
 def default_mode(family: Family, query: str | None) -> str:

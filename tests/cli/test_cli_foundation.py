@@ -31,7 +31,7 @@ def test_migrate_sql_needs_no_database():
 
 
 def test_family_create_list_show(dsn):
-    assert invoke(dsn, "family", "create", "docs").exit_code == 0
+    assert invoke(dsn, "family", "create", "docs", "--backend", "offline").exit_code == 0
     listed = json.loads(invoke(dsn, "family", "list", "--json").output)
     assert [f["name"] for f in listed] == ["docs"] and listed[0]["dim"] == 16
     shown = json.loads(invoke(dsn, "family", "show", "docs", "--json").output)
@@ -45,7 +45,7 @@ def test_index_twice_reports_zero_inserted_then_all_unchanged(dsn, tmp_path):
     src.write_text(
         "".join(json.dumps({"chunk_id": f"c{i}", "package_path": "p", "text": f"t {i}"}) + "\n" for i in range(7))
     )
-    invoke(dsn, "family", "create", "docs")
+    invoke(dsn, "family", "create", "docs", "--backend", "offline")
     first = invoke(dsn, "index", "docs", str(src))
     assert first.exit_code == 0 and "7 inserted" in first.output
     second = invoke(dsn, "index", "docs", str(src))
@@ -55,7 +55,7 @@ def test_index_twice_reports_zero_inserted_then_all_unchanged(dsn, tmp_path):
 
 
 def test_index_reads_jsonl_from_stdin(dsn):
-    invoke(dsn, "family", "create", "docs")
+    invoke(dsn, "family", "create", "docs", "--backend", "offline")
     lines = "".join(
         json.dumps({"chunk_id": f"s{i}", "package_path": "stdin", "text": f"x{i}"}) + "\n" for i in range(3)
     )
@@ -73,7 +73,7 @@ def test_index_reads_jsonl_from_stdin(dsn):
     ],
 )
 def test_errors_are_one_line_with_non_zero_exit(dsn, args, message):
-    invoke(dsn, "family", "create", "docs")
+    invoke(dsn, "family", "create", "docs", "--backend", "offline")
     result = CliRunner().invoke(cli, ["--dsn", dsn, *args])
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
@@ -84,7 +84,7 @@ def test_errors_are_one_line_with_non_zero_exit(dsn, args, message):
 def test_bad_line_names_file_and_line_and_nothing_is_written(dsn, tmp_path):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"chunk_id": "a", "package_path": "p", "text": "ok"}\n{"chunk_id": "b", "package_path": "p"}\n')
-    invoke(dsn, "family", "create", "docs")
+    invoke(dsn, "family", "create", "docs", "--backend", "offline")
     result = CliRunner().invoke(cli, ["--dsn", dsn, "index", "docs", str(src)])
     assert result.exit_code == 1 and "bad.jsonl:2: text: Field required" in result.output
     shown = json.loads(invoke(dsn, "family", "show", "docs", "--json").output)

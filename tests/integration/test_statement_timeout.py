@@ -36,7 +36,11 @@ def test_a_tiny_timeout_is_never_an_internal_error_in_the_cli(dsn: str, monkeypa
     # statement wait far longer than 1ms, so every one is cancelled, whatever the machine's speed.
     with psycopg.connect(dsn) as blocker:
         blocker.execute("LOCK TABLE ragstore.families IN ACCESS EXCLUSIVE MODE")
-        for args in (["family", "list"], ["family", "create", "docs"], ["search", "docs", "hello"]):
+        for args in (
+            ["family", "list"],
+            ["family", "create", "docs", "--backend", "offline"],
+            ["search", "docs", "hello"],
+        ):
             result = CliRunner().invoke(cli, ["--dsn", dsn, *args])
             lines = result.output.strip().splitlines()
             assert result.exit_code == 1, (args, result.output)

@@ -144,7 +144,7 @@ def test_family_names_crafted_as_sql_are_refused(store: str, name: str) -> None:
     before = table_hashes(store)
     with connect(store) as conn, pytest.raises(InvalidInput, match="invalid family name"):
         families.create_family(conn, name, OfflineBackend())
-    result = CliRunner().invoke(cli, ["--dsn", store, "family", "create", name])
+    result = CliRunner().invoke(cli, ["--dsn", store, "family", "create", name, "--backend", "offline"])
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert table_hashes(store) == before
 

@@ -116,10 +116,14 @@ def test_family_create_refuses_a_text_search_configuration_the_database_lacks(ds
         conn.rollback()
         assert families.list_families(conn) == []
         assert conn.execute("SELECT to_regclass('ragstore.emb_docs')").fetchone() == (None,)
-    result = CliRunner().invoke(cli, ["--dsn", dsn, "family", "create", "docs", "--fts-config", "klingon"])
+    result = CliRunner().invoke(
+        cli, ["--dsn", dsn, "family", "create", "docs", "--backend", "offline", "--fts-config", "klingon"]
+    )
     assert result.exit_code != 0 and "klingon" in result.output and "Traceback" not in result.output
     assert len([line for line in result.output.splitlines() if line.strip()]) == 1, result.output
-    ok = CliRunner().invoke(cli, ["--dsn", dsn, "family", "create", "docs", "--fts-config", "simple"])
+    ok = CliRunner().invoke(
+        cli, ["--dsn", dsn, "family", "create", "docs", "--backend", "offline", "--fts-config", "simple"]
+    )
     assert ok.exit_code == 0, ok.output
 
 
