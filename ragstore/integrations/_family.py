@@ -196,6 +196,11 @@ class FamilyClient:
     def delete_packages(self, packages: Sequence[str]) -> int:
         return self._delete("delete_packages", {"packages": list(packages)})
 
+    def delete_document(self, document: str) -> int:
+        """Delete the LlamaIndex nodes whose source document is ``document`` (see ``delete_document`` in
+        ragstore/sql/integrations.sql)."""
+        return self._delete("delete_document", {"document": document})
+
     def delete_all(self) -> int:
         return self._delete("delete_all", {})
 

@@ -166,8 +166,9 @@ class RagstoreVectorStore(FamilyAdapter, BasePydanticVectorStore):
     aadd = async_add
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Delete every node of document ``ref_doc_id``."""
-        self._client.delete_packages([ref_doc_id])
+        """Delete every node whose ``ref_doc_id`` is ``ref_doc_id``, and no other (a node of no document whose
+        own id is ``ref_doc_id`` stays)."""
+        self._client.delete_document(ref_doc_id)
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
