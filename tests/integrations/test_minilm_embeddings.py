@@ -63,3 +63,27 @@ def test_a_family_built_with_them_records_minilm(dsn):
         store.add_texts(TEXTS, ids=["heap", "hnsw", "ship"])
         assert store.similarity_search("graph index", k=1)[0].id == "hnsw"
         assert (store._client.model, store._client.dim) == ("all-MiniLM-L6-v2", 384)
+
+
+def test_the_guide_examples_find_the_relevant_text(dsn):
+    """docs/guide/frameworks.md: a LangChain retriever and a LlamaIndex index on MiniLM, no API key."""
+    from llama_index.core import Document, StorageContext, VectorStoreIndex
+
+    from ragstore.integrations import llamaindex
+    from ragstore.integrations.langchain import RagstoreVectorStore
+
+    texts = ["Deploys need two approvals", "The cafeteria closes at 3pm"]
+    with RagstoreVectorStore(MiniLMEmbeddings(), family="docs", dsn=dsn) as store:
+        store.add_texts(texts, metadatas=[{"team": "ops"}, {"team": "facilities"}], ids=["deploys", "cafeteria"])
+        found = store.as_retriever(search_kwargs={"k": 1}).invoke("who signs off on shipping to production?")
+        assert [d.id for d in found] == ["deploys"]
+    embed_model = MiniLMEmbedding()
+    vector_store = llamaindex.RagstoreVectorStore("notes", dsn, embed_model=embed_model)
+    index = VectorStoreIndex.from_documents(
+        [Document(text=t, id_=t.split()[1]) for t in texts],
+        storage_context=StorageContext.from_defaults(vector_store=vector_store),
+        embed_model=embed_model,
+    )
+    hits = index.as_retriever(similarity_top_k=1).retrieve("who signs off on shipping to production?")
+    assert [h.node.get_content() for h in hits] == [texts[0]]
+    vector_store.close()
