@@ -221,10 +221,17 @@ def run_isolated(
     map_db_error(first)
 
 
+def is_transaction_rollback(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` is of SQLSTATE class 40 (a deadlock, a serialisation failure: the transaction was rolled
+    back and may be retried). psycopg's DeadlockDetected and SerializationFailure are not subclasses of its
+    TransactionRollback (each derives from OperationalError), so the class is told by its code."""
+    return isinstance(exc, pgerrors.TransactionRollback) or (exc.sqlstate or "").startswith("40")
+
+
 def map_db_error(exc: psycopg.Error) -> NoReturn:
     """Raise the ragstore error that says what the caller does next about ``exc``."""
     message = mask_dsn(_first_line(exc))
-    if isinstance(exc, pgerrors.TransactionRollback):  # deadlock, serialisation failure: an OperationalError
+    if is_transaction_rollback(exc):
         raise Conflict(f"a concurrent transaction conflicted, nothing was changed; retry: {message}") from exc
     if isinstance(exc, pgerrors.QueryCanceled):
         setting = config.statement_timeout_from_env()

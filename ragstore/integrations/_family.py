@@ -4,6 +4,10 @@
 application passes in and shares), so it is thread-safe and never holds more connections than the pool
 allows; it creates the family on first use with the dimension and model name of the application's
 embedding model, and refuses a model of another name or dimension (ModelMismatch).
+
+Writes and deletes that race with each other over the same ids (a deadlock, or a vector row whose chunk a
+concurrent delete just removed) are retried whole, with jittered backoff: both are idempotent, so a retry
+converges to what the call asked for. Only a race that outlasts :data:`MAX_ATTEMPTS` raises Conflict.
 """
 
 from __future__ import annotations
@@ -14,14 +18,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import psycopg
+from psycopg import errors as pgerrors
 
 from ragstore.common.jsonvalue import json_metadata
-from ragstore.db.connection import db_errors
+from ragstore.db.connection import db_errors, is_transaction_rollback
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Matrix
 from ragstore.embed.external import NAME as EXTERNAL
-from ragstore.errors import Conflict, InvalidInput, NotFound
-from ragstore.families import Family, check_name
+from ragstore.errors import Conflict, InvalidInput, NotFound, RagstoreError
+from ragstore.families import Family, check_name, lock_term_df_shared
 from ragstore.families.chunks import delete_chunks
 from ragstore.ingest.programs import record_from
 from ragstore.ingest.records import ChunkRecord
@@ -31,6 +36,45 @@ from ragstore.store import Store
 
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")
+
+#: Tries of a write or delete that races with another over the same ids, before Conflict.
+MAX_ATTEMPTS = 8
+
+
+def _raced(exc: BaseException) -> bool:
+    """Whether ``exc`` (a psycopg error, or the ragstore error mapped from one) lost a race with a concurrent
+    transaction over the same rows: a deadlock or serialisation failure, or a vector row whose chunk a
+    concurrent delete removed between the writer's lookup and its merge (the family table's foreign key on
+    ragstore.chunks refuses it)."""
+    cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
+    if not isinstance(cause, psycopg.Error):
+        return False
+    return is_transaction_rollback(cause) or isinstance(cause, pgerrors.ForeignKeyViolation)
+
+
+def retry_races(fn: Callable[[], T], what: str) -> T:
+    """``fn()``, tried again whole while it loses a race with a concurrent write (see the module docstring);
+    Conflict, saying to retry, when the race outlasts :data:`MAX_ATTEMPTS` tries."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+    retrying = Retrying(
+        retry=retry_if_exception(_raced),
+        stop=stop_after_attempt(MAX_ATTEMPTS),
+        wait=wait_random_exponential(multiplier=0.05, max=2.0),
+        reraise=True,
+    )
+    try:
+        for attempt in retrying:
+            with attempt:
+                return fn()
+    except RagstoreError as exc:
+        if _raced(exc):
+            raise Conflict(
+                f"{what} kept conflicting with concurrent writes of the same ids ({MAX_ATTEMPTS} tries); "
+                f"retry (the call is idempotent): {exc}"
+            ) from exc
+        raise
+    raise AssertionError("unreachable: tenacity either returns or raises")
 
 
 class CallableBackend:
@@ -141,7 +185,7 @@ class FamilyClient:
         last = {record.chunk_id: i for i, record in enumerate(records)}
         # The last of several items with one id wins, as a dict update would.
         records = [record for i, record in enumerate(records) if last[record.chunk_id] == i]
-        return self.store.index(records, self.name, backend=self.backend)
+        return retry_races(lambda: self.store.index(records, self.name, backend=self.backend), "a write")
 
     def get(self, ids: Sequence[str]) -> list[tuple[str, str, str, dict[str, Any]]]:
         """``(chunk_id, package_path, text, metadata)`` of the ids that exist, in id order."""
@@ -155,13 +199,28 @@ class FamilyClient:
     def delete_packages(self, packages: Sequence[str]) -> int:
         return self._delete(packages=list(packages)) if packages else 0
 
+    def delete_document(self, document: str) -> int:
+        """Delete the LlamaIndex nodes whose source document is ``document`` (see ``delete_document`` in
+        ragstore/sql/integrations.sql)."""
+        return self._delete("delete_document", {"document": document})
+
     def delete_all(self) -> int:
         return self._delete(everything=True)
 
-    def _delete(self, **what: Any) -> int:
-        """:func:`ragstore.families.chunks.delete_chunks` (the one delete of chunks) on this family."""
-        with self.store.connection() as conn:
-            return delete_chunks(conn, self.name, rebuild=False, **what).chunks
+    def _delete(self, block: str | None = None, params: dict[str, Any] | None = None, **what: Any) -> int:
+        """The chunks of ``what`` through :func:`ragstore.families.chunks.delete_chunks` (the one delete of
+        chunks), or those of the named SQL ``block`` under the family's shared df lock; tried again whole
+        while it races with a concurrent write."""
+
+        def once() -> int:
+            with self.store.connection() as conn:
+                if block is None:
+                    return delete_chunks(conn, self.name, rebuild=False, **what).chunks
+                with db_errors(), conn.transaction():
+                    lock_term_df_shared(conn, self.name)
+                    return conn.execute(query("integrations", block), {"family": self.name, **(params or {})}).rowcount
+
+        return retry_races(once, "a delete")
 
     def count(self) -> int:
         with self.store.connection() as conn, db_errors():

@@ -12,6 +12,9 @@ Search: ``similarity_search`` / ``similarity_search_with_score`` (cosine similar
 ``max_marginal_relevance_search``, ``search_type="hybrid"`` (full text and vectors fused, as ragstore's
 hybrid mode) given to the constructor or to one call, and ``filter`` in LangChain's dict syntax (see
 :mod:`ragstore.search.metafilter`). The async methods run the sync ones in a worker thread.
+
+:class:`MiniLMEmbeddings` is a LangChain ``Embeddings`` on ragstore's bundled all-MiniLM-L6-v2 (extra
+``[minilm]``): a semantic model with no API key and no download.
 """
 
 from __future__ import annotations
@@ -35,6 +38,37 @@ from ragstore.store import Store
 
 SEARCH_TYPES = ("similarity", "hybrid")
 DEFAULT_FAMILY = "langchain"
+
+
+class MiniLMEmbeddings(Embeddings):
+    """LangChain embeddings on ragstore's ``minilm`` backend (:mod:`ragstore.embed.minilm`): all-MiniLM-L6-v2,
+    384 dimensions, unit vectors, the same vectors ``ragstore embed text --backend minilm`` prints.
+
+    ``threads`` and ``batch_size`` are the backend's. The model loads on the first call (BackendError
+    naming ``pip install 'ragstore[minilm]'`` when it is not installed); an empty text is InvalidInput, as
+    everywhere in ragstore. The async methods run the sync ones in a worker thread.
+    """
+
+    def __init__(self, *, threads: int | None = None, batch_size: int | None = None) -> None:
+        from ragstore.embed.minilm import BATCH_SIZE, MODEL, MiniLMBackend
+
+        #: The name a ragstore family records for this model.
+        self.model = MODEL
+        self._backend = MiniLMBackend(threads=threads, batch_size=batch_size or BATCH_SIZE)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order (one backend call for the whole list)."""
+        vectors: list[list[float]] = self._backend.embed(list(texts)).tolist()
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return await run_in_executor(None, self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return await run_in_executor(None, self.embed_query, text)
 
 
 class RagstoreVectorStore(Closing, FamilyAdapter, VectorStore):

@@ -12,6 +12,9 @@ and OR; anything else is refused with InvalidInput) and the modes ``default`` (v
 (full text and vectors fused), ``text_search``/``sparse`` (full text) and ``mmr``. A filtered query
 returns ``similarity_top_k`` nodes whenever that many match. ``aadd``/``async_add``, ``aquery`` and
 ``adelete`` run the same calls in a worker thread.
+
+:class:`MiniLMEmbedding` is a LlamaIndex ``BaseEmbedding`` on ragstore's bundled all-MiniLM-L6-v2 (extra
+``[minilm]``): a semantic model with no API key and no download.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
@@ -50,6 +54,55 @@ _COMPARE = {
     FilterOperator.IN: "$in",
     FilterOperator.NIN: "$nin",
 }
+
+
+class MiniLMEmbedding(BaseEmbedding):
+    """LlamaIndex embeddings on ragstore's ``minilm`` backend (:mod:`ragstore.embed.minilm`): all-MiniLM-L6-v2,
+    384 dimensions, unit vectors, the same vectors ``ragstore embed text --backend minilm`` prints.
+
+    ``threads`` is the backend's; LlamaIndex hands ``embed_batch_size`` texts to one call. The model loads
+    on the first call (BackendError naming ``pip install 'ragstore[minilm]'`` when it is not installed);
+    an empty text is InvalidInput, as everywhere in ragstore. The async methods run in a worker thread.
+    """
+
+    model_name: str = Field(default="all-MiniLM-L6-v2", description="The model (a family records this name).")
+    embed_batch_size: int = Field(default=128, gt=0, le=2048, description="Texts per backend call.")
+    threads: int | None = Field(default=None, description="ONNX sessions run side by side (default: CPUs, at most 4).")
+    _backend: Any = PrivateAttr()
+
+    def __init__(self, **kwargs: Any) -> None:
+        from ragstore.embed.minilm import MODEL, MiniLMBackend
+
+        super().__init__(**kwargs)
+        if self.model_name != MODEL:
+            raise InvalidInput(f"MiniLMEmbedding runs {MODEL}; model_name {self.model_name!r} would misname it")
+        self._backend = MiniLMBackend(threads=self.threads)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MiniLMEmbedding"
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = self._backend.embed(texts).tolist()
+        return vectors
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._embed([query])[0]
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._embed([text])[0]
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._embed(list(texts))
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        return await asyncio.to_thread(self._get_text_embedding, text)
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return await asyncio.to_thread(self._get_text_embeddings, texts)
 
 
 class RagstoreVectorStore(FamilyAdapter, BasePydanticVectorStore):
@@ -116,8 +169,9 @@ class RagstoreVectorStore(FamilyAdapter, BasePydanticVectorStore):
     aadd = async_add
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Delete every node of document ``ref_doc_id``."""
-        self._client.delete_packages([ref_doc_id])
+        """Delete every node whose ``ref_doc_id`` is ``ref_doc_id``, and no other (a node of no document whose
+        own id is ``ref_doc_id`` stays)."""
+        self._client.delete_document(ref_doc_id)
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)

@@ -199,3 +199,23 @@ def test_family_refuses_another_model(dsn, pg):
         RagstoreVectorStore("lorem", dsn, embed_dim=DIM, model_name="other-model")
     with pytest.raises(InvalidInput, match="embed_model"):
         RagstoreVectorStore("lorem", dsn)
+
+
+def test_delete_of_a_document_keeps_a_standalone_node_of_the_same_id(pg):
+    # "ccc" is a document (nodes ccc and ddd) and, below, also the id of a node that belongs to no document.
+    items = [n for n in nodes() if n.node_id != "ccc"]
+    items.append(TextNode(text="a node of no document", id_="ccc", embedding=vec(0.2)))
+    items.append(
+        TextNode(
+            text="another of document ccc",
+            id_="eee",
+            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id="ccc")},
+            embedding=vec(0.3),
+        )
+    )
+    pg.add(items)
+    in_doc = pg.query(VectorStoreQuery(query_embedding=vec(0.1), similarity_top_k=10, doc_ids=["ccc"]))
+    assert sorted(in_doc.ids) == ["ddd", "eee"]
+    pg.delete("ccc")
+    res = pg.query(VectorStoreQuery(query_embedding=vec(0.1), similarity_top_k=10))
+    assert sorted(res.ids) == ["aaa", "bbb", "ccc"]
