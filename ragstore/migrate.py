@@ -37,13 +37,17 @@ class MigrationStatus:
 
 @dataclass(frozen=True)
 class MigrationResult:
+    """What one ``upgrade`` did: the revisions it ran, and the replaceable files (``ragstore/sql/functions/*.sql``,
+    ``schema.sql:grants``) it re-applied because their text changed."""
+
     before: str | None
     after: str
     applied: tuple[str, ...]
+    replaced: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
-        return bool(self.applied)
+        return bool(self.applied or self.replaced)
 
 
 def migrations_dir() -> Path:
@@ -55,12 +59,25 @@ def migrations_dir() -> Path:
     raise SchemaError("the Alembic migrations folder is missing from this installation")
 
 
-def _config(dsn: str | None, *, stdout: io.StringIO | None = None) -> Config:
+def _config(dsn: str | None, *, stdout: io.StringIO | None = None, upgrading: bool = False) -> Config:
     cfg = Config(stdout=stdout, output_buffer=stdout) if stdout is not None else Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     if dsn is not None:
         cfg.attributes["connection_factory"] = lambda: psycopg.connect(dsn)
+    cfg.attributes["upgrading"] = upgrading
     return cfg
+
+
+def _known(revision: str | None) -> str | None:
+    """``revision`` if the scripts know it; None for no revision or one of the chain the baseline replaced
+    (env.py bridges those, or refuses them in one line)."""
+    if revision is None:
+        return None
+    script = ScriptDirectory.from_config(_config(None))
+    try:
+        return revision if script.get_revision(revision) is not None else None
+    except Exception:  # alembic.util.CommandError / ResolutionError: an unknown revision
+        return None
 
 
 def head_revision() -> str:
@@ -108,13 +125,16 @@ def _check_may_migrate(dsn: str) -> None:
 
 
 def _run_alembic(fn: Any, *args: Any) -> None:
-    """Run an Alembic command; a database error inside it becomes the mapped one-line ragstore error."""
+    """Run an Alembic command; a database error inside it becomes the mapped one-line ragstore error, and
+    env.py's refusal (a database too old to bridge, a schema without a revision) a :class:`SchemaError`."""
     try:
         fn(*args)
     except sqlalchemy.exc.DBAPIError as exc:
         if isinstance(exc.orig, psycopg.Error):
             map_db_error(exc.orig)
         raise
+    except RuntimeError as exc:
+        raise SchemaError(str(exc)) from exc
 
 
 def upgrade(dsn: str | None = None, revision: str = "head") -> MigrationResult:
@@ -133,7 +153,8 @@ def upgrade(dsn: str | None = None, revision: str = "head") -> MigrationResult:
         on_citus = citus.is_citus(lock)
         if on_citus and citus.any_distributed(lock):
             _check_citus_ready(before, revision)
-        _run_alembic(command.upgrade, _config(target), revision)
+        cfg = _config(target, upgrading=True)
+        _run_alembic(command.upgrade, cfg, revision)
         after = current_revision(target)
         if on_citus:
             # The tables the migrations created are plain tables on the coordinator until laid out.
@@ -142,9 +163,10 @@ def upgrade(dsn: str | None = None, revision: str = "head") -> MigrationResult:
     script = ScriptDirectory.from_config(_config(None))
     applied: list[str] = []
     if before != after:
-        for rev in script.iterate_revisions(after, before):
+        for rev in script.iterate_revisions(after, _known(before)):
             applied.append(rev.revision)
-    return MigrationResult(before=before, after=after, applied=tuple(reversed(applied)))
+    replaced = tuple(cfg.attributes.get("replaced", ()))
+    return MigrationResult(before=before, after=after, applied=tuple(reversed(applied)), replaced=replaced)
 
 
 def _check_citus_ready(before: str | None, revision: str) -> None:
@@ -158,7 +180,7 @@ def _check_citus_ready(before: str | None, revision: str) -> None:
         return
     blocked = [
         f"{rev.revision} ({rev.module.citus_unsupported})"
-        for rev in script.iterate_revisions(target.revision, before)
+        for rev in script.iterate_revisions(target.revision, _known(before))
         if getattr(rev.module, "citus_unsupported", None)
     ]
     if blocked:
@@ -182,7 +204,10 @@ def downgrade(dsn: str | None = None, revision: str = "base") -> MigrationResult
 def offline_sql(revision: str = "head", start: str | None = None, *, on_citus: bool = False) -> str:
     """The DDL that ``upgrade`` would run, without touching any database (for DBAs who apply it by hand).
 
-    ``on_citus`` appends the statements that lay the tables out on a Citus coordinator.
+    From an empty database (no ``start``): ``ragstore/sql/schema.sql`` and the function files, stamped at
+    head. From ``start``: the revisions after it, then every function file and the grants (the database's
+    record of its files is unknown here, and each replaces itself). ``on_citus`` appends the statements that
+    lay the tables out on a Citus coordinator.
     """
     out = io.StringIO()
     rng = f"{start}:{revision}" if start else revision

@@ -1,0 +1,33 @@
+-- ragstore.family_build_hnsw, kept whole here and re-applied by `ragstore migrate` when this file changes (see README.md).
+--
+-- A bulk load's index work (with family_bulk_drop_hnsw and family_bulk_cluster): build a family's
+-- missing HNSW index, exactly as `ragstore family create` makes it. SECURITY DEFINER, owned by
+-- ragstore_owner, so the app role can bulk-index without owning the table; the family is a NAME looked
+-- up in the registry, which only the owner changes.
+-- Called by: ragstore_app and the owner side (never the reader or PUBLIC).
+
+CREATE OR REPLACE FUNCTION ragstore.family_build_hnsw(p_family text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET maintenance_work_mem = '1GB' AS $fn$
+DECLARE
+    t   text;
+    vt  text;
+    ext text;
+BEGIN
+    SELECT f.table_name, f.vector_type INTO t, vt FROM ragstore.families f WHERE f.name = p_family;
+    -- the operator class lives in pgvector's schema, which is not on this function's search_path
+    SELECT n.nspname INTO ext FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+    WHERE e.extname = 'vector';
+    IF t IS NULL THEN
+        RAISE EXCEPTION USING MESSAGE = 'no family named ' || quote_literal(coalesce(p_family, '')),
+            ERRCODE = 'undefined_object';
+    END IF;
+    IF to_regclass(format('ragstore.%I', t || '_embedding_hnsw')) IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE format('CREATE INDEX %I ON ragstore.%I USING hnsw (embedding %I.%I) '
+                   'WITH (m = 16, ef_construction = 128)',
+                   t || '_embedding_hnsw', t, ext, vt || '_cosine_ops');
+    RETURN true;
+END
+$fn$;
+REVOKE ALL ON FUNCTION ragstore.family_build_hnsw(text) FROM PUBLIC;
