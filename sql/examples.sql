@@ -1,7 +1,9 @@
--- psql examples for SQL users of ragstore (functions from migration 0002, text in sql/search.sql).
+-- psql examples for SQL users of ragstore. The functions are defined once each, in
+-- ragstore/sql/functions/<name>.sql (ragstore.search in search.sql, and so on); the tables in
+-- ragstore/sql/schema.sql. sql/memory.sql has the examples of agent memory.
 -- Run with:  psql "$RAGSTORE_DSN" -f sql/examples.sql   (or paste the statements one by one).
 -- They use the family 'docs' of the README's quick start (examples/sample.jsonl: 300 chunks of man pages).
--- Every statement only reads; the role ragstore_reader (migration 0004) may run all of them.
+-- Every statement only reads; the role ragstore_reader may run all of them.
 
 -- Which families exist, their model, dimension and table.
 SELECT name, backend, model, dim, vector_type, table_name, state FROM ragstore.families ORDER BY name;
@@ -50,3 +52,23 @@ ROLLBACK;
 --     ERROR:  ragstore.search: the query has 3 dimensions, family 'docs' holds 16-d vectors
 --   SELECT * FROM ragstore.search_text('minilm_docs', 'keys', 5);
 --     ERROR:  ragstore.search_text: family 'minilm_docs' uses the minilm backend, which SQL cannot run; ...
+
+-- Full text and hybrid (ragstore/sql/functions/fts_search.sql, hybrid_search.sql, search_auto.sql).
+-- ragstore.search_auto(family, query_text, query_vector, k) runs the family's DEFAULT mode, the one
+-- `ragstore search` runs: full text for an offline family, hybrid for a semantic family (the query text
+-- and its vector, embedded by the application with the family's model), HNSW for a bare vector.
+-- Hybrid: each leg takes its top N chunks of the family (N = the family's per_leg, 20 by default): the
+-- full-text leg matches websearch_to_tsquery of the query (quotes, "or" and -exclusions work; a query of
+-- plain words matches chunks holding any of them) ranked by BM25 (k1 1.2, b 0.75) from the postings in
+-- ragstore.chunk_terms and the family's chunk count and total length (ragstore.family_chunk_deltas); the
+-- vector leg orders by cosine distance on the family's HNSW index. The legs are fused by the family's
+-- stored settings (`ragstore family tune`; `ragstore family show` prints them): by default a convex
+-- combination 0.8 * (cosine + 1)/(best cosine + 1) + 0.2 * full-text score / best full-text score, the
+-- bests over each leg's list; or RRF, 1/(rrf_k + rank) per leg. A chunk one leg missed shows that leg's
+-- rank and score as NULL.
+SELECT chunk_id, round(score::numeric, 4) AS score, fts_rank, vector_rank
+FROM ragstore.hybrid_search('docs', 'copy files "preserve mode" -remote', ragstore.offline_embed('copy files'), 10);
+-- an offline family: full text, as `ragstore search` does
+SELECT chunk_id, round(score::numeric, 4) AS score FROM ragstore.search_auto('docs', 'copy files', NULL, 10);
+--   -- a MiniLM family: embed the query in the application, pass it as a vector literal
+--   SELECT * FROM ragstore.search_auto('man_minilm', 'copy files and directories', $1::vector, 10);

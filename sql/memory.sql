@@ -1,4 +1,5 @@
--- Agent memory for SQL users (psql). The schema comes from migrations 0003 and 0008; nothing here changes it.
+-- Agent memory for SQL users (psql). The schema is in ragstore/sql/schema.sql (section tables, agent
+-- memory) and its functions in ragstore/sql/functions/; nothing here changes it.
 --
 -- Who sees what: row-level security lets a role read and append the memory of the agents bound to it in
 -- ragstore.agent_principals (its current_user is, or has the privileges of, the bound role); the owner

@@ -1,8 +1,7 @@
 """The full-text leg is BM25 over ragstore.chunk_terms: its scores equal a reference computed in Python from
 the chunks' own tsvectors; the postings, the words' counts and the ledger follow every write (insert, text
-change, delete, prune, family drop) in every family; migrations 0012 to 0020 upgrade an existing database
-and their downgrades restore the old functions; since 0020 an insert writes the postings, counts and
-ledger in one statement."""
+change, delete, prune, family drop) in every family; the postings have one index; an insert writes the
+postings, counts and ledger in one statement."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from ragstore import families, migrate
-from ragstore.db.frozen import function_definition
+from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import index_records
@@ -162,23 +160,6 @@ def test_postings_and_ledger_follow_inserts_text_changes_deletes_prune_and_drop(
     scores_equal_the_reference(conn, "docs")
 
 
-def test_0012_backfills_an_existing_database_and_downgrades(dsn: str, conn: Any, family: Any) -> None:
-    before = fts_search(conn, family, "copies files", k=10)
-    conn.commit()
-    migrate.downgrade(dsn, "0011")
-    assert conn.execute("SELECT to_regclass('ragstore.chunk_terms')").fetchone()[0] is None
-    old = conn.execute("SELECT chunk_id FROM ragstore.fts_search('docs', 'copies files', 10)").fetchall()
-    assert {cid for (cid,) in old} == {h.chunk_id for h in before}  # 0010's function is back and runs
-    conn.commit()
-    families.create_family(conn, "later", OfflineBackend())
-    write(conn, families.get_family(conn, "later"), {"x": "written while 0011 was the head"})
-    conn.commit()
-    migrate.upgrade(dsn)
-    postings_are_current(conn)
-    again = conn.execute("SELECT chunk_id, score FROM ragstore.fts_search('docs', 'copies files', 10)").fetchall()
-    assert [(cid, pytest.approx(s, rel=1e-9)) for cid, s in again] == [(h.chunk_id, h.score) for h in before]
-
-
 def names(conn: Any, query: str) -> list[str]:
     return [name for (name,) in conn.execute(query).fetchall()]
 
@@ -210,37 +191,6 @@ def test_postings_are_kept_by_the_triggers_alone(conn: Any, family: Any) -> None
     write(conn, family, TEXTS)
     postings_are_current(conn)
     assert [h.chunk_id for h in fts_search(conn, family, "renames", k=5)] == ["mv"]
-
-
-def test_0016_downgrade_restores_the_foreign_key_and_the_cascade(dsn: str, conn: Any, family: Any) -> None:
-    conn.commit()
-    migrate.downgrade(dsn, "0013")
-    assert postings_foreign_keys(conn) == ["chunk_terms_chunk_fkey"]
-    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'cp'")
-    postings_are_current(conn)  # by the cascade again
-    conn.commit()
-    migrate.upgrade(dsn)
-    assert postings_foreign_keys(conn) == []
-    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'mv'")
-    postings_are_current(conn)
-
-
-def test_0017_downgrade_drops_the_document_frequencies_and_upgrade_backfills_them(
-    dsn: str, conn: Any, family: Any
-) -> None:
-    before = fts_search(conn, family, "copies files", k=10)
-    conn.commit()
-    migrate.downgrade(dsn, "0016")
-    assert conn.execute("SELECT to_regclass('ragstore.chunk_term_df')").fetchone()[0] is None
-    write(conn, family, {"mv": "mv moves files, mv copies nothing", "late": "written while 0016 was the head"})
-    postings_are_current(conn)  # by 0016's triggers, restored
-    conn.commit()
-    migrate.upgrade(dsn)
-    document_frequencies_are_current(conn)
-    write(conn, family, {"later": "copies files once more"})
-    postings_are_current(conn)
-    again = fts_search(conn, family, "copies files", k=10)
-    assert {h.chunk_id for h in before} < {h.chunk_id for h in again}
 
 
 def test_a_word_no_chunk_holds_any_more_has_no_count(conn: Any, family: Any) -> None:
@@ -302,28 +252,12 @@ def trigger_bodies(conn: Any) -> list[str]:
     )
 
 
-def test_0018_downgrade_restores_the_chunk_id_index_and_upgrade_drops_it(dsn: str, conn: Any, family: Any) -> None:
-    # One index on the postings, the primary key: the delete and text-change triggers find a chunk's
-    # postings through it, from the terms of the old row's tsv.
+def test_the_postings_have_one_index_which_the_delete_and_text_change_triggers_use(conn: Any, family: Any) -> None:
+    # The primary key: the delete and text-change triggers find a chunk's postings through it, from the
+    # terms of the old row's tsv.
     assert postings_indexes(conn) == ["ragstore.chunk_terms_pkey"]
     assert all("ragstore.tsv_terms(o.tsv) AS u" in body for body in trigger_bodies(conn))
-    conn.commit()
-    migrate.downgrade(dsn, "0017")
-    assert postings_indexes(conn) == ["ragstore.chunk_terms_chunk_idx", "ragstore.chunk_terms_pkey"]
-    frozen = (migrate.migrations_dir() / "versions" / "sql" / "0017_term_df.sql").read_text(encoding="utf-8")
-    assert trigger_bodies(conn) == [
-        function_definition(frozen, name).split("$fn$")[1] for name in ("chunks_count_deleted", "chunks_terms_updated")
-    ]
-    write(conn, family, {"mv": "mv moves files, mv copies nothing", "late": "written while 0017 was the head"})
-    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id = 'rm'")
-    postings_are_current(conn)  # by 0017's triggers, restored
-    conn.commit()
-    migrate.upgrade(dsn)
-    assert postings_indexes(conn) == ["ragstore.chunk_terms_pkey"]
-    write(conn, family, {"late": "copies files once more", "cp": "cp copies"})
-    conn.execute("DELETE FROM ragstore.chunks WHERE family = 'docs' AND chunk_id IN ('mv', 'tar')")
-    postings_are_current(conn)
-    scores_equal_the_reference(conn, "docs")
+    assert "chunk_term_df_add" not in insert_trigger_body(conn)
 
 
 def test_a_one_chunk_delete_probes_the_key_after_a_large_delete_in_the_same_session(conn: Any, family: Any) -> None:
@@ -392,18 +326,3 @@ def insert_trigger_body(conn: Any) -> str:
     return names(
         conn, "SELECT prosrc FROM pg_catalog.pg_proc WHERE oid = 'ragstore.chunks_count_inserted()'::regprocedure"
     )[0]
-
-
-def test_0020_downgrade_restores_the_two_statement_insert_trigger(dsn: str, conn: Any, family: Any) -> None:
-    conn.commit()
-    migrate.downgrade(dsn, "0018")
-    frozen = (migrate.migrations_dir() / "versions" / "sql" / "0017_term_df.sql").read_text(encoding="utf-8")
-    assert insert_trigger_body(conn) == function_definition(frozen, "chunks_count_inserted").split("$fn$")[1]
-    write(conn, family, {"late": "written while 0018 was the head", "mv": "mv copies files"})
-    postings_are_current(conn)  # by 0017's insert trigger, restored
-    conn.commit()
-    migrate.upgrade(dsn)
-    assert "chunk_term_df_add" not in insert_trigger_body(conn)
-    write(conn, family, {"later": "copies files once more", "cp": "cp copies"})
-    postings_are_current(conn)
-    scores_equal_the_reference(conn, "docs")

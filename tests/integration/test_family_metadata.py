@@ -9,8 +9,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from ragstore import families, migrate
-from ragstore.db.connection import connect
+from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
@@ -67,44 +66,6 @@ def test_a_metadata_filter_is_planned_on_the_family_table_alone(conn):
     assert index is not None and "gin" in index[0] and "jsonb_path_ops" in index[0]
 
 
-def test_migration_0009_copies_the_metadata_of_existing_families(empty_dsn):
-    migrate.upgrade(empty_dsn, "0008")
-    with connect(empty_dsn) as conn:
-        fam = families.create_family(conn, "docs", OfflineBackend())
-        # The table as revision 0008 made it: no metadata column, no index.
-        conn.execute(sql.SQL("ALTER TABLE ragstore.{} DROP COLUMN metadata").format(sql.Identifier(fam.table)))
-        conn.commit()
-        backend = OfflineBackend()
-        for i, lang in enumerate(["en", "fr", "fr"]):
-            vector = backend.embed([f"t{i}"])[0]
-            conn.execute(
-                "INSERT INTO ragstore.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256,"
-                " metadata) VALUES ('docs', %s, 'p', %s, %s, %s, %s::jsonb)",
-                (f"c{i}", f"t{i}", bytes(32), bytes(32), json.dumps({"lang": lang} if i else {})),
-            )
-            conn.execute(
-                sql.SQL(
-                    "INSERT INTO ragstore.{} (chunk_id, package_path, embedding, model, content_sha256)"
-                    " VALUES (%s, 'p', %s, %s, %s)"
-                ).format(sql.Identifier(fam.table)),
-                (f"c{i}", vector, fam.model, bytes(32)),
-            )
-        conn.commit()
-    migrate.upgrade(empty_dsn)
-    with connect(empty_dsn) as conn:
-        got = copies(conn, fam)
-        assert {k: v[0] for k, v in got.items()} == {"c0": {}, "c1": {"lang": "fr"}, "c2": {"lang": "fr"}}
-        index = conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", (fam.metadata_index,)).fetchone()
-        assert index is not None
-    migrate.downgrade(empty_dsn, "0008")
-    with connect(empty_dsn) as conn:
-        columns = conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'ragstore' AND table_name = %s",
-            (fam.table,),
-        ).fetchall()
-        assert ("metadata",) not in columns
-
-
 def _fastupdate(conn: psycopg.Connection, index: str) -> list[str]:
     row = conn.execute(
         "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = format('ragstore.%%I', %s::text)::regclass",
@@ -118,22 +79,3 @@ def test_the_metadata_index_keeps_no_pending_list(conn):
     # A GIN pending list is read whole by every metadata-filtered search until VACUUM merges it.
     fam = families.create_family(conn, "docs", OfflineBackend())
     assert _fastupdate(conn, fam.metadata_index) == ["fastupdate=off"]
-
-
-def test_migration_0013_turns_the_pending_list_off_for_existing_families(empty_dsn):
-    migrate.upgrade(empty_dsn, "0012")
-    with connect(empty_dsn) as conn:
-        fam = families.create_family(conn, "docs", OfflineBackend())
-        # The index as revision 0012 made it: GIN's default, a pending list.
-        conn.execute(sql.SQL("ALTER INDEX ragstore.{} RESET (fastupdate)").format(sql.Identifier(fam.metadata_index)))
-        conn.commit()
-        write_records(conn, fam, OfflineBackend(), rows(4))
-        assert _fastupdate(conn, fam.metadata_index) == []
-    migrate.upgrade(empty_dsn)
-    with connect(empty_dsn) as conn:
-        assert _fastupdate(conn, fam.metadata_index) == ["fastupdate=off"]
-        hits = search(conn, "docs", vector=np.ones(fam.dim, dtype=np.float32), k=10, metadata={"i": 3})
-        assert [h.chunk_id for h in hits] == ["c03"]
-    migrate.downgrade(empty_dsn, "0012")
-    with connect(empty_dsn) as conn:
-        assert _fastupdate(conn, fam.metadata_index) == []

@@ -1,5 +1,5 @@
 """The SQL entry points (ragstore.hybrid_search, ragstore.search_auto) agree with the library; the family chunk
-count the IDF reads follows every write; downgrade drops them."""
+count the IDF reads follows every write."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pgvector import Vector
 
-from ragstore import families, migrate
+from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import NotFound
 from ragstore.ingest.records import ChunkRecord
@@ -38,15 +38,6 @@ def test_sql_function_refuses_an_unknown_family(conn: Any, family: Any) -> None:
 
     with pytest.raises(NotFound), db_errors():
         conn.execute("SELECT * FROM ragstore.hybrid_search('nope', 'apple', %s, 3)", (Vector(np.ones(16)),))
-
-
-def test_downgrade_to_0004_drops_the_function_and_upgrade_restores_it(dsn: str, conn: Any) -> None:
-    exists = "SELECT to_regprocedure('ragstore.hybrid_search(text, text, vector, integer)') IS NOT NULL"
-    migrate.downgrade(dsn, "0004")
-    assert conn.execute(exists).fetchone()[0] is False
-    conn.rollback()
-    migrate.upgrade(dsn)
-    assert conn.execute(exists).fetchone()[0] is True
 
 
 def test_sql_function_fuses_by_the_family_stored_settings(conn: Any, family: Any) -> None:  # noqa: F811
@@ -131,11 +122,3 @@ def test_sql_function_with_a_zero_vector_has_an_empty_vector_leg_as_the_library(
     assert [r[1] for r in rows] == pytest.approx([h.score for h in hits], abs=1e-9)
     assert [r[2:] for r in rows] == [(h.ranks["fts"], h.ranks["vector"]) for h in hits]
     assert all(r[3] is None for r in rows)
-
-
-def test_0017_downgrade_restores_the_0012_function_and_upgrade_the_new_one(dsn: str, conn: Any) -> None:
-    migrate.downgrade(dsn, "0016")
-    assert _function_defaults(conn)["per_leg"] == 50
-    conn.rollback()
-    migrate.upgrade(dsn)
-    assert _function_defaults(conn)["per_leg"] == 20

@@ -52,8 +52,10 @@ def test_up_down_up_leaves_the_same_schema(empty_dsn):
 def test_offline_sql_prints_ddl_without_a_database():
     ddl = migrate.offline_sql()
     assert "CREATE TABLE ragstore.chunks" in ddl
-    assert "CREATE FUNCTION ragstore.offline_embed" in ddl
-    assert ddl.index("CREATE SCHEMA IF NOT EXISTS ragstore") < ddl.index("CREATE TABLE ragstore.alembic_version")
+    assert "CREATE OR REPLACE FUNCTION ragstore.offline_embed" in ddl
+    assert ddl.index("CREATE SCHEMA IF NOT EXISTS ragstore") < ddl.index(
+        "CREATE TABLE IF NOT EXISTS ragstore.alembic_version"
+    )
     assert "%%" not in ddl
 
 

@@ -209,7 +209,7 @@ def test_role_and_statement_timeout_options_are_both_kept(dsn: str, monkeypatch:
 
 
 def test_roles_survive_downgrade_which_revokes_grants_and_upgrade_restores_them(dsn: str) -> None:
-    migrate.downgrade(dsn, "0003")
+    migrate.downgrade(dsn, "base")
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = ANY(%s)", (list(GROUPS),)).fetchone() == (3,)
         grants = conn.execute(

@@ -8,8 +8,7 @@ import psycopg
 import pytest
 from pgvector import Vector
 
-from ragstore import families, migrate
-from ragstore.db.connection import connect
+from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
@@ -137,25 +136,3 @@ FUNCTIONS = (
     "SELECT count(*) FROM pg_proc WHERE pronamespace = 'ragstore'::regnamespace"
     " AND proname IN ('search', 'search_text')"
 )
-
-
-def test_migration_0002_goes_down_and_up_again(empty_dsn):
-    migrate.upgrade(empty_dsn, "0002")
-    with connect(empty_dsn) as conn:
-        assert conn.execute(FUNCTIONS).fetchone() == (2,)
-    migrate.downgrade(empty_dsn, "0001")
-    with connect(empty_dsn) as conn:
-        assert conn.execute(FUNCTIONS).fetchone() == (0,)
-        assert migrate.current_revision(empty_dsn) == "0001"
-    migrate.upgrade(empty_dsn, "0002")
-    with connect(empty_dsn) as conn:
-        assert conn.execute(FUNCTIONS).fetchone() == (2,)
-    # Families of this version's code need the family chunks of revision 0007.
-    migrate.upgrade(empty_dsn)
-    with connect(empty_dsn) as conn:
-        fam = families.create_family(conn, "docs", OfflineBackend())
-        record = ChunkRecord(chunk_id="a", package_path="p", text="rotate keys")
-        write_records(conn, fam, OfflineBackend(), [("0", record)])
-        conn.commit()
-        found = conn.execute("SELECT chunk_id FROM ragstore.search_text('docs', 'rotate keys', 1)").fetchall()
-        assert found == [("a",)]
