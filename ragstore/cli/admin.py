@@ -35,9 +35,18 @@ def migrate_command(ctx: click.Context, show_status: bool, offline: bool, on_cit
         return
     result = migrate.upgrade(dsn)
     if as_json:
-        emit_json({"before": result.before, "after": result.after, "applied": list(result.applied)})
-    elif result.changed:
+        emit_json(
+            {
+                "before": result.before,
+                "after": result.after,
+                "applied": list(result.applied),
+                "replaced": list(result.replaced),
+            }
+        )
+    elif result.applied:
         click.echo(f"migrated {result.before or '(empty)'} -> {result.after}: applied {', '.join(result.applied)}")
+    elif result.replaced:
+        click.echo(f"at head ({result.after}): re-applied {', '.join(result.replaced)}")
     else:
         click.echo(f"already at head ({result.after}): nothing to do")
 

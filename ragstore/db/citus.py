@@ -141,7 +141,7 @@ def distribute(conn: Conn) -> list[str]:
         if _exists(conn, table) and not _laid_out(conn, table):
             if table == "chunks":
                 # Citus distributes no table with triggers: the chunk-count ledger's (the full-text IDF's
-                # per-family count, migration 0010) and the postings' go; full text and hybrid read the
+                # per-family count) and the postings' go; full text and hybrid read the
                 # chunks' tsv there instead (ragstore/sql/hybrid_citus.sql).
                 for statement in query("citus", "drop_count_triggers").split(";"):
                     conn.execute(statement)

@@ -13,7 +13,7 @@ The DSN printed by ``cluster start --json`` is the coordinator's socket and carr
 
 Roles: Citus connects to the workers as the current role, which is a NOLOGIN group role after ``SET
 ROLE ragstore_app`` or inside the bulk-load functions (SECURITY DEFINER, owned by ``ragstore_owner``).
-``start`` makes the three group roles on the coordinator (NOLOGIN, as migration 0004 would) and gives
+``start`` makes the three group roles on the coordinator (NOLOGIN, as ragstore migrate would) and gives
 them LOGIN on the workers only (``ragstore/sql/cluster.sql``): on the coordinator, where clients log in,
 they stay NOLOGIN.
 

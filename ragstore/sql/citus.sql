@@ -63,7 +63,7 @@ WHERE conrelid = to_regclass(format('ragstore.%%I', %(table)s::text))
 
 -- name: drop_count_triggers
 -- Citus distributes no table with triggers: the triggers on ragstore.chunks that keep the chunk-count
--- ledger and the full-text postings (migrations 0010 and 0012, for full text on one node) are dropped
+-- ledger and the full-text postings (ragstore/sql/schema.sql, for full text on one node) are dropped
 -- before chunks is distributed, and so is the postings' foreign key (a local table referencing it): the
 -- postings table is then distributed co-located with chunks. On Citus full text and hybrid search read
 -- the chunks' tsv instead of the postings and the ledger (ragstore/sql/hybrid_citus.sql).
@@ -75,8 +75,8 @@ ALTER TABLE IF EXISTS ragstore.chunk_terms DROP CONSTRAINT IF EXISTS chunk_terms
 
 -- name: drop_registry_triggers
 -- Nor a reference table with triggers: the registry's triggers that delete a dropped or created family's
--- full-text statistics (migration 0021) go before ragstore.families becomes one; on Citus nothing keeps
--- those statistics (the chunk triggers are dropped too, above).
+-- full-text statistics (section bindings of ragstore/sql/schema.sql) go before ragstore.families becomes
+-- one; on Citus nothing keeps those statistics (the chunk triggers are dropped too, above).
 DROP TRIGGER IF EXISTS families_stats_drop ON ragstore.families;
 DROP TRIGGER IF EXISTS families_stats_create ON ragstore.families
 

@@ -12,7 +12,7 @@ SELECT nodeid, nodename, nodeport FROM pg_catalog.pg_dist_node WHERE groupid <> 
 SELECT citus_add_node(%(host)s, %(port)s)
 
 -- name: group_roles
--- The three group roles, NOLOGIN, as migration 0004 makes them (it leaves existing ones alone); made here
+-- The three group roles, NOLOGIN, as ragstore migrate makes them (it leaves existing ones alone); made here
 -- already so that the workers' copies can be given LOGIN below before anything runs.
 DO $$
 DECLARE r text;

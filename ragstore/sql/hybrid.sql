@@ -62,7 +62,8 @@ candidates AS (
 
 -- name: bm25
 -- Every chunk of the family holding a word of the query with its BM25 score, from ragstore.fts_scores
--- (migration 0012): postings in ragstore.chunk_terms, N and the average length from the family's ledger.
+-- (ragstore/sql/functions/fts_scores.sql): postings in ragstore.chunk_terms, N and the average length
+-- from the family's ledger.
 -- The score is rounded to 12 decimals: a sum's last bits depend on the order its terms are added in, so
 -- two chunks of equal score could otherwise come back in either order (and in another on Citus); rounded,
 -- the chunk_id breaks their tie everywhere. Rounded in float8 (round(x · 10^12) / 10^12, a correctly

@@ -4,7 +4,7 @@
 --   distributes no table with triggers), so the statistics come from the chunks' own tsv, which every
 --   write path keeps: one pass over the family's chunks on every shard for N and the total length, one
 --   over the chunks holding a query word for tf, the chunk's length (dl) and a word's document frequency
---   (df, its chunks). The arithmetic is ragstore.fts_scores' (migration 0012), so the scores are the
+--   (df, its chunks). The arithmetic is ragstore.fts_scores' (ragstore/sql/functions/fts_scores.sql), so the scores are the
 --   single node's: both round the score to 12 decimals (hybrid.sql's bm25 block says why).
 -- - fts_top and hits: a join of the candidates to their chunk and vector instead of a LATERAL probe per
 --   candidate (Citus pushes no LIMIT subquery laterally joined to another); the same rows, as the probe

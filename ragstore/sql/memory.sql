@@ -1,6 +1,6 @@
 -- Agent memory: the five append-only stores in ragstore.memory, their recall embeddings in
 -- ragstore.memory_embeddings, the logged erasure path, and the owner's bindings of agents to roles.
--- Row-level security (migration 0008) shows a role only the agents bound to it in
+-- Row-level security (ragstore/sql/schema.sql) shows a role only the agents bound to it in
 -- ragstore.agent_principals (the owner side sees all); every block also names the agent in its WHERE
 -- clause, so a superuser connection (which bypasses row-level security) is isolated the same way.
 

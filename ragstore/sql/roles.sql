@@ -1,5 +1,5 @@
 -- Roles and identity: who may migrate, who owns a family table, the definer path of a bulk load, and the
--- owner's bindings of memory agents to database roles (migration 0008). Parameters only; no names are
+-- owner's bindings of memory agents to database roles (ragstore.agent_principals). Parameters only; no names are
 -- ever spliced into this text.
 
 -- name: may_migrate

@@ -1,4 +1,4 @@
--- The source registry of folder documents (ragstore.family_sources, revision 0022): which root (the
+-- The source registry of folder documents (ragstore.family_sources): which root (the
 -- folder's resolved absolute path, and the host) last wrote each package prefix of a family. Read and
 -- written by ragstore/ingest/roots.py, listed by `ragstore family show`.
 
