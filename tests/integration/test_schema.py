@@ -14,8 +14,10 @@ import psycopg
 import pytest
 from alembic import command
 from alembic.config import Config
+from click.testing import CliRunner
 
 from ragstore import families, migrate
+from ragstore.cli.main import cli
 from ragstore.db import schema
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
@@ -177,3 +179,12 @@ def test_a_database_older_than_the_bridge_is_refused_in_one_line_and_left_as_it_
         migrate.upgrade(empty_dsn)
     assert migrate.current_revision(empty_dsn) == "0018"
     assert differences(catalog(empty_dsn), before) == []
+
+
+def test_the_cli_says_which_files_a_migrate_at_head_re_applied(dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        conn.execute("DELETE FROM ragstore.applied_files WHERE name = 'search.sql'")
+    result = CliRunner().invoke(cli, ["--dsn", dsn, "migrate"], catch_exceptions=False)
+    assert result.output == "at head (0001_baseline): re-applied search.sql, schema.sql:grants\n"
+    result = CliRunner().invoke(cli, ["--dsn", dsn, "migrate", "--json"], catch_exceptions=False)
+    assert '"replaced":[]' in result.output.replace(" ", "") and "nothing" not in result.output
