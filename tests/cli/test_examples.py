@@ -28,6 +28,7 @@ def test_every_example_is_run_here() -> None:
     assert scripts == ["async_store.py", "cli.sh", "langchain_retriever.py", "llamaindex_index.py", "store.py"]
 
 
+@pytest.mark.slow  # a dozen ragstore processes, each paying its start-up
 def test_cli_quick_start(dsn: str, tmp_path: Path) -> None:
     out = run_example(["bash", str(ROOT / "examples" / "cli.sh")], dsn, tmp_path)
     assert "example_cli: 300 inserted" in out and "example_cli: 0 inserted, 0 updated, 300 unchanged" in out
