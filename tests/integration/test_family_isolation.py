@@ -328,7 +328,7 @@ def test_migration_0007_separates_the_families_of_a_corrupted_store(empty_dsn: s
         assert conn.execute("SELECT count(*) FROM ragstore.embedding_cache").fetchone() == (0,)
         assert served(conn, "beta")["c1"][1] == B_TEXT
         assert set(served(conn, "alpha")) == {"c2"}
-        # What the README asks a user to re-run: index alpha's input again, which re-embeds c1.
+        # What docs/guide/families.md asks a user to re-run: index alpha's input again, which re-embeds c1.
         src = write_jsonl(tmp_path / "a.jsonl", [{"chunk_id": "c1", "package_path": "p/a", "text": A_TEXT}])
         report = index(conn, "alpha", src)
         assert report.inserted == 1
