@@ -4,11 +4,16 @@ Applications start from :class:`ragstore.Store` (a pool of connections; thread-s
 :class:`ragstore.AsyncStore` (asyncio). The exceptions are imported with the package (they need only
 the standard library); the other public names on first use (``ragstore.connect`` loads psycopg then), so
 that importing a submodule such as the command line does not pay for the whole library.
+
+``ragstore.__version__`` is the installed distribution's version (``importlib.metadata``), the one
+``pip show ragstore`` and ``ragstore --version`` print.
 """
 
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
 from ragstore.errors import (
@@ -24,6 +29,11 @@ from ragstore.errors import (
     SchemaError,
     Timeout,
 )
+
+try:
+    __version__: str = _distribution_version("ragstore")
+except PackageNotFoundError:  # a source tree on sys.path that pip never installed
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from ragstore.db.connection import connect

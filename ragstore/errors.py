@@ -8,7 +8,7 @@ class in one place and prints its message on one line. Subclasses say what the c
     │   └── ModelMismatch     a vector or query from another embedding space than the family's
     ├── NotFound              an unknown family, record or file
     ├── Conflict              the thing exists already, or the store is in a state that refuses the call
-    ├── PermissionDenied      the database role may not do this (see the roles in the README)
+    ├── PermissionDenied      the database role may not do this (docs/guide/roles.md)
     ├── BackendError          an embedding backend failed (HTTP provider, model files)
     ├── DatabaseUnavailable   Postgres cannot be reached or went away
     │   └── Timeout           a statement ran past its statement_timeout

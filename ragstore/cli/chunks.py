@@ -89,7 +89,7 @@ def list_command(
         emit_json(page.as_dict())
         return
     for item in page.chunks:
-        click.echo(terminal_safe(f"{item.package_path}\t{item.chunk_id}"))
+        click.echo(f"{terminal_safe(item.package_path)}\t{terminal_safe(item.chunk_id)}")
     line = f"{len(page.chunks)} of {page.total} chunks in {page.packages} packages"
     if page.next is not None:
         line += f"; next page: --after {page.next}"

@@ -69,8 +69,8 @@ __all__ = [
 ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 # Only the default's depth: on the three eval sets another depth adds at most +0.0003 nDCG@10 to the best
 # setting, and the default's own depth variants, near-copies that differ on a handful of queries, clear
-# one standard error by chance (README, "The default mode"). default_grid(per_legs=...) or
-# `family tune --per-leg` add depths.
+# one standard error by chance (benchmarks/README.md, "Retrieval quality and hybrid latency").
+# default_grid(per_legs=...) or `family tune --per-leg` add depths.
 PER_LEGS = (DEFAULT_FUSION.per_leg,)
 MIN_GAIN_SE = 1.0
 

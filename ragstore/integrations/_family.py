@@ -37,8 +37,10 @@ from ragstore.store import Store
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")
 
-#: Tries of a write or delete that races with another over the same ids, before Conflict.
-MAX_ATTEMPTS = 8
+#: Tries of a write or delete that races with another over the same ids, before Conflict. Each lost race
+#: costs the server's deadlock_timeout (1 s) at most; on a loaded machine a delete among three writers of
+#: the same ids lost eight in a row, so the budget is generous: a call that converges is worth the wait.
+MAX_ATTEMPTS = 20
 
 
 def _raced(exc: BaseException) -> bool:
@@ -60,7 +62,7 @@ def retry_races(fn: Callable[[], T], what: str) -> T:
     retrying = Retrying(
         retry=retry_if_exception(_raced),
         stop=stop_after_attempt(MAX_ATTEMPTS),
-        wait=wait_random_exponential(multiplier=0.05, max=2.0),
+        wait=wait_random_exponential(multiplier=0.05, max=1.0),
         reraise=True,
     )
     try:

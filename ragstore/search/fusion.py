@@ -87,7 +87,7 @@ class FusionSettings:
         return f"cc-{self.normalization}(a={self.alpha:g},n={self.per_leg})"
 
 
-# The untuned default, chosen on three corpora (README, "The default mode").
+# The untuned default, chosen on three corpora (benchmarks/README.md, "Retrieval quality and hybrid latency").
 DEFAULT_FUSION = FusionSettings()
 
 

@@ -38,7 +38,7 @@ from ragstore.search.filters import Filter, ShapeFilter, cached_estimate, to_flo
 from ragstore.search.types import Hit
 
 # hnsw.ef_search when the caller names none (pgvector's own default is 40), filtered or not. From the
-# recall curve of benchmarks/query.py (README, "Searching"), recall@10 on clustered 100k rows at 384-d:
+# recall curve of benchmarks/query.py (benchmarks/README.md, "Queries"), recall@10 on clustered 100k rows at 384-d:
 # ef 40 .951, 64 .982, 100 .990 (.927/.959/.969 with ef_construction 64): 100 is the first value with a
 # clear margin over 0.95. An iterative scan over a 10% filter gains little from more: 384-d ef 40/100/200/
 # 400 gave recall .995/.995/.999/1.0 at p50 2.17/2.20/2.47/2.67 ms, and 1M x 16-d ef 100/400 .990/.990 at

@@ -309,6 +309,9 @@ def test_cli_list_and_export_round_trip(indexed: str, tmp_path: Path) -> None:
     assert (page["total"], page["packages"], len(page["chunks"])) == (6, 1, 4) and page["next"] == "c15"
     rest = json.loads(run(indexed, "list", "docs", "--package", "ref/", "--after", "c15", "--json").output)
     assert [c["chunk_id"] for c in rest["chunks"]] == ["c19", "c23"] and rest["next"] is None
+    text = run(indexed, "list", "docs", "--package", "ref/", "--after", "c15")
+    rows = [line.split("\t") for line in text.stdout.splitlines()]  # a real tab, not the two characters \t
+    assert [(r[0].startswith("ref/"), r[1]) for r in rows] == [(True, "c19"), (True, "c23")], text.output
     target = tmp_path / "docs.jsonl"
     exported = run(indexed, "export", "docs", "--output", str(target), "--json")
     assert exported.exit_code == 0, exported.output

@@ -251,3 +251,4 @@ def test_cache_key_holds_the_endpoint_without_credentials() -> None:
     c = OpenAIBackend(base_url="https://other.test/v1", model="m", dim=4)
     assert "secret" not in cache_key(a) and "user" not in cache_key(a)
     assert cache_key(a) == cache_key(b) != cache_key(c)
+    assert cache_key(OfflineBackend()) != cache_key(b)

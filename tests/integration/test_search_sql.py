@@ -130,9 +130,3 @@ def test_sql_search_settings_do_not_outlive_the_call(conn, docs):
     before = conn.execute("SHOW hnsw.ef_search").fetchone()
     sql_search(conn, "docs", clustered(1)[0], 300)
     assert conn.execute("SHOW hnsw.ef_search").fetchone() == before
-
-
-FUNCTIONS = (
-    "SELECT count(*) FROM pg_proc WHERE pronamespace = 'ragstore'::regnamespace"
-    " AND proname IN ('search', 'search_text')"
-)

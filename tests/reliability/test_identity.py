@@ -100,7 +100,7 @@ def one_line_error(result: Result, *words: str) -> None:
 
 
 def bind_agent(owner_dsn: str, agent: str, role: str) -> None:
-    """The owner binds ``agent`` to ``role`` through the CLI, as the README says."""
+    """The owner binds ``agent`` to ``role`` through the CLI, as docs/guide/roles.md says."""
     result = run(owner_dsn, "memory", "grant", "--agent", agent, "--role", role)
     assert result.exit_code == 0, result.output
 
