@@ -17,3 +17,48 @@ SELECT count(*) FROM ragstore.chunks WHERE family = %(family)s
 DELETE FROM ragstore.chunks AS c
 WHERE c.family = %(family)s AND c.package_path = %(document)s
   AND (c.metadata ->> '_node_content')::jsonb #>> '{relationships,1,node_id}' = %(document)s
+
+-- name: server_clock
+-- The server's clock before a LlamaIndex add writes anything: every row that add writes carries a later
+-- updated_at (each write transaction's now()), so delete_earlier_nodes below never removes them.
+SELECT clock_timestamp()
+
+-- name: delete_earlier_nodes
+-- After a LlamaIndex add of the nodes %(ids)s (committed), the copies an earlier add left of the same
+-- nodes, which LlamaIndex's splitter wrote under other ids: among the stored nodes of the documents the
+-- given nodes name as their source (%(nodes)s, each node's _node_content as text, and its %(texts)s), a
+-- stored node of the same document goes when it was written before %(since)s (the add's start) and either
+--   * it was split from another version of the document (both name a source hash, and they differ), or
+--   * it is the same node of the same version: same text, same node record apart from its id and its
+--     links to other nodes (the node's offsets in the document, its metadata and templates included).
+-- A node of no document, a node whose record names no source, and every other document's or family's
+-- node stay. Two adds racing over the same nodes cannot remove each other's copies (each removes only
+-- rows older than its own start, and its own copies are newer): at worst a copy survives until the next add.
+WITH given AS (
+    SELECT g.document, g.node::jsonb AS node, g.text
+    FROM unnest(%(documents)s::text[], %(nodes)s::text[], %(texts)s::text[]) AS g(document, node, text)
+), sides AS (
+    SELECT NULL::text AS chunk_id, g.document, g.node, g.text
+    FROM given AS g
+    UNION ALL
+    SELECT c.chunk_id, c.package_path, (c.metadata ->> '_node_content')::jsonb, c.text
+    FROM ragstore.chunks AS c
+    WHERE c.family = %(family)s AND c.package_path = ANY (%(documents)s::text[])
+      AND c.chunk_id <> ALL (%(ids)s::text[]) AND c.updated_at < %(since)s
+      AND c.metadata ->> '_node_content' IS JSON OBJECT
+), keyed AS (
+    SELECT s.chunk_id, s.document, s.text,
+           s.node #>> '{relationships,1,hash}' AS version,
+           s.node - 'id_' - 'relationships' - 'embedding' AS identity
+    FROM sides AS s
+    WHERE s.node #>> '{relationships,1,node_id}' = s.document
+)
+DELETE FROM ragstore.chunks AS c
+USING keyed AS old
+WHERE c.family = %(family)s AND c.chunk_id = old.chunk_id
+  AND EXISTS (
+      SELECT 1 FROM keyed AS new
+      WHERE new.chunk_id IS NULL AND new.document = old.document
+        AND ((new.version <> old.version)
+             OR (new.version IS NOT DISTINCT FROM old.version AND new.text = old.text
+                 AND new.identity = old.identity)))
