@@ -119,3 +119,19 @@ def test_the_app_and_reader_roles_are_refused_in_one_line(role, conn, app_dsn, r
         lines = result.output.splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: permission denied: role 'rs_")
         assert "may not vacuum the ragstore tables" in lines[0] and "ragstore_owner" in lines[0]
+
+
+async def test_store_and_async_store_vacuum_are_the_same_call(dsn, conn):
+    from ragstore.store import Store
+    from ragstore.store_async import AsyncStore
+
+    load(conn, "docs", 300)
+    delete_chunks(conn, "docs", prefixes=["pkg"])
+    conn.commit()
+    table = families.get_family(conn, "docs").table
+    with Store(dsn) as store:
+        report = store.vacuum("docs", full=True)
+    assert report.tables[table][1] < report.tables[table][0] and report.family == "docs"
+    async with AsyncStore(dsn) as astore:
+        again = await astore.vacuum()
+    assert not again.full and table in again.tables and again.tables[table][0] == report.tables[table][1]
