@@ -95,8 +95,10 @@ def test_vacuum_of_a_family_after_a_large_delete_shrinks_its_table(conn):
 
 def test_the_cli_says_what_it_returned(dsn, conn):
     load(conn, "big", 1000)
-    families.drop_family(conn, "big")
     conn.commit()
+    dropped = CliRunner().invoke(cli, ["--dsn", dsn, "family", "drop", "big", "--yes"], catch_exceptions=False)
+    assert dropped.output.splitlines()[0] == "dropped family big"
+    assert "`ragstore vacuum --full` returns it to the disk" in dropped.output
     result = CliRunner().invoke(cli, ["--dsn", dsn, "vacuum"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     first = result.output.splitlines()[0]
