@@ -52,13 +52,22 @@ WITH given AS (
            s.node - 'id_' - 'relationships' - 'embedding' AS identity
     FROM sides AS s
     WHERE s.node #>> '{relationships,1,node_id}' = s.document
+), doomed AS (
+    -- split from another version of the document
+    SELECT old.chunk_id
+    FROM keyed AS old
+    JOIN (SELECT DISTINCT document, version FROM keyed WHERE chunk_id IS NULL AND version IS NOT NULL) AS v
+      ON v.document = old.document AND v.version <> old.version
+    WHERE old.chunk_id IS NOT NULL
+    UNION
+    -- the same node of the same version (a hash join on document, text and record)
+    SELECT old.chunk_id
+    FROM keyed AS old
+    JOIN keyed AS new
+      ON new.document = old.document AND new.text = old.text AND new.identity = old.identity
+     AND new.version IS NOT DISTINCT FROM old.version
+    WHERE old.chunk_id IS NOT NULL AND new.chunk_id IS NULL
 )
 DELETE FROM ragstore.chunks AS c
-USING keyed AS old
-WHERE c.family = %(family)s AND c.chunk_id = old.chunk_id
-  AND EXISTS (
-      SELECT 1 FROM keyed AS new
-      WHERE new.chunk_id IS NULL AND new.document = old.document
-        AND ((new.version <> old.version)
-             OR (new.version IS NOT DISTINCT FROM old.version AND new.text = old.text
-                 AND new.identity = old.identity)))
+USING doomed AS d
+WHERE c.family = %(family)s AND c.chunk_id = d.chunk_id
