@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,12 +21,15 @@ from ragstore import families
 from ragstore.cli.main import cli
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
+from ragstore.embed.openai import OpenAIBackend
 from ragstore.errors import BackendError, Conflict, InvalidInput, PermissionDenied
 from ragstore.families.chunks import get_chunks
 from ragstore.search.api import search
 from ragstore.sync.sources import add_source, list_sources, remove_source
-from ragstore.sync.worker import run_once
+from ragstore.sync.sources import status as sync_status
+from ragstore.sync.worker import follow, run_once
 from tests.integration.test_definer_audit import app_dsn, owner_dsn, reader_dsn
+from tests.openai_stub import Reply, StubServer
 
 __all__ = ["app_dsn", "owner_dsn", "reader_dsn"]  # fixtures
 
@@ -322,3 +326,61 @@ def test_cli_add_run_status_list_remove(dsn, conn):
     removed = ragstore("remove", "docs", "--table", "public.docs")
     assert removed.exit_code == 0 and "its chunks kept" in removed.output
     assert ragstore("list").output == ""
+
+
+def test_a_provider_answering_429_over_http_delays_its_family_only(conn):
+    with StubServer(native_dim=8) as stub:
+        backend = OpenAIBackend(base_url=stub.url, model="m", dim=8, api_key_env="NO_SUCH_KEY_VAR", max_retries=0)
+        families.create_family(conn, "docs", backend, options={"base_url": stub.url, "max_retries": 0})
+        families.create_family(conn, "tickets", OfflineBackend())
+        make_table(conn)
+        make_table(conn, "tickets", {5: "printer is on fire"})
+        add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"])
+        add_source(conn, "tickets", "public.tickets", id_column="id", text_columns=["body"])
+        stub.queue(Reply(status=429, headers={"Retry-After": "0"}))
+        report = run_once(conn)
+        assert report.written == 1 and len(report.failures) == 1
+        assert chunk_ids(conn, "tickets") == ["tickets/5"] and chunk_ids(conn, "docs") == []
+        status = {s["family"]: s for s in sync_status(conn)}
+        assert status["docs"]["backing_off"] == 3 and status["docs"]["last_error"].startswith("public.docs: ")
+        assert (status["tickets"]["queued"], status["tickets"]["last_error"]) == (0, None)
+        conn.execute("UPDATE ragstore.sync_queue SET not_before = now()")  # the backoff over
+        conn.commit()
+        assert run_once(conn).written == 3  # the stub answers normally again
+        assert sync_status(conn)[0]["last_error"] is None
+
+
+def test_follow_wakes_on_notify_and_syncs_each_commit(conn, dsn):
+    families.create_family(conn, "docs", OfflineBackend())
+    make_table(conn)
+    add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"])
+    stop = threading.Event()
+    reports: list[Any] = []
+
+    def worker() -> None:
+        with connect(dsn) as mine, connect(dsn, autocommit=True) as listener:
+            follow(mine, listener, ["docs"], idle_seconds=60, stop=stop.is_set, on_report=reports.append)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert wait_for(lambda: chunk_ids(conn) == ["docs/1", "docs/2", "docs/3"])
+        conn.execute("INSERT INTO public.docs (id, body) VALUES (4, 'zstd is fast')")
+        conn.commit()  # idle_seconds is 60: only the NOTIFY wakes the worker this soon
+        assert wait_for(lambda: "docs/4" in chunk_ids(conn))
+    finally:
+        stop.set()
+        conn.execute("NOTIFY ragstore_sync_docs")
+        conn.commit()
+        thread.join()
+    assert sum(r.written for r in reports) == 4
+
+
+def wait_for(condition: Any, most: float = 50.0) -> bool:
+    """Whether ``condition()`` became true within ``most`` seconds (a bound for a stuck worker, not a goal)."""
+    deadline = time.monotonic() + most
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
