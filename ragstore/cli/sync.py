@@ -95,7 +95,7 @@ def sync_remove(ctx: click.Context, family: str, table: str, delete_chunks: bool
 @click.argument("families", nargs=-1)
 @click.option("--once", "mode", flag_value="once", default=True, help="Sync what is queued, then exit (default).")
 @click.option("--follow", "mode", flag_value="follow", help="Keep syncing, woken by the triggers' NOTIFY.")
-@click.option("--batch-size", type=click.IntRange(1, 100_000), default=256, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def sync_run(ctx: click.Context, families: tuple[str, ...], mode: str, batch_size: int, as_json: bool) -> None:

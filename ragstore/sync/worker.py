@@ -29,7 +29,7 @@ from ragstore.errors import NotFound, RagstoreError
 from ragstore.sync.sources import SyncSource, list_sources
 
 Conn = psycopg.Connection[Any]
-BATCH = 256
+BATCH = 1000
 LEASE_SECONDS = 300.0
 BACKOFF_SECONDS = 1.0
 BACKOFF_MOST = 300.0
