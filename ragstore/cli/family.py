@@ -12,6 +12,7 @@ from ragstore import families
 from ragstore.cli.app import CliError, app, emit_json, terminal_safe
 from ragstore.embed.registry import BACKENDS, backend_settings, default_backend, make_backend
 from ragstore.errors import mask_secrets
+from ragstore.families.storage import DEFAULT_RERANK_FACTOR, MAX_RERANK_FACTOR, STORAGES, storage_options
 
 
 @click.group("family")
@@ -44,6 +45,20 @@ def family_group() -> None:
     show_default=True,
     help="Full-text configuration (english, simple, ...).",
 )
+@click.option(
+    "--storage",
+    type=click.Choice(STORAGES),
+    default="vector",
+    show_default=True,
+    help="How the HNSW index holds the vectors: vector (full precision), halfvec (half the index) or bit "
+    "(binary codes, about a sixth, re-ranked exactly; measure it with check-recall: docs/guide/storage.md).",
+)
+@click.option(
+    "--rerank-factor",
+    type=click.IntRange(1, MAX_RERANK_FACTOR),
+    default=None,
+    help=f"For --storage bit: candidates read per hit, re-ranked by exact cosine. Default {DEFAULT_RERANK_FACTOR}.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def family_create(
@@ -55,6 +70,8 @@ def family_create(
     dimensions: int | None,
     api_key_env: str | None,
     fts_config: str,
+    storage: str,
+    rerank_factor: int | None,
     as_json: bool,
 ) -> None:
     """Create family NAME (its table ragstore.emb_NAME and an HNSW cosine index)."""
@@ -66,8 +83,9 @@ def family_create(
     backend = make_backend(backend_name, model=model, **options)
     if fts_config != "english":
         options["fts_config"] = fts_config
+    family_options = {**options, **storage_options(storage, rerank_factor)}
     with app(ctx).connect() as conn:
-        family = families.create_family(conn, name, backend, options=options)
+        family = families.create_family(conn, name, backend, options=family_options)
     if note is not None:
         click.echo(f"note: {note}", err=True)
     if as_json:
@@ -75,7 +93,7 @@ def family_create(
     else:
         click.echo(
             f"created family {family.name}: {family.backend}/{family.model}, {family.dim}-d "
-            f"{family.vector_type}, table ragstore.{family.table}"
+            f"{family.vector_type}, {family.storage} index, table ragstore.{family.table}"
         )
 
 
@@ -86,6 +104,7 @@ def _family_dict(family: families.Family) -> dict[str, Any]:
         "model": family.model,
         "dim": family.dim,
         "vector_type": family.vector_type,
+        "storage": family.storage,
         "table": f"ragstore.{family.table}",
         "state": family.state,
         "options": _masked(family.options),
