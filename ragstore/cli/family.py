@@ -169,7 +169,9 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         emit_json(data)
         return
     index = (
-        f"{stats.hnsw_index} (hnsw {stats.family.opclass}, {_size(stats.hnsw_bytes or 0)})"
+        f"{stats.hnsw_index} (hnsw {stats.family.opclass}, {stats.family.storage} storage"
+        + (f", rerank factor {stats.family.rerank_factor}" if stats.family.storage == "bit" else "")
+        + f", {_size(stats.hnsw_bytes or 0)})"
         if stats.hnsw_index
         else "MISSING (an interrupted bulk load? the next `ragstore index` run builds it)"
     )
