@@ -20,6 +20,14 @@ def family_group() -> None:
     """Embedding families: one backend + model + dimension, each with its own table."""
 
 
+# What `family create --storage bit` says (the figures: benchmarks/README.md, "Index storage").
+BIT_NOTE = (
+    "bit storage keeps recall only where the model's binary codes keep neighbours (on clustered synthetic "
+    "384-d vectors it fell well short of vector's recall at the default rerank factor); run "
+    "`ragstore check-recall` on this family once loaded, and raise --rerank-factor or use halfvec if it is short"
+)
+
+
 @family_group.command("create")
 @click.argument("name")
 @click.option(
@@ -88,6 +96,8 @@ def family_create(
         family = families.create_family(conn, name, backend, options=family_options)
     if note is not None:
         click.echo(f"note: {note}", err=True)
+    if family.storage == "bit":
+        click.echo(f"note: {BIT_NOTE}", err=True)
     if as_json:
         emit_json(_family_dict(family))
     else:

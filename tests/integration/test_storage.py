@@ -294,3 +294,12 @@ def test_the_app_bulk_loads_a_bit_family_through_the_definer_but_may_not_change_
             assert len(hits) == 10 and hits[0].chunk_id == "c0002"
     family = families.get_family(conn, "ext")
     assert family.storage == "bit" and INDEX_DEFINITION["bit"] in index_definition(conn, family)
+
+
+def test_create_with_bit_storage_prints_the_measured_caveat(dsn, conn):
+    made = run_cli(dsn, "family", "create", "ext", "--backend", "external", "--model", "mine",
+                   "--dimensions", "32", "--storage", "bit", "--rerank-factor", "8")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "note: bit storage keeps recall only where" in made.output and "check-recall" in made.output
+    family = families.get_family(conn, "ext")
+    assert (family.storage, family.rerank_factor) == ("bit", 8)
