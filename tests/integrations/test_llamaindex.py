@@ -220,3 +220,15 @@ def test_delete_of_a_document_keeps_a_standalone_node_of_the_same_id(pg):
     pg.delete("ccc")
     res = pg.query(VectorStoreQuery(query_embedding=vec(0.1), similarity_top_k=10))
     assert sorted(res.ids) == ["aaa", "bbb", "ccc"]
+
+
+def test_the_store_creates_its_family_in_the_storage_asked_for(dsn):
+    from ragstore import families
+    from ragstore.db.connection import connect
+
+    store = RagstoreVectorStore("halved", dsn, embed_dim=DIM, model_name="test-model", storage="halfvec")
+    try:
+        with connect(dsn) as conn:
+            assert families.get_family(conn, "halved").storage == "halfvec"
+    finally:
+        store.close()
