@@ -92,6 +92,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "server_group",
         "The embedded PostgreSQL that ragstore runs when no RAGSTORE_DSN is set.",
     ),
+    "token": (
+        "ragstore.cli.token",
+        "token_group",
+        "Bearer tokens of `ragstore serve`, each mapped to a database role (owner role only).",
+    ),
     "vacuum": (
         "ragstore.cli.admin",
         "vacuum_command",
