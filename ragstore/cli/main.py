@@ -87,6 +87,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "search_command",
         "Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id].",
     ),
+    "serve": (
+        "ragstore.cli.serve",
+        "serve_command",
+        "Serve the HTTP JSON API (search, chunks, families) with bearer tokens; each request runs as its token's role.",
+    ),
     "server": (
         "ragstore.cli.admin",
         "server_group",
