@@ -8,7 +8,7 @@ reStructuredText (``ragstore[rst]``; read as plain text without it), PDF (``rags
 (at most :data:`MAX_GUNZIPPED` bytes).
 
 Another package registers a reader in the entry-point group ``ragstore.readers``: the entry point names
-an object that is a :class:`~ragstore.ingest.document.Reader`, or a callable returning one. Its suffixes
+an object that is a :class:`~ragstore.ingest.document.Reader`, or a class or callable returning one. Its suffixes
 take precedence over the built-in ones. :meth:`Readers.register` does the same from a program.
 """
 
@@ -97,7 +97,7 @@ class Readers:
             for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
                 try:
                     loaded = point.load()
-                    reader = loaded if isinstance(loaded, Reader) else loaded()
+                    reader = loaded() if isinstance(loaded, type) or not isinstance(loaded, Reader) else loaded
                 except Exception as exc:
                     raise InvalidInput(
                         f"reader entry point {point.name} = {point.value} ({ENTRY_POINT_GROUP}): cannot load: {exc}"
