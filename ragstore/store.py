@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ragstore.families import Family, FamilyStats
     from ragstore.families.chunks import ChunkPage, DeleteReport, ExportReport, GetResult
     from ragstore.families.filter_keys import FilterKey
+    from ragstore.families.vacuum import VacuumReport
     from ragstore.ingest.readers import Source
     from ragstore.ingest.roots import SourceRow
     from ragstore.ingest.writer import IndexReport
@@ -315,6 +316,15 @@ class Store(Closing):
             drop_family(conn, name)
             conn.commit()
         self.caches.forget_family(name)
+
+    def vacuum(self, family: str | None = None, *, full: bool = False) -> VacuumReport:
+        """Return to the disk the space deletes left in ``family``'s table and the shared tables (every
+        ragstore table when None), as ``ragstore vacuum`` does; see :mod:`ragstore.families.vacuum`.
+        PermissionDenied unless the store's role is the owner side."""
+        from ragstore.families.vacuum import vacuum
+
+        with self.connection() as conn:
+            return vacuum(conn, family, full=full)
 
     def add_filter_key(self, family: str, key: str, *, covering: bool = False) -> Family:
         """Declare metadata ``key`` a filter key of ``family``: a btree index (built concurrently; with

@@ -371,6 +371,10 @@ def family_drop(ctx: click.Context, name: str, yes: bool) -> None:
     with app(ctx).connect() as conn:
         families.drop_family(conn, name)
     click.echo(f"dropped family {name}")
+    click.echo(
+        "note: its table's space is back on the disk; its rows' space in the tables all families share is "
+        "reused by later writes, and `ragstore vacuum --full` returns it to the disk"
+    )
 
 
 def _size(n: int) -> str:

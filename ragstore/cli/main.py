@@ -92,6 +92,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "server_group",
         "The embedded PostgreSQL that ragstore runs when no RAGSTORE_DSN is set.",
     ),
+    "vacuum": (
+        "ragstore.cli.admin",
+        "vacuum_command",
+        "Return to the disk the space that drops, prunes and deletes left in the tables (owner role only).",
+    ),
 }
 
 

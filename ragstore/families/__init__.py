@@ -66,6 +66,12 @@ class Family:
     metadata_index = _TableSuffix("metadata")
 
     @property
+    def view(self) -> str:
+        """The family's stable SQL name in schema ragstore, ``vectors_<name>`` (see :func:`create_view`); at
+        most 56 bytes, within PostgreSQL's 63 (a name has at most 48)."""
+        return f"vectors_{check_name(self.name)}"
+
+    @property
     def opclass(self) -> str:
         return f"{self.vector_type}_cosine_ops"
 
@@ -73,6 +79,7 @@ class Family:
         """The names this family puts into SQL, each an Identifier (or a checked keyword)."""
         return {
             "table": sql.Identifier(self.table),
+            "view": sql.Identifier(self.view),
             "family": sql.Literal(check_name(self.name)),
             "hnsw_index": sql.Identifier(self.hnsw_index),
             "package_index": sql.Identifier(self.package_index),
@@ -213,6 +220,24 @@ def create_table(conn: Conn, family: Family) -> None:
         # their indexes are created on the workers, in this transaction).
         citus.distribute_family(conn, family.table)
     give_table_to_owner(conn, family)
+    create_view(conn, family)
+
+
+def create_view(conn: Conn, family: Family) -> None:
+    """Create, or re-point at the family's current table, its view ``ragstore.vectors_<name>`` (``create_view``
+    in ragstore/sql/families.sql), owned by ``ragstore_owner`` and readable by the app and reader roles, inside
+    the caller's transaction: the stable name hand-written SQL uses, whatever model migrations did. Not on
+    Citus (docs/guide/citus.md): there, read the table name from ``ragstore.families``."""
+    if citus.is_citus(conn):
+        return
+    ids = family.identifiers()
+    conn.execute(sql.SQL(query("families", "create_view")).format(**ids))
+    row = conn.execute(query("roles", "owner_transfer"), {"table": family.view}).fetchone()
+    if row is not None and row[0] and row[1]:
+        conn.execute(sql.SQL(query("roles", "give_view_to_owner")).format(**ids))
+    exists = conn.execute(query("roles", "group_roles_exist")).fetchone()
+    if exists and exists[0]:
+        conn.execute(sql.SQL(query("roles", "grant_view")).format(**ids))
 
 
 def give_table_to_owner(conn: Conn, family: Family) -> None:
@@ -280,6 +305,7 @@ def drop_family(conn: Conn, name: str) -> None:
         tables.append(target["table"])
     with conn.transaction(), db_errors():
         lock_term_df_shared(conn, name)
+        conn.execute(sql.SQL(query("families", "drop_view")).format(**family.identifiers()))
         for table in tables:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(table)))
         conn.execute(query("families", "delete_family"), {"name": name})

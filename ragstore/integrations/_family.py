@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -205,6 +206,23 @@ class FamilyClient:
         """Delete the LlamaIndex nodes whose source document is ``document`` (see ``delete_document`` in
         ragstore/sql/integrations.sql)."""
         return self._delete("delete_document", {"document": document})
+
+    def server_clock(self) -> datetime:
+        """The server's clock now (see ``server_clock`` in ragstore/sql/integrations.sql)."""
+        with self.store.connection() as conn, db_errors():
+            row = conn.execute(query("integrations", "server_clock")).fetchone()
+            assert row is not None
+            return row[0]  # type: ignore[no-any-return]
+
+    def delete_earlier_nodes(self, ids: Sequence[str], nodes: Sequence[tuple[str, str, str]], since: datetime) -> int:
+        """After an add of ``ids``: delete the copies earlier adds (before ``since``) left of the same LlamaIndex
+        nodes, or of their documents' other versions; ``nodes`` are ``(document, node record, text)`` of the
+        nodes of a document in the add (see ``delete_earlier_nodes`` in ragstore/sql/integrations.sql)."""
+        if not nodes:
+            return 0
+        documents, records, texts = (list(column) for column in zip(*nodes, strict=True))
+        params = {"ids": list(ids), "documents": documents, "nodes": records, "texts": texts, "since": since}
+        return self._delete("delete_earlier_nodes", params)
 
     def delete_all(self) -> int:
         return self._delete(everything=True)

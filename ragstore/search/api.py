@@ -35,7 +35,6 @@ family with a semantic backend, ``fts`` for the offline fingerprint, ``hnsw`` fo
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import warnings
 from dataclasses import dataclass, replace
@@ -52,6 +51,7 @@ from ragstore.embed.base import Backend
 from ragstore.errors import FingerprintVectorsWarning, InvalidInput, RagstoreError
 from ragstore.families import Family, get_family
 from ragstore.search import exact as _exact
+from ragstore.search import hybrid as _hybrid
 from ragstore.search import vector as _vector
 from ragstore.search.filters import Filter, check_k, check_min_score, check_query_vector, make_filter
 from ragstore.search.mmr import mmr
@@ -470,12 +470,11 @@ def _cached_hybrid(
     fam = memo.family(name)
     if fam is None or (default_mode(fam, query) if mode == "auto" else mode) != "hybrid":
         return None
-    hybrid: Any = importlib.import_module("ragstore.search.hybrid")
     try:
-        text, query_vector = _query(fam, query, None, backend, memo, needs_vector=True)
-        settings = hybrid.resolve_settings(fam, fusion=tuning.fusion, alpha=tuning.alpha)
-        hits: list[Hit] | None = hybrid.hybrid_search_if_current(
-            conn, fam, text, query_vector, k=k, settings=replace(settings, per_leg=max(settings.per_leg, k)), flt=flt
+        _, query_vector = _query(fam, query, None, backend, memo, needs_vector=True)
+        settings = _hybrid.resolve_settings(fam, fusion=tuning.fusion, alpha=tuning.alpha)
+        hits = _hybrid.hybrid_search_if_current(
+            conn, fam, query, query_vector, k=k, settings=replace(settings, per_leg=max(settings.per_leg, k)), flt=flt
         )
     except RagstoreError:
         return None
@@ -574,16 +573,14 @@ def _text_modes(
 ) -> list[Hit]:
     if text is None:
         raise InvalidInput(f"mode {mode!r} needs a query text (full text has nothing to match a vector with)")
-    # Imported when used: the full-text module is its own concern (and optional for vector modes).
-    hybrid: Any = importlib.import_module("ragstore.search.hybrid")
     hits: list[Hit]
     if mode == "fts":
-        hits = hybrid.fts_search(conn, family, text, k=k, package=flt.package, metadata=flt.metadata)
+        hits = _hybrid.fts_search(conn, family, text, k=k, package=flt.package, metadata=flt.metadata)
     else:
-        settings = hybrid.resolve_settings(family, fusion=tuning.fusion, alpha=tuning.alpha)
+        settings = _hybrid.resolve_settings(family, fusion=tuning.fusion, alpha=tuning.alpha)
         # Each leg brings at least k candidates (20 per leg by default would fuse at most 40 for k = 300).
         per_leg = max(settings.per_leg, k)
-        hits = hybrid.hybrid_search(
+        hits = _hybrid.hybrid_search(
             conn, family, text, query_vector, k=k, per_leg=per_leg, package=flt.package, metadata=flt.metadata,
             settings=settings, vectors=vectors,
         )  # fmt: skip

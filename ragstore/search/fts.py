@@ -200,7 +200,7 @@ def fts_search(
     errors of :func:`ragstore.db.connection.map_db_error`.
     """
     k = check_k(k)
-    flt = make_filter(package, metadata)
+    flt = make_filter(package, metadata).for_family(family)  # conditions on its declared keys read their btree
     params = {**text_params(family, query_text, match=match), **flt.params()}
     text = statement(family, "fts", flt, any_words=params.pop("any"), fts_n=k, citus=on_citus(conn))
     with db_errors():

@@ -3,7 +3,8 @@
 Two kinds of fusion (docs/decisions.md, "Hybrid search"):
 
 - ``rrf``: Reciprocal Rank Fusion, ``Σ w_leg / (rrf_k + rank_leg)`` over the legs that found the chunk
-  (:mod:`ragstore.search.rrf`). It reads ranks only.
+  (Cormack et al., 2009; ``rrf_k`` 60 by default). It reads ranks only: :func:`fuse` is the one Python
+  reference, which the tests hold the SQL statement to.
 - ``cc``: convex combination of normalised scores, ``alpha · norm(cosine) + (1 − alpha) · norm(full
   text)``. Every candidate (the union of the legs' top ``per_leg``) has both scores: its cosine to the
   query and its full-text score (0 when it holds none of the query's words). ``norm`` uses the statistics

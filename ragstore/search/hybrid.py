@@ -3,7 +3,7 @@
 :func:`hybrid_search` runs block ``hybrid`` of ``ragstore/sql/hybrid.sql``: each leg takes its top
 ``per_leg`` chunks (the same package/metadata filter on both), ranks are 1-based, and the union is fused
 as :mod:`ragstore.search.fusion` says: convex combination of normalised scores (``cc``, the default) or
-Reciprocal Rank Fusion (``rrf``, ``Σ w_leg / (rrf_k + rank_leg)``, exactly :func:`ragstore.search.rrf.rrf`).
+Reciprocal Rank Fusion (``rrf``, ``Σ w_leg / (rrf_k + rank_leg)``, exactly :func:`ragstore.search.fusion.fuse`).
 The settings are the family's stored ones (``ragstore family tune``) unless the caller passes others.
 Hits are ordered by fused score descending, then chunk_id ascending; each carries ``ranks`` and
 ``scores`` for ``"fts"`` (the full-text score) and ``"vector"`` (cosine), ``None`` for the leg that missed
@@ -38,7 +38,6 @@ from ragstore.search.filters import Filter, check_k, make_filter
 from ragstore.search.fts import fts_search, guard_params, statement, text_params
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
-from ragstore.search.rrf import DEFAULT_RRF_K
 from ragstore.search.types import Hit
 from ragstore.search.vector import row_to_hit
 
@@ -128,7 +127,7 @@ def _statement(
     per_leg = settings.per_leg
     leg_weights = check_weights(weights)
     vector = _check_vector(family, query_vector)
-    flt = make_filter(package, metadata)
+    flt = make_filter(package, metadata).for_family(family)  # conditions on its declared keys read their btree
     params: dict[str, Any] = {
         **text_params(family, query_text, match=match),
         **flt.params(),
@@ -295,7 +294,7 @@ def blended_search(
     :func:`hybrid_search` and :func:`ragstore.search.blend.blend` do.
     """
     k = check_k(k)
-    chosen = resolve_settings(family, FusionSettings(fusion="rrf", rrf_k=DEFAULT_RRF_K), per_leg=per_leg)
+    chosen = resolve_settings(family, FusionSettings(fusion="rrf", rrf_k=DEFAULT_FUSION.rrf_k), per_leg=per_leg)
     rows = _run(conn, _statement(
         conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
         package=package, metadata=metadata, match="auto",

@@ -30,6 +30,20 @@ CREATE INDEX IF NOT EXISTS {metadata_index} ON ragstore.{table} USING gin (metad
 CREATE INDEX IF NOT EXISTS {hnsw_index} ON ragstore.{table} USING hnsw (embedding {opclass})
     WITH (m = {m}, ef_construction = {ef_construction})
 
+-- name: create_view
+-- The family's stable SQL name, ragstore.vectors_<family>: its chunks with their vectors, from whichever
+-- table holds them (a model migration re-points it in the transaction of its swap). The embedding is cast to
+-- plain vector (any dimension, halfvec included), so the columns stay the same across models and the view is
+-- replaced in place: grants, and views of the user's built on it, survive. security_invoker: the caller's own
+-- rights on ragstore.chunks and the family table apply, as if it queried them.
+CREATE OR REPLACE VIEW ragstore.{view} WITH (security_invoker = true) AS
+SELECT e.chunk_id, e.package_path, c.text, c.metadata, e.embedding::vector AS embedding, e.model
+FROM ragstore.{table} AS e
+JOIN ragstore.chunks AS c ON c.family = {family} AND c.chunk_id = e.chunk_id
+
+-- name: drop_view
+DROP VIEW IF EXISTS ragstore.{view}
+
 -- name: drop_hnsw_index
 DROP INDEX IF EXISTS ragstore.{hnsw_index}
 

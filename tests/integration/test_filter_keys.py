@@ -436,3 +436,31 @@ def test_the_async_store_filters_through_a_declared_key(dsn: str, conn: Any) -> 
         loop.stop()
     assert sorted(h.chunk_id for h in hits) == [f"c{i:05d}" for i in range(7, n, 200)]
     assert _index_scans(conn, index, before + 1) > before  # the declared key's btree was read
+
+
+def _hybrid_plan(conn: Any, fam: families.Family, metadata: dict[str, Any]) -> str:
+    """EXPLAIN of the statement the default (hybrid) mode runs for a text query filtered by ``metadata``."""
+    from ragstore.search import hybrid
+
+    vector = clustered(1, dim=fam.dim, seed=3)[0]
+    settings = hybrid.resolve_settings(fam)
+    text, params, ef, iterative = hybrid._statement(
+        conn, fam, "t1 word", vector, k=10, settings=settings, weights=None, package=None, metadata=metadata,
+        match="auto", vectors=False,
+    )  # fmt: skip
+    conn.commit()
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")  # a small table: show which index the planner takes
+        values = vec.settings_params(params, ef_search=ef, iterative=iterative)
+        rows = conn.execute(sql.SQL("EXPLAIN ") + sql.SQL(text), values).fetchall()  # type: ignore[arg-type]
+    return "\n".join(r[0] for r in rows)
+
+
+def test_the_default_hybrid_mode_reads_a_declared_keys_btree(conn: Any, loaded: families.Family) -> None:
+    fam = loaded
+    plan = _hybrid_plan(conn, fam, {"lang": "fr"})
+    assert filter_keys.index_name(fam.table, "lang") in plan, plan
+    undeclared = replace(fam, options={})  # the same filter without the declaration: no btree in the plan
+    assert filter_keys.index_name(fam.table, "lang") not in _hybrid_plan(conn, undeclared, {"lang": "fr"})
+    # and the answers are the declaration's either way
+    assert search(conn, "docs", "t1 word", k=5, mode="hybrid", metadata={"lang": "fr"})

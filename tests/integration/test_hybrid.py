@@ -1,5 +1,5 @@
-"""Hybrid search with RRF fusion: one SQL statement, pinned by hand and against ragstore.search.rrf; filters on both
-legs. (Convex combination, the default fusion: test_fusion.py.)"""
+"""Hybrid search with RRF fusion: one SQL statement, pinned by hand and against ragstore.search.fusion.fuse;
+filters on both legs. (Convex combination, the default fusion: test_fusion.py.)"""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
-from ragstore.search.fusion import FusionSettings
+from ragstore.search.fusion import Candidate, FusionSettings, fuse
 from ragstore.search.hybrid import blended_search, fts_search, hybrid_search, parse_weights
-from ragstore.search.rrf import rrf
 
 RRF = FusionSettings(fusion="rrf")
 
@@ -71,8 +70,14 @@ def test_rrf_in_sql_equals_the_python_reference(conn: Any, family: Any, weights:
     fts = [h.chunk_id for h in fts_search(conn, family, "apple", k=3)]
     vec = ["c", "a", "d"]
     hits = hybrid_search(conn, family, "apple", QUERY, settings=RRF, k=10, per_leg=3, rrf_k=rrf_k, weights=weights)
-    expected = rrf({"fts": fts, "vector": vec}, k=rrf_k, weights=weights)
-    assert [(h.chunk_id, h.score, h.ranks) for h in hits] == [(f.chunk_id, f.score, f.ranks) for f in expected]
+    ranks = {cid: {"fts": _rank(fts, cid), "vector": _rank(vec, cid)} for cid in {*fts, *vec}}
+    candidates = [Candidate(cid, r["fts"], r["vector"], 0.0, 0.0) for cid, r in ranks.items()]
+    expected = fuse(candidates, FusionSettings(fusion="rrf", rrf_k=rrf_k, per_leg=3), weights)
+    assert [(h.chunk_id, h.score, h.ranks) for h in hits] == [(cid, score, ranks[cid]) for cid, score in expected]
+
+
+def _rank(leg: list[str], chunk_id: str) -> int | None:
+    return leg.index(chunk_id) + 1 if chunk_id in leg else None
 
 
 def test_k_cuts_the_fused_list_after_ordering(conn: Any, family: Any) -> None:

@@ -297,3 +297,13 @@ def test_a_changed_setting_is_picked_up_on_restart(server: EmbeddedServer, monke
     with psycopg.connect(server.dsn("postgres")) as conn:
         shown = conn.execute("SELECT setting::bigint * 8 FROM pg_settings WHERE name = 'shared_buffers'").fetchone()
     assert shown is not None and f"{shown[0]}kB" == expected
+
+
+def test_a_fresh_embedded_server_runs_with_the_desktop_wal_settings(server: EmbeddedServer) -> None:
+    """The settings in effect on the running server, not only in the file it was given."""
+    with psycopg.connect(server.dsn("postgres")) as conn:
+        shown = {
+            name: conn.execute(f"SHOW {name}").fetchone()[0]  # type: ignore[index]
+            for name in ("max_wal_size", "min_wal_size", "wal_compression")
+        }
+    assert shown == {"max_wal_size": "1GB", "min_wal_size": "80MB", "wal_compression": "off"}
