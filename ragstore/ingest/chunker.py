@@ -64,6 +64,16 @@ class Window:
 CHARACTERS = Window()
 
 
+def window_for(backend: object, chunk_tokens: int | None = None) -> Window:
+    """The chunk window of a family's backend: its word pieces when it can count them (``count_tokens``
+    and ``max_tokens``, as MiniLM), at most ``chunk_tokens`` of them; else :data:`CHARACTERS`."""
+    count = getattr(backend, "count_tokens", None)
+    limit = getattr(backend, "max_tokens", None)
+    if callable(count) and isinstance(limit, int):
+        return Window(min(limit, chunk_tokens or limit), "tokens", count)
+    return CHARACTERS
+
+
 @dataclass(frozen=True)
 class Chunk:
     """A chunk's text (its heading prefix included when one was asked for), heading path and page."""

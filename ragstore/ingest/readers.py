@@ -33,7 +33,7 @@ from ragstore.common.jsonl import MAX_LINE_BYTES as MAX_LINE_BYTES  # re-exporte
 from ragstore.common.jsonl import read_lines
 from ragstore.common.problems import describe_validation_error
 from ragstore.errors import InvalidInput, NotFound
-from ragstore.ingest.chunker import HEADING_SEPARATOR, MAX_CHARS, Window, chunk_document
+from ragstore.ingest.chunker import CHARACTERS, HEADING_SEPARATOR, MAX_CHARS, Window, chunk_document
 from ragstore.ingest.document import Document, NotThisKind, Unreadable
 from ragstore.ingest.formats import Choice, Readers, gunzip
 from ragstore.ingest.formats.text import first_line_title
@@ -100,6 +100,9 @@ class Source:
     lines: Iterable[RawLine] | None = None
     #: The readers a folder walk or a document chooses from (:mod:`ragstore.ingest.formats`).
     readers: Readers = field(default_factory=Readers)
+    #: How long a document's chunks may be: set by the run from the family's backend
+    #: (:func:`ragstore.ingest.chunker.window_for`), characters until then.
+    window: Window = CHARACTERS
 
     @property
     def is_folder(self) -> bool:
@@ -113,6 +116,7 @@ class Source:
         if self.kind == "folder":
             return read_folder(
                 self.path,
+                window=self.window,
                 skipped=self.skipped,
                 skip_bad_files=self.skip_bad_files,
                 prefix=self.prefix,
@@ -124,7 +128,7 @@ class Source:
             prefix = self.prefix or Path(os.path.realpath(self.path)).parent.name or "root"
             package = f"{prefix}/{self.path.name}"
             choice = self.readers.choose(self.path.name)
-            return _emit_document(self.path, package, MAX_CHARS, self.skipped, self.skip_bad_files, choice, True)
+            return _emit_document(self.path, package, self.window, self.skipped, self.skip_bad_files, choice, True)
         return read_jsonl(self.path, label=self.label)
 
 
@@ -401,10 +405,10 @@ def document_metadata(package: str, choice: Choice, document: Document) -> dict[
     }
 
 
-def _document_records(path: Path, package: str, max_chars: int, choice: Choice) -> list[tuple[str, ChunkRecord]]:
+def _document_records(path: Path, package: str, window: Window, choice: Choice) -> list[tuple[str, ChunkRecord]]:
     """Every chunk of one document, built whole first, so that a bad document yields nothing."""
     document = _document(path, choice)
-    chunks = chunk_document(document, Window(max_chars))
+    chunks = chunk_document(document, window)
     if not chunks:
         return []
     metadata = document_metadata(package, choice, document)
@@ -426,7 +430,7 @@ def _document_records(path: Path, package: str, max_chars: int, choice: Choice) 
 def _emit_document(
     path: Path,
     package: str,
-    max_chars: int,
+    window: Window,
     skipped: list[Skipped] | None,
     skip_bad_files: bool,
     choice: Choice,
@@ -435,7 +439,7 @@ def _emit_document(
     """The records of one document; ``alone`` (named on its own) makes a file not of its reader's kind
     a bad file, as a walk does not."""
     try:
-        records = _document_records(path, package, max_chars, choice)
+        records = _document_records(path, package, window, choice)
     except _NotText as exc:
         if alone:
             raise InvalidInput(f"{exc}") from exc.__cause__
@@ -460,11 +464,12 @@ def read_folder(
     skip_bad_files: bool = False,
     prefix: str | None = None,
     readers: Readers | None = None,
+    window: Window | None = None,
 ) -> Iterator[tuple[str, ChunkRecord]]:
-    """Chunks of every document under ``folder`` (read by ``readers``, by default the built-in and
-    registered ones); package_path is ``<prefix>/<relative path>`` (the prefix
-    being the folder's name unless given) and chunk ids are ``<package_path>#<n>``, stable as long as the
-    document is unchanged. Each chunk carries :func:`document_metadata`.
+    """Chunks of every document under ``folder``, at most ``window`` long (else ``max_chars`` characters),
+    read by ``readers`` (by default the built-in and registered ones); package_path is
+    ``<prefix>/<relative path>`` (the prefix being the folder's name unless given) and chunk ids are
+    ``<package_path>#<n>``, stable as long as the document is unchanged. Each chunk carries :func:`document_metadata`.
 
     A bad document (unreadable, not UTF-8, NUL bytes, a path too long for a chunk id) raises InvalidInput
     naming it, or with ``skip_bad_files`` goes to ``skipped`` with the reason, as do empty documents and
@@ -474,6 +479,7 @@ def read_folder(
     """
     prefix = prefix or Path(os.path.realpath(folder)).name or "root"
     readers = readers or Readers()
+    window = window or Window(max_chars)
     found: list[Skipped] = []
     paths = document_files(folder, found, readers)
     for item in found:
@@ -488,7 +494,7 @@ def read_folder(
     for path in paths:
         package = f"{prefix}/{path.relative_to(folder).as_posix()}"
         before = len(mine)
-        yield from _emit_document(path, package, max_chars, mine, skip_bad_files, readers.choose(path.name))
+        yield from _emit_document(path, package, window, mine, skip_bad_files, readers.choose(path.name))
         if len(mine) == before or mine[-1].reason == EMPTY:
             read += 1
     left_out = mine[start:]

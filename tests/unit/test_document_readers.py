@@ -217,3 +217,23 @@ def test_register_refuses_what_is_not_a_reader() -> None:
 
     with pytest.raises(InvalidInput, match="lower-case extensions"):
         Readers(plugins=False).register(Bad())
+
+
+@pytest.mark.minilm
+def test_a_minilm_window_keeps_every_chunk_within_the_models_word_pieces() -> None:
+    from ragstore.embed.minilm import MAX_TOKENS, MiniLMBackend
+    from ragstore.ingest.chunker import chunk_document, window_for
+
+    backend = MiniLMBackend()
+    window = window_for(backend)
+    assert (window.unit, window.limit) == ("tokens", MAX_TOKENS - 2)
+    # 1,200 characters of long words are far more than 254 word pieces: a character window would let the
+    # model cut them; a word over the window, a list and a fenced block are there too
+    words = " ".join(f"Antidisestablishmentarianism{i} electroencephalography." for i in range(60))
+    text = f"# Install\n\n{words}\n\n- one\n- two\n\n```\ncode\n\nmore\n```\n\n{'x' * 3000}"
+    document = markdown_reader.read(text.encode(), "i.md")
+    chunks = chunk_document(document, window, prefix=True)
+    counts = backend.count_tokens([c.text for c in chunks])
+    assert len(chunks) > 3 and max(counts) <= MAX_TOKENS - 2
+    assert any("- one\n- two" in c.text for c in chunks) and any("code\n\nmore" in c.text for c in chunks)
+    assert all(c.text.startswith("Install\n\n") for c in chunks)  # the heading prefix
