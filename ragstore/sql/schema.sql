@@ -211,6 +211,23 @@ CREATE TABLE ragstore.agent_principals (
 COMMENT ON TABLE ragstore.agent_principals IS
     'ragstore memory: which database roles act for which agent; written by the owner side only';
 
+-- The bearer tokens of `ragstore serve` (ragstore/serve/tokens.py), read and written by the owner side only: each maps
+-- to a database role the server's requests run as; only the SHA-256 of the secret is kept. A name is unique
+-- among the tokens not revoked.
+CREATE TABLE ragstore.api_tokens (
+    id            bigint GENERATED ALWAYS AS IDENTITY,
+    name          text NOT NULL CHECK (name ~ '^[A-Za-z0-9_.-]{1,64}$'),
+    role          text NOT NULL CHECK (role ~ '\S'),
+    token_sha256  bytea NOT NULL CHECK (length(token_sha256) = 32),
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    last_used_at  timestamptz,
+    revoked_at    timestamptz,
+    CONSTRAINT api_tokens_pkey PRIMARY KEY (id)
+);
+CREATE UNIQUE INDEX api_tokens_live_name ON ragstore.api_tokens (name) WHERE revoked_at IS NULL;
+COMMENT ON TABLE ragstore.api_tokens IS
+    'ragstore serve: bearer tokens (SHA-256 of the secret), each mapped to a database role; owner-managed';
+
 -- Row-level security, FORCE so the owner is bound too (the policies, section "bindings", let it see all).
 ALTER TABLE ragstore.memory ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ragstore.memory FORCE ROW LEVEL SECURITY;
@@ -466,6 +483,12 @@ BEGIN
         ragstore.chunk_terms, ragstore.chunk_term_df, ragstore.family_chunk_deltas, ragstore.memory,
         ragstore.memory_forget_log, ragstore.memory_embeddings, ragstore.agent_principals,
         ragstore.applied_files FROM ragstore_app, ragstore_reader;
+    -- The API tokens of `ragstore serve` are the owner side's alone (the table is there from revision
+    -- 0004_api_tokens on, which revokes the same).
+    IF to_regclass('ragstore.api_tokens') IS NOT NULL THEN
+        REVOKE ALL ON ragstore.api_tokens FROM ragstore_app, ragstore_reader;
+        REVOKE ALL ON SEQUENCE ragstore.api_tokens_id_seq FROM ragstore_app, ragstore_reader;
+    END IF;
     -- What the app writes: chunks, the embedding cache, the roots of its own runs, memory (append only).
     GRANT SELECT, INSERT, UPDATE, DELETE ON ragstore.chunks, ragstore.embedding_cache TO ragstore_app;
     GRANT SELECT, INSERT, UPDATE ON ragstore.family_sources TO ragstore_app;
