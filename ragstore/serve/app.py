@@ -179,6 +179,26 @@ async def caller(request: Request) -> AsyncStore:
 Caller = Annotated[AsyncStore, Depends(caller)]
 
 
+class ErrorBody(BaseModel):
+    """Every error: the one line the CLI prints for it."""
+
+    error: str
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": what}
+    for code, what in [
+        (400, "invalid input: a field, a filter, a record"),
+        (401, "no token, or a malformed, unknown or revoked one"),
+        (403, "the token's database role lacks the privilege (the database's refusal)"),
+        (404, "no such family"),
+        (413, "the request body is over the server's limit"),
+        (503, "the database does not answer"),
+        (504, "a statement ran past the statement timeout"),
+    ]
+}
+
+
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -225,9 +245,11 @@ def create_app(settings: Settings) -> FastAPI:
         summary="The HTTP JSON API of ragstore: search, chunks and families, as the bearer token's database role.",
         version="1",
         lifespan=lifespan,
+        responses=_ERRORS,
     )
     app.state.stores = stores
     _handlers(app)
+    _openapi_without_422(app)
 
     @app.get("/healthz", summary="Whether the server and its database answer (no token needed).")
     async def healthz() -> dict[str, str]:
@@ -291,6 +313,24 @@ def create_app(settings: Settings) -> FastAPI:
         return report.as_dict()
 
     return app
+
+
+def _openapi_without_422(app: FastAPI) -> None:
+    """The document says what the app answers: a bad request is 400 ``{"error": ...}``, never FastAPI's 422."""
+    make = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = make()
+            for item in doc.get("paths", {}).values():
+                for operation in item.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                doc.get("components", {}).get("schemas", {}).pop(name, None)
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _validation_line(exc: RequestValidationError) -> str:
