@@ -32,6 +32,8 @@ def test_the_document_names_every_endpoint_and_its_schemas() -> None:
         ("/v1/families/{family}/chunks", "get"),
         ("/v1/families/{family}/chunks", "post"),
         ("/v1/families/{family}/chunks", "delete"),
+        ("/v1/memory/{agent}/recall", "post"),
+        ("/v1/memory/{agent}/records", "post"),
     }
     schemas = doc["components"]["schemas"]
     search = schemas["SearchBody"]
