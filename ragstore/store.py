@@ -261,6 +261,8 @@ class Store(Closing):
         model: str | None = None,
         options: Mapping[str, Any] | None = None,
         fts_config: str = "english",
+        storage: str | None = None,
+        rerank_factor: int | None = None,
     ) -> Family:
         """Create family ``name`` for ``backend`` (a name such as ``"offline"``/``"minilm"``/``"openai"``,
         or a :class:`~ragstore.embed.base.Backend` instance) with its table and HNSW index. ``options`` are
@@ -268,10 +270,13 @@ class Store(Closing):
         Without ``backend``: ``"minilm"`` when the ``minilm`` extra is installed, else ``"offline"``, with a
         :class:`~ragstore.errors.FingerprintVectorsWarning` saying so
         (:func:`ragstore.embed.registry.default_backend`).
+        ``storage``: how its HNSW index holds the vectors, ``"vector"`` (default), ``"halfvec"`` or ``"bit"``
+        (with ``rerank_factor`` candidates per hit re-ranked exactly; docs/guide/storage.md).
         Raises InvalidInput, Conflict (it exists)."""
         from ragstore.embed.base import Backend as BackendType
         from ragstore.embed.registry import default_backend, make_backend
         from ragstore.families import check_name, create_family
+        from ragstore.families.storage import storage_options
 
         check_name(name)
         if backend is None:
@@ -282,8 +287,9 @@ class Store(Closing):
         made = backend if isinstance(backend, BackendType) else make_backend(backend, model=model, **recorded)
         if fts_config != "english":
             recorded["fts_config"] = fts_config
+        family_options = {**recorded, **storage_options(storage, rerank_factor)}
         with self.connection(autocommit=False) as conn:
-            family = create_family(conn, name, made, options=recorded)
+            family = create_family(conn, name, made, options=family_options)
         self.caches.remember_family(family)
         return family
 

@@ -378,7 +378,7 @@ class AsyncStore:
         iterative = plan == _vector.PLAN_ITERATIVE
         values = {
             **params,
-            "ragstore_ef": str(_vector.ef_search_for(k, request.ef_search)),
+            "ragstore_ef": str(_vector.ef_search_for(_vector.index_candidates(fam, k), request.ef_search)),
             "ragstore_iterative": "relaxed_order" if iterative else "off",
         }
         rows = await _rows(conn, _vector.hnsw_statement(fam, flt, k, vectors=False), values)

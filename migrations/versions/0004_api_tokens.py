@@ -15,7 +15,7 @@ from pathlib import Path
 from alembic import op
 
 revision = "0004_api_tokens"
-down_revision = "0002_family_views"
+down_revision = "0003_sync"
 branch_labels = None
 depends_on = None
 

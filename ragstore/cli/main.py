@@ -97,6 +97,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "server_group",
         "The embedded PostgreSQL that ragstore runs when no RAGSTORE_DSN is set.",
     ),
+    "sync": (
+        "ragstore.cli.sync",
+        "sync_group",
+        "Families that follow tables of the same database: triggers queue changed rows, `sync run` writes them.",
+    ),
     "token": (
         "ragstore.cli.token",
         "token_group",

@@ -22,6 +22,7 @@ from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
+from ragstore.families import storage as storages
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,47}")
 HNSW_MAX_DIM = {"vector": 2000, "halfvec": 4000}
@@ -72,8 +73,22 @@ class Family:
         return f"vectors_{check_name(self.name)}"
 
     @property
+    def storage(self) -> str:
+        """How the HNSW index holds the vectors: vector, halfvec or bit (ragstore.families.storage)."""
+        return storages.storage_of(self.options)
+
+    @property
+    def rerank_factor(self) -> int:
+        """For the bit storage: how many candidates per hit the index returns for the exact re-rank."""
+        return storages.rerank_factor_of(self.options)
+
+    @property
     def opclass(self) -> str:
-        return f"{self.vector_type}_cosine_ops"
+        return storages.opclass(self.storage, self.vector_type)
+
+    def index_expression(self) -> str:
+        """What the HNSW index is built on (constant text of checked parts)."""
+        return storages.index_expression(self.storage, self.vector_type, self.dim)
 
     def identifiers(self) -> dict[str, sql.Composable]:
         """The names this family puts into SQL, each an Identifier (or a checked keyword)."""
@@ -86,6 +101,7 @@ class Family:
             "metadata_index": sql.Identifier(self.metadata_index),
             "vector_type": sql.SQL(f"{self.vector_type}({int(self.dim)})"),  # checked in vector_type_for
             "opclass": sql.SQL(self.opclass),
+            "index_expression": sql.SQL(self.index_expression()),  # checked in ragstore.families.storage
             "m": sql.Literal(HNSW_M),
             "ef_construction": sql.Literal(HNSW_EF_CONSTRUCTION),
         }
@@ -125,8 +141,21 @@ def vector_type_for(dim: int) -> str:
 
 
 # Family options that are not the backend's settings: the full-text configuration, a model migration's
-# target, the hybrid fusion chosen by `family tune`, the declared filter keys (ragstore.families.filter_keys).
-NOT_BACKEND_OPTIONS = frozenset({"fts_config", "target", "fusion", "filter_keys", "filter_keys_covering"})
+# target, the hybrid fusion chosen by `family tune`, the declared filter keys (ragstore.families.filter_keys),
+# the index storage and its re-rank factor and last measured recall (ragstore.families.storage).
+NOT_BACKEND_OPTIONS = frozenset(
+    {
+        "fts_config",
+        "target",
+        "fusion",
+        "filter_keys",
+        "filter_keys_covering",
+        "storage",
+        "rerank_factor",
+        "recall",
+        "storage_target",
+    }
+)
 
 
 def backend_options(family: Family) -> dict[str, Any]:
@@ -155,6 +184,11 @@ def create_family(
     """
     check_name(name)
     vector_type = vector_type_for(backend.dim)
+    options = dict(options or {})
+    if "storage" in options:
+        storages.check_storage(options["storage"], backend.dim, vector_type)
+    if "rerank_factor" in options:
+        storages.check_rerank_factor(options["rerank_factor"])
     family = Family(
         name=name,
         backend=backend.name,
@@ -305,6 +339,9 @@ def drop_family(conn: Conn, name: str) -> None:
         tables.append(target["table"])
     with conn.transaction(), db_errors():
         lock_term_df_shared(conn, name)
+        from ragstore.sync.sources import drop_family_sources
+
+        drop_family_sources(conn, name)  # the followed tables' triggers; sources and queue cascade
         conn.execute(sql.SQL(query("families", "drop_view")).format(**family.identifiers()))
         for table in tables:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(table)))

@@ -48,6 +48,7 @@ from ragstore.families import (
     give_table_to_owner,
     vector_type_for,
 )
+from ragstore.families import storage as storages
 from ragstore.ingest.records import check_matrix
 
 Progress = Callable[[int], None]
@@ -386,7 +387,7 @@ DROP_LOCK_TIMEOUT = "100ms"
 
 
 def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier, batch_size: int) -> None:
-    options = dict(target.options) | filter_keys.kept_options(old, new)
+    options = dict(target.options) | filter_keys.kept_options(old, new) | storages.kept_options(old.options)
     if "fts_config" in old.options:
         options["fts_config"] = old.options["fts_config"]
     conn.commit()

@@ -143,8 +143,22 @@ class FamilyAdapter:
 class FamilyClient:
     """One family of externally computed vectors, on a :class:`~ragstore.Store` (see the module docstring)."""
 
-    def __init__(self, family: str, dsn: str | None, model: str, dim: int, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        family: str,
+        dsn: str | None,
+        model: str,
+        dim: int,
+        store: Store | None = None,
+        *,
+        storage: str | None = None,
+        rerank_factor: int | None = None,
+    ) -> None:
+        """``storage``/``rerank_factor``: how a family created here indexes its vectors (vector, halfvec or
+        bit: ragstore.families.storage); an existing family keeps its own (``family migrate --storage``)."""
         self.name = check_name(family)
+        self._storage = storage
+        self._rerank_factor = rerank_factor
         self.model = model
         self.dim = dim
         self._owned = store is None
@@ -164,7 +178,9 @@ class FamilyClient:
             family = self.store.family(self.name)
         except NotFound:
             try:
-                family = self.store.create_family(self.name, self.backend)
+                family = self.store.create_family(
+                    self.name, self.backend, storage=self._storage, rerank_factor=self._rerank_factor
+                )
             except Conflict:  # created meanwhile by another process
                 family = self.store.family(self.name)
         family.check_backend(self.backend)

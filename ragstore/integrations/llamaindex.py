@@ -130,6 +130,8 @@ class RagstoreVectorStore(FamilyAdapter, BasePydanticVectorStore):
         embed_dim: int | None = None,
         model_name: str | None = None,
         store: Store | None = None,
+        storage: str | None = None,
+        rerank_factor: int | None = None,
     ) -> None:
         super().__init__(family=family)  # type: ignore[call-arg]  # pydantic sets the declared field
         if embed_model is not None:
@@ -141,7 +143,7 @@ class RagstoreVectorStore(FamilyAdapter, BasePydanticVectorStore):
             dim, name = embed_dim, model_name
         if embed_dim is not None and embed_dim != dim:
             raise InvalidInput(f"embed_dim {embed_dim} differs from the {dim} dimensions of embed_model")
-        self._client = FamilyClient(family, dsn, name, dim, store)
+        self._client = FamilyClient(family, dsn, name, dim, store, storage=storage, rerank_factor=rerank_factor)
 
     @classmethod
     def class_name(cls) -> str:
