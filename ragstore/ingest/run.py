@@ -13,6 +13,7 @@ from ragstore.db.connection import db_errors, second_connection
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, backend_options, check_fts_config, get_family
+from ragstore.ingest.chunker import window_for
 from ragstore.ingest.columnar import COLUMNAR_KINDS, read_columnar
 from ragstore.ingest.fast import OnePass, Spool
 from ragstore.ingest.parallel import Lender
@@ -142,6 +143,9 @@ def index_sources(
     roots = roots_of(sources)
     chosen = backend or backend_for(family, caches_for(conn))
     family.check_backend(chosen)
+    window = window_for(chosen)
+    for source in sources:
+        source.window = window  # documents are chunked in the model's own tokens where it has them
     config = check_fts_config(conn, fts_config_of(family))
     conn.commit()
     check_roots(conn, family_name, roots, replace=replace_root)
