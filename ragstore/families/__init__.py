@@ -8,10 +8,11 @@ limit for ``vector``, up to 4,000) with an HNSW ``*_cosine_ops`` index.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import psycopg
 from psycopg import sql
@@ -22,6 +23,9 @@ from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
+
+if TYPE_CHECKING:
+    from ragstore.caches import Caches
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,47}")
 HNSW_MAX_DIM = {"vector": 2000, "halfvec": 4000}
@@ -125,6 +129,25 @@ NOT_BACKEND_OPTIONS = frozenset({"fts_config", "target", "fusion", "filter_keys"
 def backend_options(family: Family) -> dict[str, Any]:
     """The settings ``family`` recorded for its backend (``base_url``, ``dimensions``, ...)."""
     return {k: v for k, v in family.options.items() if k not in NOT_BACKEND_OPTIONS}
+
+
+def backend_for(family: Family, caches: Caches | None = None) -> Backend:
+    """The backend that built ``family``, configured from the options the family recorded.
+
+    Backends are kept in ``caches`` per configuration (a search must not pay for a new model session or
+    HTTP client, tens of milliseconds, on every query); without ``caches`` a new one is made.
+    """
+    from ragstore.embed.registry import make_backend
+
+    options = backend_options(family)
+    key = json.dumps([family.backend, family.model, family.dim, options], sort_keys=True, default=str)
+
+    def make() -> Backend:
+        backend = make_backend(family.backend, model=family.model, dim=family.dim, **options)
+        family.check_backend(backend)
+        return backend
+
+    return make() if caches is None else caches.backend(key, make)
 
 
 def row_to_family(row: tuple[Any, ...]) -> Family:
@@ -241,8 +264,13 @@ def get_family(conn: Conn, name: str) -> Family:
     with db_errors():
         row = conn.execute(query("families", "get_family"), {"name": name}).fetchone()
     if row is None:
-        raise NotFound(f"no family named {name!r} (see `ragstore family list`)")
+        raise family_not_found(name)
     return row_to_family(row)
+
+
+def family_not_found(name: str) -> NotFound:
+    """The error of a lookup of family ``name`` that found none."""
+    return NotFound(f"no family named {name!r} (see `ragstore family list`)")
 
 
 def list_families(conn: Conn) -> list[Family]:
