@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ragstore.families import Family, FamilyStats
     from ragstore.families.chunks import ChunkPage, DeleteReport, ExportReport, GetResult
     from ragstore.families.filter_keys import FilterKey
+    from ragstore.families.vacuum import VacuumReport
     from ragstore.ingest.readers import Source
     from ragstore.ingest.roots import SourceRow
     from ragstore.ingest.writer import IndexReport
@@ -260,6 +261,8 @@ class Store(Closing):
         model: str | None = None,
         options: Mapping[str, Any] | None = None,
         fts_config: str = "english",
+        storage: str | None = None,
+        rerank_factor: int | None = None,
     ) -> Family:
         """Create family ``name`` for ``backend`` (a name such as ``"offline"``/``"minilm"``/``"openai"``,
         or a :class:`~ragstore.embed.base.Backend` instance) with its table and HNSW index. ``options`` are
@@ -267,10 +270,13 @@ class Store(Closing):
         Without ``backend``: ``"minilm"`` when the ``minilm`` extra is installed, else ``"offline"``, with a
         :class:`~ragstore.errors.FingerprintVectorsWarning` saying so
         (:func:`ragstore.embed.registry.default_backend`).
+        ``storage``: how its HNSW index holds the vectors, ``"vector"`` (default), ``"halfvec"`` or ``"bit"``
+        (with ``rerank_factor`` candidates per hit re-ranked exactly; docs/guide/storage.md).
         Raises InvalidInput, Conflict (it exists)."""
         from ragstore.embed.base import Backend as BackendType
         from ragstore.embed.registry import default_backend, make_backend
         from ragstore.families import check_name, create_family
+        from ragstore.families.storage import storage_options
 
         check_name(name)
         if backend is None:
@@ -281,8 +287,9 @@ class Store(Closing):
         made = backend if isinstance(backend, BackendType) else make_backend(backend, model=model, **recorded)
         if fts_config != "english":
             recorded["fts_config"] = fts_config
+        family_options = {**recorded, **storage_options(storage, rerank_factor)}
         with self.connection(autocommit=False) as conn:
-            family = create_family(conn, name, made, options=recorded)
+            family = create_family(conn, name, made, options=family_options)
         self.caches.remember_family(family)
         return family
 
@@ -315,6 +322,15 @@ class Store(Closing):
             drop_family(conn, name)
             conn.commit()
         self.caches.forget_family(name)
+
+    def vacuum(self, family: str | None = None, *, full: bool = False) -> VacuumReport:
+        """Return to the disk the space deletes left in ``family``'s table and the shared tables (every
+        ragstore table when None), as ``ragstore vacuum`` does; see :mod:`ragstore.families.vacuum`.
+        PermissionDenied unless the store's role is the owner side."""
+        from ragstore.families.vacuum import vacuum
+
+        with self.connection() as conn:
+            return vacuum(conn, family, full=full)
 
     def add_filter_key(self, family: str, key: str, *, covering: bool = False) -> Family:
         """Declare metadata ``key`` a filter key of ``family``: a btree index (built concurrently; with

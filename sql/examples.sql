@@ -3,12 +3,22 @@
 -- ragstore/sql/schema.sql. sql/memory.sql has the examples of agent memory.
 -- Run with:  psql "$RAGSTORE_DSN" -f sql/examples.sql   (or paste the statements one by one).
 -- They use the family 'docs' of the README's quick start (examples/sample.jsonl: 300 chunks of man pages).
--- Every statement only reads; the role ragstore_reader may run all of them.
+-- Every statement only reads; the role ragstore_reader may run all of them. Each family has a stable SQL
+-- name, the view ragstore.vectors_<family> (chunk_id, package_path, text, metadata, embedding, model): it
+-- survives `ragstore family migrate` (a model change moves the vectors to a new table; the view follows).
+
+-- The family's default search, the one `ragstore search docs "..."` runs (ragstore/sql/functions/search_auto.sql):
+-- full text for an offline family like 'docs'; for a semantic family pass the query's vector as well, embedded
+-- by the application with the family's model (SQL cannot run MiniLM):
+--   SELECT * FROM ragstore.search_auto('man_minilm', 'copy files and directories', $1::vector, 10);
+SELECT chunk_id, round(score::numeric, 4) AS score, left(text, 60) AS text
+FROM ragstore.search_auto('docs', 'copy files and directories', NULL, 5);
 
 -- Which families exist, their model, dimension and table.
 SELECT name, backend, model, dim, vector_type, table_name, state FROM ragstore.families ORDER BY name;
 
--- Full text of a query for an offline family: the query is embedded in SQL by ragstore.offline_embed.
+-- The offline fingerprint's cosine (a lexical hash, not a semantic model): the query is embedded in SQL by
+-- ragstore.offline_embed.
 -- Returns chunk_id, package_path, score (cosine similarity, 0 for a zero vector), text;
 -- ordered by score descending, then chunk_id.
 SELECT chunk_id, package_path, round(score::numeric, 4) AS score, left(text, 60) AS text
@@ -19,10 +29,14 @@ FROM ragstore.search_text('docs', 'how do I copy files and directories', 5);
 SELECT chunk_id, round(score::numeric, 4) AS score
 FROM ragstore.search('docs', ragstore.offline_embed('copy files'), 10);
 
--- "More like this": the stored vector of one chunk as the query.
+-- "More like this": the stored vector of one chunk as the query, read through the family's view.
 SELECT s.chunk_id, round(s.score::numeric, 4) AS score
-FROM ragstore.emb_docs AS e, ragstore.search('docs', e.embedding, 6) AS s
-WHERE e.chunk_id = 'man1/cp.1#0' AND s.chunk_id <> e.chunk_id;
+FROM ragstore.vectors_docs AS v, ragstore.search('docs', v.embedding, 6) AS s
+WHERE v.chunk_id = 'man1/cp.1#0' AND s.chunk_id <> v.chunk_id;
+
+-- The view holds every chunk of the family with its text, metadata and vector.
+SELECT chunk_id, package_path, vector_dims(embedding) AS dims, model, left(text, 40) AS text
+FROM ragstore.vectors_docs ORDER BY chunk_id LIMIT 3;
 
 -- Citations in the form a model is asked to quote: [package_path#chunk_id].
 SELECT format('[%s#%s]', package_path, chunk_id) AS citation, left(text, 80) AS text
@@ -68,7 +82,3 @@ ROLLBACK;
 -- rank and score as NULL.
 SELECT chunk_id, round(score::numeric, 4) AS score, fts_rank, vector_rank
 FROM ragstore.hybrid_search('docs', 'copy files "preserve mode" -remote', ragstore.offline_embed('copy files'), 10);
--- an offline family: full text, as `ragstore search` does
-SELECT chunk_id, round(score::numeric, 4) AS score FROM ragstore.search_auto('docs', 'copy files', NULL, 10);
---   -- a MiniLM family: embed the query in the application, pass it as a vector literal
---   SELECT * FROM ragstore.search_auto('man_minilm', 'copy files and directories', $1::vector, 10);

@@ -1,4 +1,4 @@
-"""``ragstore migrate`` and ``ragstore server``."""
+"""``ragstore migrate``, ``ragstore vacuum`` and ``ragstore server``."""
 
 from __future__ import annotations
 
@@ -49,6 +49,52 @@ def migrate_command(ctx: click.Context, show_status: bool, offline: bool, on_cit
         click.echo(f"at head ({result.after}): re-applied {', '.join(result.replaced)}")
     else:
         click.echo(f"already at head ({result.after}): nothing to do")
+
+
+@click.command("vacuum")
+@click.argument("family", required=False)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Rewrite each table compactly (VACUUM FULL): returns all free space, but locks each table while it runs.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def vacuum_command(ctx: click.Context, family: str | None, full: bool, as_json: bool) -> None:
+    """Return to the disk the space that drops, prunes and deletes left in the tables (owner role only).
+
+    With FAMILY: that family's table and the tables all families share; without: every ragstore table.
+    """
+    from ragstore.families.vacuum import vacuum
+
+    with app(ctx).connect() as conn:
+        report = vacuum(conn, family, full=full)
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    db_before, db_after = report.database
+    what = "vacuum --full" if full else "vacuum"
+    click.echo(
+        f"{what}: {_size(report.reclaimed)} returned to the disk "
+        f"(database {_size(db_before)} -> {_size(db_after)}, {len(report.tables)} tables)"
+    )
+    for name, (before, after) in sorted(report.tables.items()):
+        if before != after:
+            click.echo(f"  ragstore.{name}: {_size(before)} -> {_size(after)}")
+    if not full:
+        click.echo(
+            "note: a plain vacuum frees dead rows for reuse and returns only the empty pages at the end of each "
+            "table; `ragstore vacuum --full` returns all free space (it locks each table while it rewrites it)"
+        )
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
 
 
 @click.group("server")

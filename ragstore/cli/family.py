@@ -12,11 +12,20 @@ from ragstore import families
 from ragstore.cli.app import CliError, app, emit_json, terminal_safe
 from ragstore.embed.registry import BACKENDS, backend_settings, default_backend, make_backend
 from ragstore.errors import mask_secrets
+from ragstore.families.storage import DEFAULT_RERANK_FACTOR, MAX_RERANK_FACTOR, STORAGES, storage_options
 
 
 @click.group("family")
 def family_group() -> None:
     """Embedding families: one backend + model + dimension, each with its own table."""
+
+
+# What `family create --storage bit` says (the figures: benchmarks/README.md, "Index storage").
+BIT_NOTE = (
+    "bit storage keeps recall only where the model's binary codes keep neighbours (on clustered synthetic "
+    "384-d vectors it fell well short of vector's recall at the default rerank factor); run "
+    "`ragstore check-recall` on this family once loaded, and raise --rerank-factor or use halfvec if it is short"
+)
 
 
 @family_group.command("create")
@@ -44,6 +53,20 @@ def family_group() -> None:
     show_default=True,
     help="Full-text configuration (english, simple, ...).",
 )
+@click.option(
+    "--storage",
+    type=click.Choice(STORAGES),
+    default="vector",
+    show_default=True,
+    help="How the HNSW index holds the vectors: vector (full precision), halfvec (half the index) or bit "
+    "(binary codes, about a sixth, re-ranked exactly; measure it with check-recall: docs/guide/storage.md).",
+)
+@click.option(
+    "--rerank-factor",
+    type=click.IntRange(1, MAX_RERANK_FACTOR),
+    default=None,
+    help=f"For --storage bit: candidates read per hit, re-ranked by exact cosine. Default {DEFAULT_RERANK_FACTOR}.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def family_create(
@@ -55,6 +78,8 @@ def family_create(
     dimensions: int | None,
     api_key_env: str | None,
     fts_config: str,
+    storage: str,
+    rerank_factor: int | None,
     as_json: bool,
 ) -> None:
     """Create family NAME (its table ragstore.emb_NAME and an HNSW cosine index)."""
@@ -66,16 +91,19 @@ def family_create(
     backend = make_backend(backend_name, model=model, **options)
     if fts_config != "english":
         options["fts_config"] = fts_config
+    family_options = {**options, **storage_options(storage, rerank_factor)}
     with app(ctx).connect() as conn:
-        family = families.create_family(conn, name, backend, options=options)
+        family = families.create_family(conn, name, backend, options=family_options)
     if note is not None:
         click.echo(f"note: {note}", err=True)
+    if family.storage == "bit":
+        click.echo(f"note: {BIT_NOTE}", err=True)
     if as_json:
         emit_json(_family_dict(family))
     else:
         click.echo(
             f"created family {family.name}: {family.backend}/{family.model}, {family.dim}-d "
-            f"{family.vector_type}, table ragstore.{family.table}"
+            f"{family.vector_type}, {family.storage} index, table ragstore.{family.table}"
         )
 
 
@@ -86,6 +114,7 @@ def _family_dict(family: families.Family) -> dict[str, Any]:
         "model": family.model,
         "dim": family.dim,
         "vector_type": family.vector_type,
+        "storage": family.storage,
         "table": f"ragstore.{family.table}",
         "state": family.state,
         "options": _masked(family.options),
@@ -150,7 +179,9 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         emit_json(data)
         return
     index = (
-        f"{stats.hnsw_index} (hnsw {stats.family.opclass}, {_size(stats.hnsw_bytes or 0)})"
+        f"{stats.hnsw_index} (hnsw {stats.family.opclass}, {stats.family.storage} storage"
+        + (f", rerank factor {stats.family.rerank_factor}" if stats.family.storage == "bit" else "")
+        + f", {_size(stats.hnsw_bytes or 0)})"
         if stats.hnsw_index
         else "MISSING (an interrupted bulk load? the next `ragstore index` run builds it)"
     )
@@ -371,6 +402,10 @@ def family_drop(ctx: click.Context, name: str, yes: bool) -> None:
     with app(ctx).connect() as conn:
         families.drop_family(conn, name)
     click.echo(f"dropped family {name}")
+    click.echo(
+        "note: its table's space is back on the disk; its rows' space in the tables all families share is "
+        "reused by later writes, and `ragstore vacuum --full` returns it to the disk"
+    )
 
 
 def _size(n: int) -> str:

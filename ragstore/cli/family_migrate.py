@@ -1,4 +1,5 @@
-"""``ragstore family migrate NAME --backend B``: re-embed a family with another model and swap it in.
+"""``ragstore family migrate NAME --backend B``: re-embed a family with another model and swap it in;
+``ragstore family migrate NAME --storage S``: rebuild its index in another storage and swap it in.
 
 The command parses, calls :func:`ragstore.families.migrate.migrate_family` (or ``dry_run`` /
 ``abort_migration``) and prints; it is added to the ``family`` group as ``migrate``.
@@ -7,6 +8,7 @@ The command parses, calls :func:`ragstore.families.migrate.migrate_family` (or `
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from typing import Any
 
 import click
@@ -14,6 +16,7 @@ import click
 from ragstore.cli.app import CliError, app, count_option, emit_json, interactive
 from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
 from ragstore.families import migrate as family_migrate
+from ragstore.families.storage import MAX_RERANK_FACTOR, STORAGES
 
 _progressbar: Any = click.progressbar  # used as a context manager entered by hand
 
@@ -26,6 +29,19 @@ _progressbar: Any = click.progressbar  # used as a context manager entered by ha
 @click.option("--dimensions", type=click.IntRange(1), default=None, help="Shorter vectors (Matryoshka).")
 @click.option("--api-key-env", default=None, help="Environment variable holding the API key.")
 @click.option("--dry-run", is_flag=True, help="Say what it would cost (chunks, estimated time); write nothing.")
+@click.option(
+    "--storage",
+    type=click.Choice(STORAGES),
+    default=None,
+    help="Switch the index storage instead (vector, halfvec, bit): the new index is built concurrently and "
+    "swapped in; nothing is re-embedded.",
+)
+@click.option(
+    "--rerank-factor",
+    type=click.IntRange(1, MAX_RERANK_FACTOR),
+    default=None,
+    help="With --storage bit: candidates read per hit, re-ranked exactly.",
+)
 @click.option("--abort", is_flag=True, help="Give up an unfinished migration and drop its new table.")
 @count_option("--batch-size", 100_000, family_migrate.DEFAULT_BATCH, "Chunks embedded and committed together.")
 @count_option("--sample", 10_000, family_migrate.DRY_RUN_SAMPLE, "Texts embedded to time a --dry-run.")
@@ -41,6 +57,8 @@ def family_migrate_command(
     dimensions: int | None,
     api_key_env: str | None,
     dry_run: bool,
+    storage: str | None,
+    rerank_factor: int | None,
     abort: bool,
     batch_size: int,
     sample: int,
@@ -50,7 +68,11 @@ def family_migrate_command(
     """Re-embed family NAME with another backend/model/dimension, then swap it in one transaction.
 
     Queries keep using the old vectors until the swap. Interrupted? Rerun the same command: it resumes.
+    With --storage: the same vectors, indexed as halfvec or bit (or back to vector), swapped in.
     """
+    if storage is not None or rerank_factor is not None:
+        _storage(ctx, name, storage, rerank_factor, backend_name is not None or dry_run or abort, as_json)
+        return
     if abort:
         if backend_name or dry_run:
             raise CliError("--abort takes no --backend or --dry-run")
@@ -93,6 +115,30 @@ def family_migrate_command(
                 f"drop it later: DROP TABLE ragstore.{report.old_table}",
                 err=True,
             )
+
+
+def _storage(
+    ctx: click.Context, name: str, storage: str | None, factor: int | None, other: bool, as_json: bool
+) -> None:
+    from ragstore.families import get_family
+    from ragstore.families.storage_migrate import migrate_storage
+
+    if other:
+        raise CliError("--storage takes no --backend, --dry-run or --abort (migrate the model separately)")
+    with app(ctx).connect() as conn:
+        report = migrate_storage(conn, name, storage or get_family(conn, name).storage, rerank_factor=factor)
+    if as_json:
+        emit_json(asdict(report))
+        return
+    sizes = " -> ".join(_size(b) for b in (report.index_bytes_before, report.index_bytes_after))
+    if report.rebuilt:
+        click.echo(f"{name}: index storage {report.source} -> {report.target} (HNSW index {sizes}), swapped in")
+    else:
+        click.echo(f"{name}: storage {report.target} already; rerank factor recorded, no index rebuilt")
+
+
+def _size(n: int | None) -> str:
+    return "none" if n is None else f"{n / 2**20:.1f} MiB"
 
 
 def _run(conn: Any, name: str, backend: Any, options: dict[str, Any], batch_size: int, show_bar: bool) -> Any:

@@ -108,6 +108,8 @@ def distribute(conn: Conn) -> list[str]:
     family table co-located with it.
     """
     changed: list[str] = []
+    if _exists(conn, "families"):
+        conn.execute(query("citus", "drop_family_views"))
     for table in COORDINATOR_TABLES:
         if _exists(conn, table) and _laid_out(conn, table, reference=True):
             conn.execute(query("citus", "undistribute_table"), {"table": table})

@@ -23,6 +23,7 @@ from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
+from ragstore.families import storage as storages
 
 if TYPE_CHECKING:
     from ragstore.caches import Caches
@@ -70,19 +71,41 @@ class Family:
     metadata_index = _TableSuffix("metadata")
 
     @property
+    def view(self) -> str:
+        """The family's stable SQL name in schema ragstore, ``vectors_<name>`` (see :func:`create_view`); at
+        most 56 bytes, within PostgreSQL's 63 (a name has at most 48)."""
+        return f"vectors_{check_name(self.name)}"
+
+    @property
+    def storage(self) -> str:
+        """How the HNSW index holds the vectors: vector, halfvec or bit (ragstore.families.storage)."""
+        return storages.storage_of(self.options)
+
+    @property
+    def rerank_factor(self) -> int:
+        """For the bit storage: how many candidates per hit the index returns for the exact re-rank."""
+        return storages.rerank_factor_of(self.options)
+
+    @property
     def opclass(self) -> str:
-        return f"{self.vector_type}_cosine_ops"
+        return storages.opclass(self.storage, self.vector_type)
+
+    def index_expression(self) -> str:
+        """What the HNSW index is built on (constant text of checked parts)."""
+        return storages.index_expression(self.storage, self.vector_type, self.dim)
 
     def identifiers(self) -> dict[str, sql.Composable]:
         """The names this family puts into SQL, each an Identifier (or a checked keyword)."""
         return {
             "table": sql.Identifier(self.table),
+            "view": sql.Identifier(self.view),
             "family": sql.Literal(check_name(self.name)),
             "hnsw_index": sql.Identifier(self.hnsw_index),
             "package_index": sql.Identifier(self.package_index),
             "metadata_index": sql.Identifier(self.metadata_index),
             "vector_type": sql.SQL(f"{self.vector_type}({int(self.dim)})"),  # checked in vector_type_for
             "opclass": sql.SQL(self.opclass),
+            "index_expression": sql.SQL(self.index_expression()),  # checked in ragstore.families.storage
             "m": sql.Literal(HNSW_M),
             "ef_construction": sql.Literal(HNSW_EF_CONSTRUCTION),
         }
@@ -122,8 +145,21 @@ def vector_type_for(dim: int) -> str:
 
 
 # Family options that are not the backend's settings: the full-text configuration, a model migration's
-# target, the hybrid fusion chosen by `family tune`, the declared filter keys (ragstore.families.filter_keys).
-NOT_BACKEND_OPTIONS = frozenset({"fts_config", "target", "fusion", "filter_keys", "filter_keys_covering"})
+# target, the hybrid fusion chosen by `family tune`, the declared filter keys (ragstore.families.filter_keys),
+# the index storage and its re-rank factor and last measured recall (ragstore.families.storage).
+NOT_BACKEND_OPTIONS = frozenset(
+    {
+        "fts_config",
+        "target",
+        "fusion",
+        "filter_keys",
+        "filter_keys_covering",
+        "storage",
+        "rerank_factor",
+        "recall",
+        "storage_target",
+    }
+)
 
 
 def backend_options(family: Family) -> dict[str, Any]:
@@ -171,6 +207,11 @@ def create_family(
     """
     check_name(name)
     vector_type = vector_type_for(backend.dim)
+    options = dict(options or {})
+    if "storage" in options:
+        storages.check_storage(options["storage"], backend.dim, vector_type)
+    if "rerank_factor" in options:
+        storages.check_rerank_factor(options["rerank_factor"])
     family = Family(
         name=name,
         backend=backend.name,
@@ -236,6 +277,24 @@ def create_table(conn: Conn, family: Family) -> None:
         # their indexes are created on the workers, in this transaction).
         citus.distribute_family(conn, family.table)
     give_table_to_owner(conn, family)
+    create_view(conn, family)
+
+
+def create_view(conn: Conn, family: Family) -> None:
+    """Create, or re-point at the family's current table, its view ``ragstore.vectors_<name>`` (``create_view``
+    in ragstore/sql/families.sql), owned by ``ragstore_owner`` and readable by the app and reader roles, inside
+    the caller's transaction: the stable name hand-written SQL uses, whatever model migrations did. Not on
+    Citus (docs/guide/citus.md): there, read the table name from ``ragstore.families``."""
+    if citus.is_citus(conn):
+        return
+    ids = family.identifiers()
+    conn.execute(sql.SQL(query("families", "create_view")).format(**ids))
+    row = conn.execute(query("roles", "owner_transfer"), {"table": family.view}).fetchone()
+    if row is not None and row[0] and row[1]:
+        conn.execute(sql.SQL(query("roles", "give_view_to_owner")).format(**ids))
+    exists = conn.execute(query("roles", "group_roles_exist")).fetchone()
+    if exists and exists[0]:
+        conn.execute(sql.SQL(query("roles", "grant_view")).format(**ids))
 
 
 def give_table_to_owner(conn: Conn, family: Family) -> None:
@@ -308,6 +367,10 @@ def drop_family(conn: Conn, name: str) -> None:
         tables.append(target["table"])
     with conn.transaction(), db_errors():
         lock_term_df_shared(conn, name)
+        from ragstore.sync.sources import drop_family_sources
+
+        drop_family_sources(conn, name)  # the followed tables' triggers; sources and queue cascade
+        conn.execute(sql.SQL(query("families", "drop_view")).format(**family.identifiers()))
         for table in tables:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(table)))
         conn.execute(query("families", "delete_family"), {"name": name})

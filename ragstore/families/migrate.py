@@ -10,7 +10,8 @@
    chunks the new table holds for the same text and package;
 4. the HNSW index is built once, after the backfill; chunks changed meanwhile are caught up;
 5. ONE transaction locks the registry row and the old table against writers, catches up the last
-   changes, points the registry at the new table (state 'ready') and drops the old table.
+   changes, points the registry and the family's view (``ragstore.vectors_<name>``) at the new table
+   (state 'ready'); the old table is dropped after it.
 
 Queries are served by the old table until that commit: a reader resolving the table from the registry
 per query never sees an empty or half-filled family (one that resolved the old name just before the swap
@@ -38,7 +39,16 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import UNCACHED_BACKENDS, cache_key, embed_cached, key_for, seed_from_family
 from ragstore.errors import Conflict, InvalidInput
-from ragstore.families import Family, ensure_hnsw_index, filter_keys, get_family, give_table_to_owner, vector_type_for
+from ragstore.families import (
+    Family,
+    create_view,
+    ensure_hnsw_index,
+    filter_keys,
+    get_family,
+    give_table_to_owner,
+    vector_type_for,
+)
+from ragstore.families import storage as storages
 from ragstore.ingest.records import check_matrix
 
 Progress = Callable[[int], None]
@@ -377,7 +387,7 @@ DROP_LOCK_TIMEOUT = "100ms"
 
 
 def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier, batch_size: int) -> None:
-    options = dict(target.options) | filter_keys.kept_options(old, new)
+    options = dict(target.options) | filter_keys.kept_options(old, new) | storages.kept_options(old.options)
     if "fts_config" in old.options:
         options["fts_config"] = old.options["fts_config"]
     conn.commit()
@@ -402,6 +412,7 @@ def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier,
                 "options": Jsonb(options),
             },
         )
+        create_view(conn, new)  # ragstore.vectors_<name> reads the new table from this commit on
     # The old table goes in a transaction of its own: dropping it also locks ragstore.chunks (its foreign
     # key's triggers live there), which inside the swap would stall every reader and deadlock some.
     copier.report.old_table_dropped = _drop_old_table(conn, old.table)

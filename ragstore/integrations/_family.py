@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -142,8 +143,22 @@ class FamilyAdapter:
 class FamilyClient:
     """One family of externally computed vectors, on a :class:`~ragstore.Store` (see the module docstring)."""
 
-    def __init__(self, family: str, dsn: str | None, model: str, dim: int, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        family: str,
+        dsn: str | None,
+        model: str,
+        dim: int,
+        store: Store | None = None,
+        *,
+        storage: str | None = None,
+        rerank_factor: int | None = None,
+    ) -> None:
+        """``storage``/``rerank_factor``: how a family created here indexes its vectors (vector, halfvec or
+        bit: ragstore.families.storage); an existing family keeps its own (``family migrate --storage``)."""
         self.name = check_name(family)
+        self._storage = storage
+        self._rerank_factor = rerank_factor
         self.model = model
         self.dim = dim
         self._owned = store is None
@@ -163,7 +178,9 @@ class FamilyClient:
             family = self.store.family(self.name)
         except NotFound:
             try:
-                family = self.store.create_family(self.name, self.backend)
+                family = self.store.create_family(
+                    self.name, self.backend, storage=self._storage, rerank_factor=self._rerank_factor
+                )
             except Conflict:  # created meanwhile by another process
                 family = self.store.family(self.name)
         family.check_backend(self.backend)
@@ -205,6 +222,23 @@ class FamilyClient:
         """Delete the LlamaIndex nodes whose source document is ``document`` (see ``delete_document`` in
         ragstore/sql/integrations.sql)."""
         return self._delete("delete_document", {"document": document})
+
+    def server_clock(self) -> datetime:
+        """The server's clock now (see ``server_clock`` in ragstore/sql/integrations.sql)."""
+        with self.store.connection() as conn, db_errors():
+            row = conn.execute(query("integrations", "server_clock")).fetchone()
+            assert row is not None
+            return row[0]  # type: ignore[no-any-return]
+
+    def delete_earlier_nodes(self, ids: Sequence[str], nodes: Sequence[tuple[str, str, str]], since: datetime) -> int:
+        """After an add of ``ids``: delete the copies earlier adds (before ``since``) left of the same LlamaIndex
+        nodes, or of their documents' other versions; ``nodes`` are ``(document, node record, text)`` of the
+        nodes of a document in the add (see ``delete_earlier_nodes`` in ragstore/sql/integrations.sql)."""
+        if not nodes:
+            return 0
+        documents, records, texts = (list(column) for column in zip(*nodes, strict=True))
+        params = {"ids": list(ids), "documents": documents, "nodes": records, "texts": texts, "since": since}
+        return self._delete("delete_earlier_nodes", params)
 
     def delete_all(self) -> int:
         return self._delete(everything=True)

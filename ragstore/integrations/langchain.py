@@ -82,13 +82,15 @@ class RagstoreVectorStore(Closing, FamilyAdapter, VectorStore):
         *,
         search_type: str = "similarity",
         store: Store | None = None,
+        storage: str | None = None,
+        rerank_factor: int | None = None,
     ) -> None:
         self._embedding = embedding
         self.search_type = _check_search_type(search_type)
         model = model_name(embedding)
         probe = embedding.embed_query("dimension probe")
         dim = len(probe)
-        self._client = FamilyClient(family, dsn, model, dim, store)
+        self._client = FamilyClient(family, dsn, model, dim, store, storage=storage, rerank_factor=rerank_factor)
 
     # --- the store -----------------------------------------------------------------------------------
     @property

@@ -7,6 +7,14 @@ family of that dimension and model name; a model of another name or dimension is
 the chunk's ``package_path``, so ``delete(ref_doc_id)`` removes all of a document's nodes. Adding a node
 whose id exists replaces it; adding the same nodes again changes nothing (no duplicate rows).
 
+LlamaIndex's splitter gives a document's nodes new ids on every run, so ``add`` also removes, once its
+nodes are written, the copies earlier adds left of them: a stored node of the same document that is the
+same node under another id (same text, offsets and metadata, split from the same version of the
+document), or that was split from another version of it (the node records name the document's hash).
+Re-running ``VectorStoreIndex.from_documents`` or an ``IngestionPipeline`` over the same documents thus
+leaves one row per node, and over an edited document only its new nodes, however LlamaIndex batches the
+adds. Nodes of no document, nodes whose record names no source hash and other documents' nodes stay.
+
 ``query`` takes ``MetadataFilters`` (EQ, NE, GT, GTE, LT, LTE, IN, NIN, CONTAINS, ANY, ALL, nested, AND
 and OR; anything else is refused with InvalidInput) and the modes ``default`` (vectors), ``hybrid``
 (full text and vectors fused), ``text_search``/``sparse`` (full text) and ``mmr``. A filtered query
@@ -122,6 +130,8 @@ class RagstoreVectorStore(FamilyAdapter, BasePydanticVectorStore):
         embed_dim: int | None = None,
         model_name: str | None = None,
         store: Store | None = None,
+        storage: str | None = None,
+        rerank_factor: int | None = None,
     ) -> None:
         super().__init__(family=family)  # type: ignore[call-arg]  # pydantic sets the declared field
         if embed_model is not None:
@@ -133,7 +143,7 @@ class RagstoreVectorStore(FamilyAdapter, BasePydanticVectorStore):
             dim, name = embed_dim, model_name
         if embed_dim is not None and embed_dim != dim:
             raise InvalidInput(f"embed_dim {embed_dim} differs from the {dim} dimensions of embed_model")
-        self._client = FamilyClient(family, dsn, name, dim, store)
+        self._client = FamilyClient(family, dsn, name, dim, store, storage=storage, rerank_factor=rerank_factor)
 
     @classmethod
     def class_name(cls) -> str:
@@ -154,13 +164,21 @@ class RagstoreVectorStore(FamilyAdapter, BasePydanticVectorStore):
             return []
         vectors = as_matrix([node.get_embedding() for node in nodes], len(nodes), self._client.dim, self._client.model)
         items = []
+        of_documents: list[tuple[str, str, str]] = []
         for node, vector in zip(nodes, vectors, strict=True):
             metadata = node_to_metadata_dict(node, remove_text=True, flat_metadata=self.flat_metadata)
+            record = metadata["_node_content"]
             # The node's own values as every door maps them (LlamaIndex's would make bytes and sets text).
             metadata.update(json_metadata(node.metadata, f"node {node.node_id!r}: metadata"))
             text = node.get_content(metadata_mode="none")  # type: ignore[arg-type]
             items.append(Item(node.node_id, node.ref_doc_id or node.node_id, text, metadata, vector.tolist()))
+            if node.ref_doc_id:
+                of_documents.append((node.ref_doc_id, record, text))
+        since = self._client.server_clock() if of_documents else None
         self._client.write(items)
+        if since is not None:
+            # After the write, never before it: a failure in between leaves an old copy, never loses a node.
+            self._client.delete_earlier_nodes([item.chunk_id for item in items], of_documents, since)
         return [node.node_id for node in nodes]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:

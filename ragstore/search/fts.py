@@ -42,6 +42,7 @@ from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput
 from ragstore.families import Family
+from ragstore.families.storage import candidates, order_expression
 from ragstore.search import metafilter
 from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
 from ragstore.search.steps import Rows
@@ -116,7 +117,8 @@ def statement(
     NULL: less to send and decode when nothing reads it). ``guard`` (the hybrid statement's, one node): the
     hits come back only while the family's row is still ``family`` (the block ``guard``; its parameters
     from :func:`guard_params`)."""
-    table = (family.table, f"{family.vector_type}({int(family.dim)})")  # vector_type is checked by families
+    # vector_type is checked by families; the storage and its factor pick the vector leg's order and depth
+    table = (family.table, family.vector_type, int(family.dim), family.storage, family.rerank_factor)
     literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
     shape = (bool(flt.package), flt.metadata_shape)
     return _statement_text(block, table, shape, literals, citus, fusion, vectors, guard)
@@ -146,7 +148,7 @@ def _part(name: str, citus: bool) -> str:
 @functools.lru_cache(maxsize=512)
 def _statement_text(
     block: str,
-    table: tuple[str, str],
+    table: tuple[str, str, int, str, int],
     shape: tuple[bool, metafilter.Shape | None],
     literals: tuple[Any, ...],
     citus: bool = False,
@@ -156,8 +158,12 @@ def _statement_text(
 ) -> str:
     flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
     text = query("hybrid", block)
+    table_name, vector_type, dim, storage, rerank_factor = table
     for name in _PARTS:
-        text = text.replace("{" + name + "}", _part(name, citus))
+        part = _part(name, citus)
+        if name == "vec_scan" and storage == "bit":
+            part = query("hybrid", "vec_scan_rerank").replace("{vec_scan}", part)
+        text = text.replace("{" + name + "}", part)
     text = text.replace("{candidates}", query("hybrid", "candidates_any" if literals[0] else "candidates_all"))
     text = text.replace("{guard}", query("hybrid", "guard") if guard else "")
     text = text.replace("{cosine}", query("hybrid", "cosine") if block == "hybrid" else "NULL::float8")
@@ -169,14 +175,17 @@ def _statement_text(
     # literals[0], the match mode, picked the candidates block above: no placeholder of its own.
     values = dict(zip(("fts_n", "vec_n", "k"), map(sql.Literal, literals[1:]), strict=True))
     values["fts_head"] = sql.Literal(2 * int(literals[1]))
+    values["vec_candidates"] = sql.Literal(candidates(storage, rerank_factor, int(literals[2])))
+    vec_order = sql.SQL(order_expression(storage, vector_type, dim, "e.embedding", "%(q)s"))
     # One node: the vector leg's scan references its settings row (the settings are made first); Citus
     # sets them with SET LOCAL before the statement instead.
     use_vector = "%(use_vector)s" if citus else "%(use_vector)s AND s.settings IS NOT NULL"
     return (
         sql.SQL(text)
         .format(
-            table=sql.Identifier(table[0]),
-            vtype=sql.SQL(table[1]),
+            table=sql.Identifier(table_name),
+            vtype=sql.SQL(f"{vector_type}({int(dim)})"),
+            vec_order=vec_order,
             where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.chunk_id = f.chunk_id")),
             where_vec=flt.where(extra=sql.SQL(use_vector)),
             **values,

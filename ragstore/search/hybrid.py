@@ -32,6 +32,7 @@ import psycopg
 from ragstore.db.citus import on_citus
 from ragstore.errors import InvalidInput, ModelMismatch, RagstoreError
 from ragstore.families import Family
+from ragstore.families.storage import candidates
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.filters import Filter, check_k, make_filter
@@ -144,7 +145,8 @@ def prepare(
         family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
         citus=citus, fusion=(settings.fusion, settings.normalization), vectors=vectors, guard=guard,
     )  # fmt: skip
-    return text, params, _vector.ef_search_for(per_leg, None), flt.active
+    ef_search = _vector.ef_search_for(candidates(family.storage, family.rerank_factor, per_leg), None)
+    return text, params, ef_search, flt.active
 
 
 def rows_step(prepared: tuple[str, dict[str, Any], int, bool], what: str = "hybrid") -> Rows:

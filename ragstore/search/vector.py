@@ -33,6 +33,7 @@ from ragstore.db.citus import on_citus
 from ragstore.db.connection import Conn, db_errors, run_isolated
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
+from ragstore.families.storage import candidates, order_expression
 from ragstore.search import metafilter
 from ragstore.search.filters import Filter, ShapeFilter, cached_estimate, to_float32
 from ragstore.search.types import Hit
@@ -163,7 +164,9 @@ def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True,
     """The ``hnsw`` block for ``family``, ``flt`` and ``k``, returning the rows' vectors when ``vectors``;
     its parameters are the filter's, ``q`` and the two settings :func:`run_with_settings` fills in. With
     ``citus``, the form Citus pushes to the shards (``ragstore/sql/search_citus.sql``)."""
-    return _statement_text("hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, citus)
+    return _statement_text(
+        "hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, citus, *_storage(family)
+    )
 
 
 def exact_subset_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True, citus: bool = False) -> str:
@@ -171,6 +174,15 @@ def exact_subset_statement(family: Family, flt: Filter, k: int, *, vectors: bool
     return _statement_text(
         "exact_subset", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, citus
     )
+
+
+def index_candidates(family: Family, k: int) -> int:
+    """How many rows the hnsw block reads from the family's index for ``k`` hits (more than k for ``bit``)."""
+    return candidates(family.storage, family.rerank_factor, k)
+
+
+def _storage(family: Family) -> tuple[str, int]:
+    return family.storage, family.rerank_factor
 
 
 def _shape(flt: Filter) -> tuple[bool, metafilter.Shape | None]:
@@ -213,6 +225,8 @@ def _statement_text(
     metadata: metafilter.Shape | None,
     vectors: bool,
     citus: bool = False,
+    storage: str = "vector",
+    rerank_factor: int = 1,
 ) -> str:
     """Block ``block`` of search.sql rendered for one shape of query: ``k`` is a literal (so a prepared
     statement keeps its plan), the filter's parameters are named. Rendered once per shape: the hot path
@@ -225,6 +239,8 @@ def _statement_text(
             embedding=sql.SQL("t.embedding" if vectors else "NULL"),
             table=sql.Identifier(table),
             vtype=sql.SQL(f"{vector_type}({int(dim)})"),  # vector_type is checked by ragstore.families
+            order=sql.SQL(order_expression(storage, vector_type, dim, "e.embedding", "%(q)s")),
+            candidates=sql.Literal(candidates(storage, rerank_factor, int(k))),
             where=shape.where(extra=_SETTINGS_REF if block == "hnsw" and not citus else None),
         )
         .as_string()
@@ -250,6 +266,8 @@ def hnsw_hits(
     """
     params = {**flt.params(), "q": query_param(family, vector)}
     statement = hnsw_statement(family, flt, k, vectors=vectors, citus=on_citus(conn))
+    # the bit storage reads k × rerank_factor candidates: the graph search keeps at least that many
+    ef_search = min(max(ef_search, index_candidates(family, k)), MAX_EF_SEARCH)
     rows = run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
     return [row_to_hit(row) for row in rows]
 

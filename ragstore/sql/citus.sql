@@ -47,6 +47,19 @@ SELECT create_distributed_table(
 -- name: family_tables
 SELECT table_name FROM ragstore.families ORDER BY name
 
+-- name: drop_family_views
+-- Families have no view on Citus (docs/guide/sql.md): those of a single-node database moved to Citus go
+-- before its tables are laid out.
+DO $drop$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN SELECT name FROM ragstore.families LOOP
+        EXECUTE format('DROP VIEW IF EXISTS ragstore.%I', 'vectors_' || f.name);
+    END LOOP;
+END
+$drop$
+
 -- name: shard_placements
 -- Where a table's shards live: one row per shard, with its node.
 SELECT shardid, nodename, nodeport

@@ -27,8 +27,24 @@ CREATE INDEX IF NOT EXISTS {metadata_index} ON ragstore.{table} USING gin (metad
     WITH (fastupdate = off)
 
 -- name: create_hnsw_index
-CREATE INDEX IF NOT EXISTS {hnsw_index} ON ragstore.{table} USING hnsw (embedding {opclass})
+-- {index_expression} is the column, or its half-precision or binary-quantized form, as the family's storage
+-- says (ragstore/families/storage.py); searches order by the same expression.
+CREATE INDEX IF NOT EXISTS {hnsw_index} ON ragstore.{table} USING hnsw ({index_expression} {opclass})
     WITH (m = {m}, ef_construction = {ef_construction})
+
+-- name: create_view
+-- The family's stable SQL name, ragstore.vectors_<family>: its chunks with their vectors, from whichever
+-- table holds them (a model migration re-points it in the transaction of its swap). The embedding is cast to
+-- plain vector (any dimension, halfvec included), so the columns stay the same across models and the view is
+-- replaced in place: grants, and views of the user's built on it, survive. security_invoker: the caller's own
+-- rights on ragstore.chunks and the family table apply, as if it queried them.
+CREATE OR REPLACE VIEW ragstore.{view} WITH (security_invoker = true) AS
+SELECT e.chunk_id, e.package_path, c.text, c.metadata, e.embedding::vector AS embedding, e.model
+FROM ragstore.{table} AS e
+JOIN ragstore.chunks AS c ON c.family = {family} AND c.chunk_id = e.chunk_id
+
+-- name: drop_view
+DROP VIEW IF EXISTS ragstore.{view}
 
 -- name: drop_hnsw_index
 DROP INDEX IF EXISTS ragstore.{hnsw_index}
@@ -120,3 +136,19 @@ SELECT state, table_name, options FROM ragstore.families WHERE name = %(name)s F
 
 -- name: set_family_options
 UPDATE ragstore.families SET options = %(options)s, updated_at = now() WHERE name = %(name)s
+
+-- name: create_shadow_hnsw_index
+-- `family migrate --storage`: the family's index in its new storage, built beside the serving one under
+-- {index} (its name with _next) while the family is read and written; {index_expression} and {opclass} as
+-- in create_hnsw_index, for the target storage.
+CREATE INDEX CONCURRENTLY {index} ON ragstore.{table} USING hnsw ({index_expression} {opclass})
+    WITH (m = {m}, ef_construction = {ef_construction})
+
+-- name: drop_index_concurrently
+DROP INDEX CONCURRENTLY IF EXISTS ragstore.{index}
+
+-- name: rename_index
+-- The swap's renames (in one transaction with the registry's new storage): ALTER INDEX ... RENAME takes
+-- no lock that blocks a reader of the table. IF EXISTS: an interrupted bulk load can leave the family
+-- without its serving index.
+ALTER INDEX IF EXISTS ragstore.{index} RENAME TO {new_name}

@@ -16,8 +16,10 @@
 -- A family serves its own chunks only: chunks are read with c.family = %(family)s, joined to the family
 -- table on (family, chunk_id) and on equal content_sha256 (the vector is the embedding of the text).
 --
+-- {vec_order} (the distance the family's HNSW index serves, by its storage: ragstore.families.storage).
 -- Literals (so that a prepared statement's generic plan is the plan its values need, and Postgres need
--- not plan every call): {fts_n} / {vec_n} (top-N per leg), {fts_head} (twice fts_n) and {k}.
+-- not plan every call): {fts_n} / {vec_n} (top-N per leg), {vec_candidates} (vec_n, or vec_n × the
+-- rerank factor for the bit storage), {fts_head} (twice fts_n) and {k}.
 -- Parameters: family (the family's name), query (text), fts_config (regconfig name), k1 and b (BM25's),
 -- q (the query vector), use_vector (false for a zero-magnitude query: the vector leg is empty), w_fts /
 -- w_vec (RRF leg weights), rrf_k, alpha (the dense weight of 'cc'), ragstore_ef / ragstore_iterative (the
@@ -268,11 +270,23 @@ vec_top AS MATERIALIZED (
 
 -- name: vec_scan
 -- The vector leg's index scan (in vec_top, here and in hybrid_citus.sql), with the content hash of the
--- vector it read.
+-- vector it read. {vec_order} is the distance the family's HNSW index serves (ragstore.families.storage:
+-- the column, its halfvec cast or its binary code), {vec_candidates} vec_n, or vec_n × the rerank factor
+-- for the bit storage, whose scan is wrapped in vec_scan_rerank.
 SELECT e.chunk_id, (e.embedding <=> %(q)s::{vtype})::float8 AS distance, e.content_sha256 AS sha
 FROM ragstore.{table} AS e
 {where_vec}
-ORDER BY e.embedding <=> %(q)s::{vtype}
+ORDER BY {vec_order}
+LIMIT {vec_candidates}
+
+-- name: vec_scan_rerank
+-- The bit storage's vector leg: the candidates its binary index found (the vec_scan block inside), re-ranked
+-- by the full vectors' exact distance, the first vec_n kept.
+SELECT r.chunk_id, r.distance, r.sha
+FROM (
+{vec_scan}
+) AS r
+ORDER BY r.distance, r.chunk_id
 LIMIT {vec_n}
 
 -- name: store_fusion

@@ -42,6 +42,14 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ragstore.{table} TO ragstore_app
 -- name: grant_table_to_reader
 GRANT SELECT ON ragstore.{table} TO ragstore_reader
 
+-- name: give_view_to_owner
+ALTER VIEW ragstore.{view} OWNER TO ragstore_owner
+
+-- name: grant_view
+-- A family's view (ragstore.vectors_<family>) is read by all three roles; each reads through it with its own
+-- rights on the tables below (security_invoker).
+GRANT SELECT ON ragstore.{view} TO ragstore_app, ragstore_reader
+
 -- name: bulk_drop_hnsw
 SELECT ragstore.family_bulk_drop_hnsw(%(family)s)
 

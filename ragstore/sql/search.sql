@@ -22,6 +22,10 @@
 -- {embedding} is t.embedding when the caller wants the vectors (MMR), else NULL (less to send and decode).
 -- {k} is a literal, not a parameter: with LIMIT $n the generic plan is costed for a tenth of the table, so
 -- Postgres re-plans every execution of the prepared statement (measured: +0.2 ms, more than the scan).
+-- {order} is the distance the family's HNSW index serves (ragstore.families.storage.order_expression: the
+-- column, its halfvec cast or its binary code) and {candidates} how many rows it reads: k, or k × the
+-- family's rerank factor for the bit storage, whose candidates the outer ORDER BY re-ranks exactly by the
+-- full vectors' cosine (t.distance) before the outer LIMIT keeps k.
 SELECT t.chunk_id, t.package_path,
        1 - CASE WHEN t.distance = 'NaN'::float8 THEN 1 ELSE t.distance END AS score,
        ch.text, NULLIF(ch.metadata, '{{}}'::jsonb), {embedding}
@@ -30,12 +34,13 @@ FROM {settings}(
            e.embedding <=> %(q)s::{vtype} AS distance
     FROM ragstore.{table} AS e
     {where}
-    ORDER BY e.embedding <=> %(q)s::{vtype}
-    LIMIT {k}
+    ORDER BY {order}
+    LIMIT {candidates}
 ) AS t
 JOIN ragstore.chunks AS ch
   ON ch.family = t.family AND ch.chunk_id = t.chunk_id AND ch.content_sha256 = t.content_sha256
 ORDER BY score DESC, t.chunk_id
+LIMIT {k}
 
 -- name: hnsw_settings
 (

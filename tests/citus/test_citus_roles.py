@@ -194,3 +194,30 @@ def test_the_nodes_talk_over_their_private_sockets_and_listen_on_no_tcp_port(cit
         names = conn.execute("SELECT nodename, nodeport FROM pg_dist_node ORDER BY groupid").fetchall()
     assert names == [(node.host, node.port) for node in nodes]
     assert not (citus_cluster.root / "pgpass").exists() and not (citus_cluster.root / "password").exists()
+
+
+@pytest.mark.parametrize("role", ["reader", "app"])
+def test_neither_the_reader_nor_the_app_can_change_the_full_text_statistics_on_the_cluster(
+    request: pytest.FixtureRequest, citus_dsn: str, owner_dsn: str, role: str, tmp_path: Path
+) -> None:
+    """The single-node attempts of tests/integration/test_definer_audit.py, as LOGIN members on the cluster:
+    each is refused, and the statistics and a full-text search answer as before."""
+    from tests.integration.test_definer_audit import TAMPERING, fails, stats
+
+    name = f"tamper_{role}"
+    with connect(owner_dsn) as conn:
+        families.create_family(conn, name, OfflineBackend())
+    app = request.getfixturevalue("app_dsn")
+    with connect(app) as conn:
+        index_sources(conn, name, open_sources([str(rows(tmp_path / "t.jsonl", 30))]))
+    target = app if role == "app" else request.getfixturevalue("reader_dsn")
+
+    def answers() -> list[tuple[str, float]]:
+        with connect(citus_dsn) as conn:
+            return [(h.chunk_id, h.score) for h in search(conn, name, text(3), mode="fts", k=10)]
+
+    before, found = stats(owner_dsn, name), answers()
+    assert found
+    for statement in TAMPERING:
+        assert fails(target, statement.replace("'docs'", f"'{name}'")), statement
+    assert stats(owner_dsn, name) == before and answers() == found

@@ -172,3 +172,17 @@ def test_relevance_scores_are_the_cosine_to_the_query_in_both_search_types(store
         )
     kept = store.similarity_search_with_relevance_scores(query, k=5, search_type=search_type, score_threshold=0.5)
     assert all(relevance >= 0.5 for _, relevance in kept)
+
+
+def test_the_store_creates_its_family_in_the_storage_asked_for_and_searches_it(dsn):
+    from ragstore import families
+    from ragstore.db.connection import connect
+
+    with RagstoreVectorStore(
+        DeterministicFakeEmbedding(size=8), family="quantized", dsn=dsn, storage="bit", rerank_factor=6
+    ) as s:
+        s.add_texts(["copy files", "move files", "list directories"], ids=["a", "b", "c"])
+        assert [d.page_content for d in s.similarity_search("move files", k=1)] == ["move files"]
+    with connect(dsn) as conn:
+        family = families.get_family(conn, "quantized")
+    assert (family.storage, family.rerank_factor) == ("bit", 6)

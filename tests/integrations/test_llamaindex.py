@@ -153,6 +153,7 @@ def test_mmr_mode(pg):
     assert len(res.nodes) == 2 and res.nodes[0].node_id == "aaa"
 
 
+@pytest.mark.slow
 def test_filtered_query_returns_k_nodes(dsn):
     """LlamaIndex's PGVectorStore filters after its HNSW scan and returns fewer than k; ragstore returns k."""
     store = RagstoreVectorStore("many", dsn, embed_dim=8, model_name="test-model")
@@ -219,3 +220,15 @@ def test_delete_of_a_document_keeps_a_standalone_node_of_the_same_id(pg):
     pg.delete("ccc")
     res = pg.query(VectorStoreQuery(query_embedding=vec(0.1), similarity_top_k=10))
     assert sorted(res.ids) == ["aaa", "bbb", "ccc"]
+
+
+def test_the_store_creates_its_family_in_the_storage_asked_for(dsn):
+    from ragstore import families
+    from ragstore.db.connection import connect
+
+    store = RagstoreVectorStore("halved", dsn, embed_dim=DIM, model_name="test-model", storage="halfvec")
+    try:
+        with connect(dsn) as conn:
+            assert families.get_family(conn, "halved").storage == "halfvec"
+    finally:
+        store.close()

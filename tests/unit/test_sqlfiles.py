@@ -22,6 +22,8 @@ class _Family:
     vector_type: str = "vector"
     dim: int = 384
     options: dict[str, Any] = field(default_factory=dict)
+    storage: str = "vector"
+    rerank_factor: int = 10
 
 
 def test_compact_drops_comments_and_keeps_quoted_text() -> None:

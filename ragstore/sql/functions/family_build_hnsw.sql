@@ -9,11 +9,16 @@
 CREATE OR REPLACE FUNCTION ragstore.family_build_hnsw(p_family text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET maintenance_work_mem = '1GB' AS $fn$
 DECLARE
-    t   text;
-    vt  text;
-    ext text;
+    t    text;
+    vt   text;
+    d    integer;
+    st   text;
+    ext  text;
+    expr text;
+    ops  text;
 BEGIN
-    SELECT f.table_name, f.vector_type INTO t, vt FROM ragstore.families f WHERE f.name = p_family;
+    SELECT f.table_name, f.vector_type, f.dim, coalesce(f.options ->> 'storage', 'vector')
+    INTO t, vt, d, st FROM ragstore.families f WHERE f.name = p_family;
     -- the operator class lives in pgvector's schema, which is not on this function's search_path
     SELECT n.nspname INTO ext FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
     WHERE e.extname = 'vector';
@@ -24,9 +29,20 @@ BEGIN
     IF to_regclass(format('ragstore.%I', t || '_embedding_hnsw')) IS NOT NULL THEN
         RETURN false;
     END IF;
-    EXECUTE format('CREATE INDEX %I ON ragstore.%I USING hnsw (embedding %I.%I) '
+    -- the family's storage (ragstore/families/storage.py writes the same expressions)
+    IF st = 'halfvec' THEN
+        expr := format('(embedding::%I.halfvec(%s))', ext, d);
+        ops := 'halfvec_cosine_ops';
+    ELSIF st = 'bit' THEN
+        expr := format('(%I.binary_quantize(embedding)::bit(%s))', ext, d);
+        ops := 'bit_hamming_ops';
+    ELSE
+        expr := 'embedding';
+        ops := vt || '_cosine_ops';
+    END IF;
+    EXECUTE format('CREATE INDEX %I ON ragstore.%I USING hnsw (%s %I.%I) '
                    'WITH (m = 16, ef_construction = 128)',
-                   t || '_embedding_hnsw', t, ext, vt || '_cosine_ops');
+                   t || '_embedding_hnsw', t, expr, ext, ops);
     RETURN true;
 END
 $fn$;

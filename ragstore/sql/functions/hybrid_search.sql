@@ -42,7 +42,8 @@ BEGIN
     fusion := '{"fusion": "cc", "normalization": "tmm", "alpha": 0.8, "per_leg": 20, "rrf_k": 60}'::jsonb
               || coalesce(fam.options -> 'fusion', '{}'::jsonb);
     per_leg := greatest(least((fusion ->> 'per_leg')::integer, 1000), k);
-    PERFORM set_config('hnsw.ef_search', least(greatest(per_leg, 100), 1000)::text, true);
+    PERFORM set_config('hnsw.ef_search',
+                       least(greatest(ragstore.family_index_candidates(fam, per_leg), 100), 1000)::text, true);
     RETURN QUERY EXECUTE format($q$
         WITH bm25 AS MATERIALIZED (
             SELECT s.chunk_id, round(s.score * 1e12::float8) / 1e12::float8 AS score
@@ -76,8 +77,13 @@ BEGIN
             FROM fts_top AS t
         ),
         vec_top AS MATERIALIZED (
-            SELECT e.chunk_id, (e.embedding <=> $3::%2$s)::float8 AS distance
-            FROM ragstore.%1$I AS e WHERE $12 ORDER BY e.embedding <=> $3::%2$s LIMIT $6
+            -- the index read in the family's storage (ragstore.family_index_order), its candidates (more
+            -- than per_leg for bit) re-ranked by the exact distance
+            SELECT r.chunk_id, r.distance
+            FROM (SELECT e.chunk_id, (e.embedding <=> $3::%2$s)::float8 AS distance
+                  FROM ragstore.%1$I AS e WHERE $12 ORDER BY %3$s LIMIT $13) AS r
+            ORDER BY r.distance, r.chunk_id
+            LIMIT $6
         ),
         vec AS MATERIALIZED (
             SELECT t.chunk_id, 1.0::float8 - t.distance AS score,
@@ -144,10 +150,11 @@ BEGIN
         ) AS h
         ORDER BY u.fused_score DESC, u.chunk_id
         LIMIT $4
-    $q$, fam.table_name, format('%s(%s)', fam.vector_type, fam.dim::integer))
+    $q$, fam.table_name, format('%s(%s)', fam.vector_type, fam.dim::integer), ragstore.family_index_order(fam, '$3'))
     USING config, query_text, query_vector, k, fam.name, per_leg, fusion ->> 'fusion',
           fusion ->> 'normalization', (fusion ->> 'alpha')::float8, (fusion ->> 'rrf_k')::integer,
-          query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)', vector_norm(query_vector) > 0;
+          query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)', vector_norm(query_vector) > 0,
+          ragstore.family_index_candidates(fam, per_leg);
 END
 $fn$;
 COMMENT ON FUNCTION ragstore.hybrid_search(text, text, vector, integer) IS

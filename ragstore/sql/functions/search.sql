@@ -33,14 +33,17 @@ BEGIN
             vector_dims(query), quote_literal(family), fam.dim USING ERRCODE = 'data_exception';
     END IF;
     -- hnsw.ef_search >= k, within pgvector's 1..1000; the SET clause restores the caller's value on return.
-    PERFORM set_config('hnsw.ef_search', least(greatest(k, 100), 1000)::text, true);
+    -- The index is read in the family's storage (ragstore.family_index_order): its candidates, k or more
+    -- for bit, are ordered by their exact distance and k kept.
+    PERFORM set_config('hnsw.ef_search',
+                       least(greatest(ragstore.family_index_candidates(fam, k), 100), 1000)::text, true);
     RETURN QUERY EXECUTE format(
         $q$
         WITH top AS MATERIALIZED (
             SELECT e.family, e.chunk_id, e.package_path, e.content_sha256, e.embedding <=> $1::%2$s AS distance
             FROM ragstore.%1$I AS e
-            ORDER BY e.embedding <=> $1::%2$s
-            LIMIT $2
+            ORDER BY %3$s
+            LIMIT $3
         )
         SELECT t.chunk_id, t.package_path,
                1 - CASE WHEN t.distance = 'NaN'::float8 THEN 1 ELSE t.distance END AS score,
@@ -49,10 +52,12 @@ BEGIN
         JOIN ragstore.chunks AS c
           ON c.family = t.family AND c.chunk_id = t.chunk_id AND c.content_sha256 = t.content_sha256
         ORDER BY score DESC, t.chunk_id
+        LIMIT $2
         $q$,
         fam.table_name,
-        format('%s(%s)', fam.vector_type, fam.dim::integer)
-    ) USING query, k;
+        format('%s(%s)', fam.vector_type, fam.dim::integer),
+        ragstore.family_index_order(fam, '$1')
+    ) USING query, k, ragstore.family_index_candidates(fam, k);
 END
 $fn$;
 COMMENT ON FUNCTION ragstore.search(text, vector, integer) IS

@@ -1,0 +1,117 @@
+"""How a family's HNSW index holds its vectors: ``vector``, ``halfvec`` or ``bit`` (the family option ``storage``).
+
+The family table always keeps the full-precision column (``vector(d)``, or ``halfvec(d)`` above pgvector's
+2,000-dimension limit): the exact path, MMR and the ``bit`` re-rank read it, and switching storage is an index
+swap, never a rewrite of the table or a re-embedding (``ragstore family migrate --storage``).
+
+- ``vector``: the index is on the column itself (``embedding vector_cosine_ops``).
+- ``halfvec``: an expression index on ``(embedding::halfvec(d)) halfvec_cosine_ops``, half the index size.
+- ``bit``: an expression index on ``(binary_quantize(embedding)::bit(d)) bit_hamming_ops`` (one bit per
+  dimension); a search reads ``k × rerank_factor`` candidates by Hamming distance and re-ranks them exactly
+  by cosine on the full vectors.
+
+A search orders by the same expression the index is built on, so the planner uses the index; this module
+is the one place where that expression is written (:func:`order_expression`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragstore.errors import InvalidInput
+
+STORAGES = ("vector", "halfvec", "bit")
+# The bit storage's default candidate multiplier: the index returns k × this many rows by Hamming distance,
+# re-ranked exactly by cosine (benchmarks/storage.py measures recall against it; docs/guide/storage.md).
+DEFAULT_RERANK_FACTOR = 10
+MAX_RERANK_FACTOR = 100
+# pgvector's HNSW dimension limits per indexed type.
+_HNSW_LIMIT = {"vector": 2000, "halfvec": 4000, "bit": 64000}
+
+
+def check_storage(storage: object, dim: int, vector_type: str) -> str:
+    """``storage`` when it is one of :data:`STORAGES` and can index ``dim`` dimensions, else InvalidInput."""
+    if storage not in STORAGES:
+        raise InvalidInput(f"invalid storage {storage!r}: use one of {', '.join(STORAGES)}")
+    assert isinstance(storage, str)
+    limit = _HNSW_LIMIT[vector_type if storage == "vector" else storage]
+    if dim > limit:
+        raise InvalidInput(f"storage {storage} indexes at most {limit:,} dimensions; this family has {dim:,}")
+    return storage
+
+
+def check_rerank_factor(factor: object) -> int:
+    """``factor`` when it is an integer from 1 to :data:`MAX_RERANK_FACTOR`, else InvalidInput."""
+    if isinstance(factor, bool) or not isinstance(factor, int) or not 1 <= factor <= MAX_RERANK_FACTOR:
+        raise InvalidInput(f"invalid rerank factor {factor!r}: use an integer from 1 to {MAX_RERANK_FACTOR}")
+    return factor
+
+
+def storage_options(storage: str | None, rerank_factor: int | None) -> dict[str, Any]:
+    """The family options recording ``storage`` and ``rerank_factor`` (none for the defaults left unsaid);
+    InvalidInput for a rerank factor without the bit storage."""
+    options: dict[str, Any] = {}
+    if storage is not None and storage != "vector":
+        options["storage"] = storage
+    if rerank_factor is not None:
+        if storage != "bit":
+            raise InvalidInput("a rerank factor applies to the bit storage only (give storage bit)")
+        options["rerank_factor"] = check_rerank_factor(rerank_factor)
+    return options
+
+
+def kept_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The storage options a family keeps when a model migration replaces its table (the new table's index
+    is built in the same storage)."""
+    return {key: options[key] for key in ("storage", "rerank_factor") if key in options}
+
+
+def storage_of(options: dict[str, Any]) -> str:
+    """The storage a family's options record (``vector`` when none: every family made before storages)."""
+    value = options.get("storage", "vector")
+    return value if value in STORAGES else "vector"
+
+
+def rerank_factor_of(options: dict[str, Any]) -> int:
+    value = options.get("rerank_factor", DEFAULT_RERANK_FACTOR)
+    return value if isinstance(value, int) and 1 <= value <= MAX_RERANK_FACTOR else DEFAULT_RERANK_FACTOR
+
+
+def index_expression(storage: str, vector_type: str, dim: int, column: str = "embedding") -> str:
+    """What the HNSW index is built on (and what a search orders by), for ``column``: constant SQL text from
+    checked parts (``storage`` one of STORAGES, ``vector_type`` vector/halfvec, ``dim`` an int)."""
+    d = int(dim)
+    if storage == "halfvec":
+        return f"({column}::halfvec({d}))"
+    if storage == "bit":
+        return f"(binary_quantize({column})::bit({d}))"
+    assert storage == "vector" and vector_type in ("vector", "halfvec")
+    return column
+
+
+def opclass(storage: str, vector_type: str) -> str:
+    if storage == "halfvec":
+        return "halfvec_cosine_ops"
+    if storage == "bit":
+        return "bit_hamming_ops"
+    return f"{vector_type}_cosine_ops"
+
+
+def order_expression(storage: str, vector_type: str, dim: int, column: str, param: str) -> str:
+    """The distance a search orders by so the HNSW index serves it: ``column`` (e.g. ``e.embedding``) against
+    the query ``param`` (a placeholder such as ``%(q)s`` or ``$1``), both as the index holds them."""
+    d = int(dim)
+    query = f"{param}::{vector_type}({d})"
+    if storage == "halfvec":
+        return f"{index_expression(storage, vector_type, d, column)} <=> {param}::halfvec({d})"
+    if storage == "bit":
+        return f"{index_expression(storage, vector_type, d, column)} <~> binary_quantize({query})::bit({d})"
+    return f"{column} <=> {query}"
+
+
+def candidates(storage: str, rerank_factor: int, k: int) -> int:
+    """How many rows a search reads from the index for ``k`` hits: ``k``, or ``k × rerank_factor`` for
+    ``bit`` (re-ranked exactly), capped at 1,000 (hnsw.ef_search's bound) but never under ``k``."""
+    if storage != "bit":
+        return k
+    return max(k, min(k * rerank_factor, 1000))

@@ -1,0 +1,306 @@
+"""A family's index storage (vector, halfvec, bit): the index each builds, that every search mode reads it,
+filtered searches that still return k, the SQL functions, and the same expression on the Python and SQL sides."""
+
+import json
+
+import numpy as np
+import pytest
+from psycopg import sql
+
+from ragstore import families
+from ragstore.embed.external import ExternalBackend
+from ragstore.errors import InvalidInput
+from ragstore.families import storage as storages
+from ragstore.ingest.readers import open_sources
+from ragstore.ingest.run import index_sources
+from ragstore.search import api, filters, vector
+from ragstore.search.filters import make_filter
+
+DIM = 32
+ROWS = 600
+STORAGES = ["vector", "halfvec", "bit"]
+
+
+def clustered(n, dim=DIM, seed=7):
+    """Unit vectors around 12 centres, as embeddings of a few topics are."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((12, dim))
+    points = centres[rng.integers(0, 12, n)] + 0.35 * rng.standard_normal((n, dim))
+    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+
+def write_chunks(path, matrix):
+    words = ["copy", "move", "remove", "list", "find", "sort"]
+    with path.open("w") as out:
+        for i, row in enumerate(matrix):
+            record = {
+                "chunk_id": f"c{i:04d}",
+                "package_path": "small/" if i < 30 else "big/",
+                "text": f"{words[i % 6]} files {i}",
+                "metadata": {"tag": i % 10},
+                "vector": [float(x) for x in row],
+            }
+            out.write(json.dumps(record) + "\n")
+    return path
+
+
+@pytest.fixture
+def matrix():
+    return clustered(ROWS)
+
+
+def make(conn, tmp_path, matrix, storage, name="ext", **extra):
+    options = {"dimensions": DIM, **storages.storage_options(storage, extra.get("rerank_factor"))}
+    families.create_family(conn, name, ExternalBackend("mine", DIM), options=options)
+    index_sources(conn, name, open_sources([str(write_chunks(tmp_path / f"{name}.jsonl", matrix))]))
+    conn.execute(sql.SQL("ANALYZE ragstore.{}").format(sql.Identifier(f"emb_{name}")))
+    conn.commit()
+    return families.get_family(conn, name)
+
+
+def index_definition(conn, family):
+    row = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", (family.hnsw_index,)).fetchone()
+    return row[0] if row else None
+
+
+def explain(conn, statement, params):
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")  # a small table: show that the index CAN serve the order
+        rows = conn.execute("EXPLAIN " + statement, params).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+def exact_top(matrix, q, k, keep=None):
+    scores = matrix @ q
+    order = [i for i in np.argsort(-scores, kind="stable") if keep is None or keep(i)]
+    return [f"c{i:04d}" for i in order[:k]]
+
+
+INDEX_DEFINITION = {
+    "vector": "USING hnsw (embedding vector_cosine_ops)",
+    "halfvec": "USING hnsw (((embedding)::halfvec(32)) halfvec_cosine_ops)",
+    "bit": "USING hnsw (((binary_quantize(embedding))::bit(32)) bit_hamming_ops)",
+}
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_each_storage_builds_its_index_and_the_search_reads_it(conn, tmp_path, matrix, storage):
+    family = make(conn, tmp_path, matrix, storage)
+    assert family.storage == storage
+    assert INDEX_DEFINITION[storage] in index_definition(conn, family)  # built after the bulk load, as create makes it
+    flt = make_filter(None, None)
+    statement = vector.hnsw_statement(family, flt, 10)
+    params = {"q": vector.query_param(family, matrix[0]), "ragstore_ef": "100", "ragstore_iterative": "off"}
+    assert f"Index Scan using {family.hnsw_index}" in explain(conn, statement, params)
+    hybrid_text, hybrid_params, *_ = api_hybrid_statement(conn, family, matrix[0])
+    hybrid_params |= {"ragstore_ef": "100", "ragstore_iterative": "off"}
+    assert f"Index Scan using {family.hnsw_index}" in explain(conn, hybrid_text, hybrid_params)
+
+
+def api_hybrid_statement(conn, family, q):
+    from ragstore.db.citus import on_citus
+    from ragstore.search import hybrid
+    from ragstore.search.fusion import settings_of
+
+    return hybrid.prepare(
+        on_citus(conn), family, "copy files", q, k=10, settings=settings_of(family.options), weights=None,
+        package=None, metadata=None, match="auto",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_every_mode_answers_k_exactly_ranked_hits_on_each_storage(conn, tmp_path, matrix, storage):
+    make(conn, tmp_path, matrix, storage)
+    q = matrix[5]
+    for mode in ("hnsw", "exact"):
+        hits = api.search(conn, "ext", vector=q, k=10, mode=mode)
+        assert len(hits) == 10
+        assert hits[0].chunk_id == "c0005"  # a stored vector finds itself first (Hamming 0 for bit)
+        # Scores are exact cosines of the full vectors, best first: bit's candidates were re-ranked.
+        ids = [int(h.chunk_id[1:]) for h in hits]
+        assert [h.score for h in hits] == pytest.approx([float(matrix[i] @ q) for i in ids], abs=1e-3)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    truth = exact_top(matrix, q, 10)
+    found = [h.chunk_id for h in api.search(conn, "ext", vector=q, k=10, mode="hnsw")]
+    assert len(set(found) & set(truth)) >= 5  # a loose floor: recall is measured by check-recall, not here
+    from ragstore.search.hybrid import hybrid_search
+
+    hybrid = hybrid_search(conn, families.get_family(conn, "ext"), "copy files", q, k=10)
+    assert len(hybrid) == 10 and "c0005" in [h.chunk_id for h in hybrid]
+    mmr = api.search(conn, "ext", vector=q, k=5, mode="hnsw", rerank="mmr", fetch_k=30, mmr_lambda=0.7)
+    assert len(mmr) == 5 and mmr[0].chunk_id == "c0005" and all(h.vector is not None for h in mmr)
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_filtered_searches_return_k_hits_passing_the_filter_on_each_storage(
+    conn, tmp_path, matrix, storage, monkeypatch
+):
+    family = make(conn, tmp_path, matrix, storage)
+    q = matrix[3]
+    # the exact plan (30 rows of small/) and, with the budget shrunk, the iterative scan of the index
+    for budget in (filters.FILTER_EXACT_MAX_ROWS, 5):
+        monkeypatch.setattr(filters, "FILTER_EXACT_MAX_ROWS", budget)
+        monkeypatch.setattr(filters, "FILTER_EXACT_MAX_ROWS_WIDE", budget)
+        small = api.search(conn, "ext", vector=q, k=10, mode="hnsw", package="small/", caches=None)
+        assert len(small) == 10 and all(h.package_path == "small/" for h in small)
+        assert small[0].chunk_id == "c0003"
+        tagged = api.search(conn, "ext", vector=q, k=10, mode="hnsw", metadata={"tag": 3})
+        assert len(tagged) == 10 and all(h.metadata["tag"] == 3 for h in tagged)
+        assert tagged[0].chunk_id == "c0003"
+    assert vector.plan_for(conn, family, make_filter(None, {"tag": 3})) != vector.PLAN_HNSW
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_the_sql_functions_read_each_storage(conn, tmp_path, matrix, storage):
+    make(conn, tmp_path, matrix, storage)
+    q = vector.query_param(families.get_family(conn, "ext"), matrix[9])
+    rows = conn.execute("SELECT chunk_id, score FROM ragstore.search('ext', %s, 7)", (q,)).fetchall()
+    assert len(rows) == 7 and rows[0][0] == "c0009"
+    assert [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
+    hybrid = conn.execute("SELECT chunk_id FROM ragstore.hybrid_search('ext', 'copy files', %s, 5)", (q,)).fetchall()
+    assert len(hybrid) == 5 and "c0009" in [r[0] for r in hybrid]
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+@pytest.mark.parametrize("factor", [None, 3, 200])
+def test_sql_and_python_write_the_same_order_and_candidates(conn, storage, factor):
+    options = {"dimensions": DIM, "storage": storage}
+    if factor is not None:
+        options["rerank_factor"] = factor
+    family = families.Family("ext", "external", "mine", DIM, "vector", "emb_ext", "ready", options)
+    row = conn.execute(
+        "SELECT ragstore.family_index_order(f, '%%(q)s'), ragstore.family_index_candidates(f, 10) "
+        "FROM (SELECT ROW('ext', 'external', 'mine', %s::int, 'vector', 'emb_ext', 'ready', %s::jsonb, now(), now())"
+        "::ragstore.families AS f) AS x(f)",
+        (DIM, json.dumps(options)),
+    ).fetchone()
+    assert row[0] == storages.order_expression(storage, "vector", DIM, "e.embedding", "%(q)s")
+    assert row[1] == vector.index_candidates(family, 10)
+
+
+def test_bad_storage_and_rerank_factor_are_refused_in_one_line(conn):
+    backend = ExternalBackend("mine", DIM)
+    with pytest.raises(InvalidInput, match="invalid storage 'int8'"):
+        families.create_family(conn, "bad", backend, options={"dimensions": DIM, "storage": "int8"})
+    with pytest.raises(InvalidInput, match="rerank factor"):
+        families.create_family(conn, "bad", backend, options={"dimensions": DIM, "storage": "bit", "rerank_factor": 0})
+    with pytest.raises(InvalidInput, match="bit storage only"):
+        storages.storage_options("halfvec", 4)
+    assert families.list_families(conn) == []
+
+
+def run_cli(dsn, *args):
+    from click.testing import CliRunner
+
+    from ragstore.cli.main import cli
+
+    return CliRunner().invoke(cli, ["--dsn", dsn, *args])
+
+
+@pytest.mark.parametrize(("source", "target"), [("vector", "halfvec"), ("halfvec", "bit"), ("bit", "vector")])
+def test_migrate_storage_swaps_the_index_and_keeps_chunks_and_results(dsn, conn, tmp_path, matrix, source, target):
+    family = make(conn, tmp_path, matrix, source)
+    chunks_before = conn.execute("SELECT count(*), sum(hashtext(chunk_id)) FROM ragstore.chunks").fetchone()
+    vectors_before = conn.execute(
+        "SELECT md5(string_agg(embedding::text, ',' ORDER BY chunk_id)) FROM ragstore.emb_ext"
+    ).fetchone()
+    exact_before = [h.chunk_id for h in api.search(conn, "ext", vector=matrix[11], k=10, mode="exact")]
+    conn.commit()
+    done = run_cli(dsn, "family", "migrate", "ext", "--storage", target, "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    assert (report["source"], report["target"], report["rebuilt"]) == (source, target, True)
+    now = families.get_family(conn, "ext")
+    assert now.storage == target and now.table == family.table
+    assert INDEX_DEFINITION[target] in index_definition(conn, now)
+    # one HNSW index on the table, the family's own name; no shadow or previous left
+    names = [r[0] for r in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = 'emb_ext' AND indexdef LIKE '%%USING hnsw%%'"
+    ).fetchall()]  # fmt: skip
+    assert names == [family.hnsw_index]
+    assert conn.execute("SELECT count(*), sum(hashtext(chunk_id)) FROM ragstore.chunks").fetchone() == chunks_before
+    assert (
+        conn.execute("SELECT md5(string_agg(embedding::text, ',' ORDER BY chunk_id)) FROM ragstore.emb_ext").fetchone()
+        == vectors_before
+    )
+    assert [h.chunk_id for h in api.search(conn, "ext", vector=matrix[11], k=10, mode="exact")] == exact_before
+    hits = api.search(conn, "ext", vector=matrix[11], k=10, mode="hnsw")
+    assert len(hits) == 10 and hits[0].chunk_id == "c0011"
+    statement = vector.hnsw_statement(now, make_filter(None, None), 10)
+    params = {"q": vector.query_param(now, matrix[0]), "ragstore_ef": "100", "ragstore_iterative": "off"}
+    assert f"Index Scan using {now.hnsw_index}" in explain(conn, statement, params)
+
+
+def test_migrate_to_the_same_storage_records_the_factor_only(dsn, conn, tmp_path, matrix):
+    make(conn, tmp_path, matrix, "bit", rerank_factor=4)
+    oid = conn.execute("SELECT 'ragstore.emb_ext_embedding_hnsw'::regclass::oid").fetchone()[0]
+    conn.commit()
+    done = run_cli(dsn, "family", "migrate", "ext", "--storage", "bit", "--rerank-factor", "20")
+    assert done.exit_code == 0 and "no index rebuilt" in done.output
+    assert families.get_family(conn, "ext").rerank_factor == 20
+    assert conn.execute("SELECT 'ragstore.emb_ext_embedding_hnsw'::regclass::oid").fetchone()[0] == oid
+    conn.commit()
+    kept = run_cli(dsn, "family", "migrate", "ext", "--storage", "bit")
+    assert kept.exit_code == 0 and families.get_family(conn, "ext").rerank_factor == 20
+    bad = run_cli(dsn, "family", "migrate", "ext", "--storage", "halfvec", "--backend", "offline")
+    assert bad.exit_code == 1 and "--storage takes no --backend" in bad.output
+
+
+def test_create_on_the_command_line_records_the_storage_and_refuses_a_factor_without_bit(dsn, conn):
+    made = run_cli(dsn, "family", "create", "ext", "--backend", "external", "--model", "mine",
+                   "--dimensions", "32", "--storage", "halfvec")  # fmt: skip
+    assert made.exit_code == 0 and "halfvec index" in made.output, made.output
+    assert families.get_family(conn, "ext").storage == "halfvec"
+    refused = run_cli(dsn, "family", "create", "two", "--backend", "external", "--model", "mine",
+                      "--dimensions", "32", "--rerank-factor", "4")  # fmt: skip
+    assert refused.exit_code == 1 and "bit storage only" in refused.output
+    assert [f.name for f in families.list_families(conn)] == ["ext"]
+
+
+def test_a_model_migration_keeps_the_storage(conn, tmp_path):
+    from tests.integration.test_family_migrate import HashBackend, write_jsonl
+
+    families.create_family(conn, "docs", HashBackend(), options={"storage": "bit", "rerank_factor": 5})
+    index_sources(conn, "docs", open_sources([str(write_jsonl(tmp_path / "c.jsonl", 20))]), backend=HashBackend())
+    from ragstore.embed.offline import OfflineBackend
+    from ragstore.families.migrate import migrate_family
+
+    migrate_family(conn, "docs", OfflineBackend())
+    now = families.get_family(conn, "docs")
+    assert (now.backend, now.storage, now.rerank_factor) == ("offline", "bit", 5)
+    assert "bit_hamming_ops" in index_definition(conn, now)
+
+
+def test_the_app_bulk_loads_a_bit_family_through_the_definer_but_may_not_change_its_storage(
+    dsn, conn, tmp_path, matrix, monkeypatch
+):
+    from psycopg.conninfo import make_conninfo
+
+    from ragstore.db.connection import connect
+    from ragstore.families.storage_migrate import migrate_storage
+    from ragstore.ingest import writer
+    from tests.integration.test_roles import _login_role
+
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)  # the bulk path: the index dropped, then rebuilt by the app
+
+    families.create_family(conn, "ext", ExternalBackend("mine", DIM), options={"dimensions": DIM, "storage": "bit"})
+    conn.commit()
+    path = write_chunks(tmp_path / "c.jsonl", matrix)
+    for name in _login_role(dsn, "ragstore_app"):
+        with connect(make_conninfo(dsn, user=name)) as app:
+            assert index_sources(app, "ext", open_sources([str(path)])).inserted == ROWS
+            with pytest.raises(InvalidInput, match=r"only the owner of ragstore\.emb_ext"):
+                migrate_storage(app, "ext", "vector")
+            hits = api.search(app, "ext", vector=matrix[2], k=10, mode="hnsw")
+            assert len(hits) == 10 and hits[0].chunk_id == "c0002"
+    family = families.get_family(conn, "ext")
+    assert family.storage == "bit" and INDEX_DEFINITION["bit"] in index_definition(conn, family)
+
+
+def test_create_with_bit_storage_prints_the_measured_caveat(dsn, conn):
+    made = run_cli(dsn, "family", "create", "ext", "--backend", "external", "--model", "mine",
+                   "--dimensions", "32", "--storage", "bit", "--rerank-factor", "8")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "note: bit storage keeps recall only where" in made.output and "check-recall" in made.output
+    family = families.get_family(conn, "ext")
+    assert (family.storage, family.rerank_factor) == ("bit", 8)
