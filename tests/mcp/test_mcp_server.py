@@ -157,3 +157,30 @@ async def test_writes_and_memory_obey_the_role_of_the_dsn(seeded: str) -> None:
         assert added["added"] == 1
         recalled = await call(client, "memory_recall", agent="ana", query="deploys fridays", k=3)
     assert [h["record"]["content"] for h in recalled["hits"]] == ["deploys on fridays"]
+
+
+async def test_an_agents_memory_is_out_of_reach_of_a_role_bound_to_another(seeded: str) -> None:
+    from ragstore.memory.principals import grant_agent
+
+    with Store(seeded, pool_size=1) as store:
+        store.memory.add(
+            [
+                {"agent": "ana", "store": "semantic", "content": "ana likes tea"},
+                {"agent": "bob", "store": "semantic", "content": "bob's secret is blue"},
+            ]
+        )
+    for app_role in _login_role(seeded, "ragstore_app"):
+        with psycopg.connect(seeded) as conn:
+            grant_agent(conn, "ana", app_role)
+        async with session(make_conninfo(seeded, user=app_role), "--allow-writes") as client:
+            own = await call(client, "memory_recall", agent="ana", query="tea", k=5)
+            assert [h["record"]["content"] for h in own["hits"]] == ["ana likes tea"]
+            other = await client.call_tool("memory_recall", {"agent": "bob", "query": "secret blue", "k": 5})
+            assert "blue" not in text_of(other)
+            forged = await client.call_tool(
+                "memory_add", {"agent": "bob", "store_name": "semantic", "content": "forged by ana's host"}
+            )
+            assert forged.is_error, text_of(forged)
+    with psycopg.connect(seeded) as conn:
+        row = conn.execute("SELECT count(*) FROM ragstore.memory WHERE agent = 'bob'").fetchone()
+    assert row is not None and row[0] == 1
