@@ -136,5 +136,10 @@ def build_server(store: Store, *, allow_writes: bool = False) -> MCPServer[Any]:
 
 def serve_stdio(dsn: str, *, allow_writes: bool) -> None:
     """Open a Store on ``dsn`` and serve the tools over stdin/stdout until the client closes them."""
-    with Store(dsn, pool_size=2) as store:
+    import logging
+
+    # The pool's own warnings (each failed connection attempt) would reach stderr through Python's last-resort
+    # handler; a failure to connect is reported once, as the CLI's one-line error.
+    logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+    with Store(dsn, pool_size=2, timeout=10.0) as store:
         build_server(store, allow_writes=allow_writes).run("stdio")

@@ -184,3 +184,13 @@ async def test_an_agents_memory_is_out_of_reach_of_a_role_bound_to_another(seede
     with psycopg.connect(seeded) as conn:
         row = conn.execute("SELECT count(*) FROM ragstore.memory WHERE agent = 'bob'").fetchone()
     assert row is not None and row[0] == 1
+
+
+def test_an_unreachable_database_is_one_line_without_the_password() -> None:
+    import subprocess
+
+    env = {**os.environ, "RAGSTORE_DSN": "postgresql://agent:s3cret-pw@127.0.0.1:1/none"}
+    done = subprocess.run([str(RAGSTORE), "mcp"], input="", capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: cannot connect to ")
+    assert "s3cret-pw" not in done.stderr + done.stdout and "***" in done.stderr
