@@ -85,16 +85,23 @@ async def test_tools_are_listed_with_schemas_and_memory_add_only_with_allow_writ
 
 
 async def test_search_gives_the_librarys_hits_with_citations(seeded: str) -> None:
+    modes = ("fts", "auto", "exact")
     with Store(seeded, pool_size=1) as store:
-        expected = store.search("docs", "topic 3 copies", k=5, mode="fts")
+        expected = {mode: store.search("docs", "topic 3 copies", k=5, mode=mode) for mode in modes}
     async with session(seeded) as client:
         families = await call(client, "list_families")
         assert [f["name"] for f in families["families"]] == ["docs", "other"]
-        answer = await call(client, "search", family="docs", query="topic 3 copies", k=5, mode="fts")
-    assert [h["chunk_id"] for h in answer["hits"]] == [h.chunk_id for h in expected]
-    assert [h["citation"] for h in answer["hits"]] == [h.citation for h in expected]
-    assert all(h["package_path"] and h["text"] for h in answer["hits"])
-    assert "truncated" not in answer
+        answers = {
+            mode: await call(client, "search", family="docs", query="topic 3 copies", k=5, mode=mode) for mode in modes
+        }
+    for mode in modes:
+        hits = answers[mode]["hits"]
+        assert len(hits) == 5, mode
+        assert [h["chunk_id"] for h in hits] == [h.chunk_id for h in expected[mode]], mode
+        assert [h["citation"] for h in hits] == [h.citation for h in expected[mode]], mode
+        assert [h["score"] for h in hits] == [round(h.score, 6) for h in expected[mode]], mode
+        assert all(h["package_path"] and h["text"] for h in hits)
+        assert "truncated" not in answers[mode]
 
 
 async def test_get_chunks_cites_heading_and_page_and_names_the_missing(seeded: str) -> None:
