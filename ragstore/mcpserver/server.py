@@ -114,6 +114,24 @@ def build_server(store: Store, *, allow_writes: bool = False) -> MCPServer[Any]:
     ) -> str:
         return tools.memory_recall(store, agent, query, k, stores, max_chars)
 
+    @server.tool(
+        description="An agent's memory composed as Markdown: per store, the newest records that pass the "
+        "store's floors, within its caps (what the agent should know before a task)."
+    )
+    @tool_errors
+    def memory_compose(
+        agent: Annotated[str, Field(description="The agent whose memory to compose.")],
+        stores: Annotated[
+            list[Literal["episodic", "semantic", "procedural", "decision", "transcript"]] | None,
+            Field(description="The memory stores to read (default: all five)."),
+        ] = None,
+        task_hint: Annotated[
+            str | None, Field(description="Keep semantic/procedural records containing this text.")
+        ] = None,
+        max_chars: MaxChars = tools.DEFAULT_MAX_CHARS,
+    ) -> str:
+        return tools.memory_compose(store, agent, stores, task_hint, max_chars)
+
     if allow_writes:
 
         @server.tool(description="Append one record to an agent's memory (an identical record is not added twice).")

@@ -181,3 +181,18 @@ def _profile(agent: str, stores: Sequence[str] | None) -> Any:
         problem = exc.errors()[0]
         field = ".".join(str(p) for p in problem["loc"]) or "agent"
         raise InvalidInput(f"field '{field}': {problem['msg']}") from None
+
+
+def memory_compose(
+    store: Store, agent: str, stores: Sequence[str] | None, task_hint: str | None, max_chars: int
+) -> str:
+    """The composed memory of ``agent`` as Markdown (``ragstore memory compose``), cut to ``max_chars``."""
+    check_max_chars(max_chars)
+    bundle = store.memory.compose(_profile(agent, stores), task_hint=task_hint)
+    text = str(bundle.to_markdown())
+    for failure in bundle.failures:
+        text += f"\nwarning: store {failure.store.value} unavailable: {failure.error}: {failure.message}"
+    if len(text) <= max_chars:
+        return text
+    note = f"\n… (cut to stay within max_chars={max_chars}; recall by query with memory_recall)"
+    return text[: max_chars - len(note)] + note

@@ -73,7 +73,7 @@ async def call(client: ClientSession, name: str, **arguments: Any) -> Any:
 async def test_tools_are_listed_with_schemas_and_memory_add_only_with_allow_writes(seeded: str) -> None:
     async with session(seeded) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(listed) == {"search", "list_families", "get_chunks", "memory_recall"}
+        assert set(listed) == {"search", "list_families", "get_chunks", "memory_recall", "memory_compose"}
         schema = listed["search"].input_schema
         assert schema["required"] == ["family", "query"]
         assert schema["properties"]["k"]["maximum"] == 100
@@ -163,6 +163,8 @@ async def test_writes_and_memory_obey_the_role_of_the_dsn(seeded: str) -> None:
         added = await call(client, "memory_add", agent="ana", store_name="episodic", content="deploys on fridays")
         assert added["added"] == 1
         recalled = await call(client, "memory_recall", agent="ana", query="deploys fridays", k=3)
+        composed = await client.call_tool("memory_compose", {"agent": "ana", "stores": ["episodic"]})
+        assert not composed.is_error and "deploys on fridays" in text_of(composed)
     assert [h["record"]["content"] for h in recalled["hits"]] == ["deploys on fridays"]
 
 
@@ -184,6 +186,8 @@ async def test_an_agents_memory_is_out_of_reach_of_a_role_bound_to_another(seede
             assert [h["record"]["content"] for h in own["hits"]] == ["ana likes tea"]
             other = await client.call_tool("memory_recall", {"agent": "bob", "query": "secret blue", "k": 5})
             assert "blue" not in text_of(other)
+            composed = await client.call_tool("memory_compose", {"agent": "bob"})
+            assert "blue" not in text_of(composed)
             forged = await client.call_tool(
                 "memory_add", {"agent": "bob", "store_name": "semantic", "content": "forged by ana's host"}
             )
