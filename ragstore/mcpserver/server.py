@@ -13,6 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -55,9 +56,26 @@ def tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def one_line(message: str) -> str:
+    """A tool error's text on one line: the SDK's own argument errors (pydantic's) span several lines."""
+    parts = [line.strip() for line in message.splitlines() if line.strip()]
+    return "; ".join(part for part in parts if not part.startswith("For further information visit"))
+
+
+async def one_line_errors(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Middleware: every tool error's text is one line, whoever raised it (a tool or the SDK)."""
+    result = await call_next(ctx)
+    # The runner hands the call's result on as its wire form, a dict.
+    if isinstance(result, dict) and result.get("isError"):
+        for block in result.get("content") or ():
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                block["text"] = one_line(block["text"])
+    return result
+
+
 def build_server(store: Store, *, allow_writes: bool = False) -> MCPServer[Any]:
     """An ``MCPServer`` whose tools call ``store``; ``memory_add`` only with ``allow_writes``."""
-    server: MCPServer[Any] = MCPServer("ragstore", instructions=INSTRUCTIONS)
+    server: MCPServer[Any] = MCPServer("ragstore", instructions=INSTRUCTIONS, middleware=[one_line_errors])
 
     @server.tool(
         description="Search a family of chunks for a text query. Hits come best first, each with its "

@@ -128,9 +128,10 @@ async def test_a_hostile_filter_or_family_is_a_one_line_tool_error(seeded: str) 
             message = text_of(result)
             assert result.is_error, arguments
             assert "\n" not in message.strip() and "Traceback" not in message and "s3cret-pw" not in message
-        # Outside the input schema: the SDK refuses it before the tool runs (its message, several lines).
+        # Outside the input schema: the SDK refuses it before the tool runs, in one line too.
         too_many = await client.call_tool("search", {"family": "docs", "query": "x", "k": 1000})
         assert too_many.is_error and "less than or equal to 100" in text_of(too_many)
+        assert "\n" not in text_of(too_many).strip()
     with psycopg.connect(seeded) as conn:
         row = conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'docs'").fetchone()
     assert row is not None and row[0] == len(records())
