@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ragstore.families import Family, FamilyStats
     from ragstore.families.chunks import ChunkPage, DeleteReport, ExportReport, GetResult
     from ragstore.families.filter_keys import FilterKey
+    from ragstore.families.vacuum import VacuumReport
     from ragstore.ingest.records import ChunkRecord
     from ragstore.ingest.roots import SourceRow
     from ragstore.ingest.writer import IndexReport
@@ -211,6 +212,10 @@ class AsyncStore:
 
     async def drop_family(self, name: str) -> None:
         await asyncio.to_thread(self.store.drop_family, name)
+
+    async def vacuum(self, family: str | None = None, *, full: bool = False) -> VacuumReport:
+        """:meth:`Store.vacuum` in a worker thread."""
+        return await asyncio.to_thread(self.store.vacuum, family, full=full)
 
     async def add_filter_key(self, family: str, key: str, *, covering: bool = False) -> Family:
         return await asyncio.to_thread(self.store.add_filter_key, family, key, covering=covering)
