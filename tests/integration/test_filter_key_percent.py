@@ -23,7 +23,7 @@ from ragstore.ingest.run import index_records
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
 from ragstore.search.filters import make_filter
-from tests.integration.test_search import clustered
+from tests.toolkit.search import clustered
 
 PERCENT_KEYS = ("a%s", "a%(x)s", "a%%b", "%", "%b", "%t", "{}", "{0}", "%(mf0_v)s")
 N = 40

@@ -20,9 +20,9 @@ from ragstore.search import search
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
 from ragstore.search.filters import make_filter
-from tests.integration.test_family_migrate import HashBackend
-from tests.integration.test_metafilter import ok
-from tests.integration.test_search import clustered, load
+from tests.toolkit.family_migrate import HashBackend
+from tests.toolkit.metafilter import ok
+from tests.toolkit.search import clustered, load
 
 N = 240
 KEYS = ("lang", "n", "title", "draft", "tags", "mixed", "missing")
@@ -419,7 +419,7 @@ def _index_scans(conn: Any, index: str, at_least: int, patience: float = 8.0) ->
 @pytest.mark.slow
 def test_the_async_store_filters_through_a_declared_key(dsn: str, conn: Any) -> None:
     from ragstore import AsyncStore
-    from tests.integration.test_store import LoopThread
+    from tests.toolkit.store import LoopThread
 
     n = 2000
     fam = families.create_family(conn, "docs", OfflineBackend())

@@ -28,8 +28,8 @@ from ragstore.search.api import search
 from ragstore.sync.sources import add_source, list_sources, remove_source
 from ragstore.sync.sources import status as sync_status
 from ragstore.sync.worker import follow, run_once
-from tests.integration.test_definer_audit import app_dsn, owner_dsn, reader_dsn
 from tests.openai_stub import Reply, StubServer
+from tests.toolkit.definer_audit import app_dsn, owner_dsn, reader_dsn
 
 __all__ = ["app_dsn", "owner_dsn", "reader_dsn"]  # fixtures
 

@@ -12,7 +12,7 @@ import pytest
 from psycopg import sql
 
 from ragstore.memory import grant_agent
-from tests.serve.test_app import bearer, client_for, token
+from tests.toolkit.app import bearer, client_for, token
 
 pytest.importorskip("fastapi")
 

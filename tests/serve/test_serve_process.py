@@ -18,7 +18,7 @@ import pytest
 
 from ragstore import Store
 from ragstore.serve import tokens
-from tests.serve.test_app import bearer, seeded, token  # noqa: F401 (the fixture)
+from tests.toolkit.app import bearer, seeded, token  # noqa: F401 (the fixture)
 
 pytest.importorskip("uvicorn")
 
