@@ -36,7 +36,7 @@ except PackageNotFoundError:  # a source tree on sys.path that pip never install
     __version__ = "0+unknown"
 
 if TYPE_CHECKING:
-    from ragstore.db.connection import connect
+    from ragstore.db.connection import connect_given as connect
     from ragstore.families import Family, create_family, get_family, list_families
     from ragstore.ingest.records import ChunkRecord, IndexRow
     from ragstore.ingest.run import index_sources
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 # public name -> the module that defines it
 _LAZY: dict[str, str] = {
-    "connect": "ragstore.db.connection",
+    "connect": "ragstore.db.connection",  # as connect_given (_RENAMED): the Store's rule, no server started
     "Family": "ragstore.families",
     "create_family": "ragstore.families",
     "get_family": "ragstore.families",
@@ -63,6 +63,8 @@ _LAZY: dict[str, str] = {
     "Store": "ragstore.store",
     "AsyncStore": "ragstore.store_async",
 }
+# public name -> its name in its module, where the two differ
+_RENAMED: dict[str, str] = {"connect": "connect_given"}
 
 __all__ = [
     "AsyncStore",
@@ -97,7 +99,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'ragstore' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
     globals()[name] = value
     return value
 

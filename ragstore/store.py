@@ -28,10 +28,10 @@ from typing import IO, TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, Ty
 
 import psycopg
 
-from ragstore import config
 from ragstore.caches import Caches
 from ragstore.common.closing import Closing
-from ragstore.db.connection import mask_dsn, register_vector, statement_timeout
+from ragstore.db.connection import NO_DATABASE as NO_DATABASE_OF
+from ragstore.db.connection import given_dsn, mask_dsn, register_vector, statement_timeout
 from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput
 from ragstore.ingest.programs import records_source
 from ragstore.ingest.records import ChunkRecord
@@ -72,17 +72,11 @@ R = TypeVar("R")
 
 DEFAULT_POOL_SIZE = 10
 DEFAULT_APPLICATION_NAME = "ragstore"
-NO_DATABASE = (
-    "no database given: pass Store(dsn=...), set RAGSTORE_DSN, or use Store.embedded() to start (or reuse) "
-    "ragstore's embedded PostgreSQL under $RAGSTORE_HOME"
-)
+NO_DATABASE = NO_DATABASE_OF.format(door="Store", embedded="Store.embedded()")
 
 
 def _dsn_or_refuse(dsn: str | None) -> str:
-    chosen = dsn or config.dsn_from_env()
-    if not chosen:
-        raise DatabaseUnavailable(NO_DATABASE)
-    return chosen
+    return given_dsn(dsn, "Store", "Store.embedded()")
 
 
 def check_pool_sizes(pool_size: int, min_size: int) -> None:

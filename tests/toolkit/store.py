@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ragstore import AsyncStore, Store
+from ragstore.store_async import AsyncMemory
 
 
 class LoopThread:
@@ -38,6 +39,8 @@ class AsyncAsSync:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._store, name)
+        if isinstance(attr, AsyncMemory):
+            return AsyncAsSync(attr, self._loop)  # type: ignore[arg-type]  (store.memory.X(...) awaited too)
         if not callable(attr):
             return attr
 
