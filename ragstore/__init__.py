@@ -4,6 +4,8 @@ Applications start from :class:`ragstore.Store` (a pool of connections; thread-s
 :class:`ragstore.AsyncStore` (asyncio). The exceptions are imported with the package (they need only
 the standard library); the other public names on first use (``ragstore.connect`` loads psycopg then), so
 that importing a submodule such as the command line does not pay for the whole library.
+``ragstore.connect(dsn)`` follows the Store's rule: the DSN given, else ``$RAGSTORE_DSN``, else
+DatabaseUnavailable; it never starts the embedded server (``ragstore.embedded.start()`` does).
 
 ``ragstore.__version__`` is the installed distribution's version (``importlib.metadata``), the one
 ``pip show ragstore`` and ``ragstore --version`` print.

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack, cast
+from typing import IO, TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypedDict, TypeVar, Unpack, cast
 
 import psycopg
 
@@ -160,6 +160,22 @@ def _pooled(fn: Callable[Concatenate[Conn, P], R]) -> Callable[Concatenate[Store
 CLOSED = "the {what} is closed (close() was called, or its `with` block ended): open a new {what}"
 
 
+class Lender(Protocol):
+    """What a Store asks of its connections' source: ``psycopg_pool.ConnectionPool``, or
+    :class:`ragstore.db.direct.DirectConnections` for :meth:`Store.direct`."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def getconn(self, timeout: float | None = None) -> Conn: ...
+
+    def putconn(self, conn: Conn) -> None: ...
+
+    def drain(self) -> None: ...
+
+    def close(self, timeout: float = 5.0) -> None: ...
+
+
 class Store(Closing):
     """ragstore on a pool of at most ``pool_size`` connections; see the module docstring.
 
@@ -182,14 +198,15 @@ class Store(Closing):
         def configure(conn: Conn) -> None:
             configure_connection(conn, statement_timeout_ms)
 
-        self._pool: ConnectionPool[Conn] = ConnectionPool(
+        pool: ConnectionPool[Conn] = ConnectionPool(
             self.dsn, configure=configure, open=False, name=settings.application_name, **settings.pool_kwargs()
         )
         try:
-            self._pool.open(wait=True, timeout=self._timeout)
+            pool.open(wait=True, timeout=self._timeout)
         except PoolTimeout as exc:
-            self._pool.close()
+            pool.close()
             raise DatabaseUnavailable(f"cannot connect to {mask_dsn(self.dsn)}: {exc}") from exc
+        self._pool: Lender = pool
 
     # -- life cycle -------------------------------------------------------------------------------
     @classmethod
@@ -614,6 +631,24 @@ class Store(Closing):
     # -- parity with the command line -------------------------------------------------------------
     # The Store methods of the commands that had none (tests/unit/test_cli_parity.py maps every command
     # to its methods). Each is one library call on a connection of the pool.
+    @classmethod
+    def direct(cls, dsn: str, *, max_connections: int = 2) -> Store:
+        """A Store for one short-lived, single-threaded caller (the command line: it parses, calls one
+        Store method, prints): no pool, no threads; a connection is opened by
+        :func:`ragstore.db.connection.connect` when a call first needs one (a database that does not
+        answer fails that call at once, with its one-line message) and kept for the next; at most
+        ``max_connections`` are open (two: an index run's second writer)."""
+        from ragstore.db.direct import DirectConnections
+
+        check_pool_sizes(max_connections, 0)
+        store = cls.__new__(cls)
+        store.dsn = dsn
+        store.pool_size = max_connections
+        store.caches = Caches()
+        store._timeout = 0.0
+        store._pool = DirectConnections(dsn, max_connections)
+        return store
+
     def migration_status(self) -> MigrationStatus:
         """The database's revision and the head (``ragstore migrate --status``); changes nothing."""
         from ragstore.migrate import status

@@ -140,3 +140,21 @@ def test_connect_and_store_never_start_the_embedded_server(
     monkeypatch.setenv("RAGSTORE_DSN", dsn)
     with ragstore.connect(autocommit=True) as conn:
         assert conn.autocommit and conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_the_direct_store_of_the_command_line(dsn: str) -> None:
+    unreachable = ragstore.Store.direct("postgresql://alice:hunter2@127.0.0.1:1/ragstore")  # nothing opened yet
+    with pytest.raises(DatabaseUnavailable, match=r"^cannot connect to postgresql://alice:\*\*\*@127\.0\.0\.1:1/"):
+        unreachable.families()
+    with ragstore.Store.direct(dsn) as store:
+        store.create_family("docs", "offline")
+        with store.connection() as conn:
+            first = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert [f.name for f in store.families()] == ["docs"]
+        with store.connection() as conn, store.connection() as second:
+            assert conn.execute("SELECT pg_backend_pid()").fetchone() == first  # kept for the next call
+            assert second.execute("SELECT pg_backend_pid()").fetchone() != first
+            with pytest.raises(DatabaseUnavailable, match="no connection"), store.connection():
+                pass  # at most two open
+    with pytest.raises(DatabaseUnavailable, match="is closed"):
+        store.families()
