@@ -91,7 +91,8 @@ def test_a_batch_retried_after_a_deadlock_merges_alone_under_the_exclusive_df_lo
 
     families.create_family(conn, "docs", OfflineBackend())
     path = tmp_path / "in.jsonl"
-    path.write_text("".join(json.dumps({"chunk_id": f"c{i}", "text": f"text {i}"}) + "\n" for i in range(20)))
+    records = ({"chunk_id": f"c{i}", "package_path": "p.md", "text": f"text {i}"} for i in range(20))
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
     original = writer.Writer._merge
     calls: list[bool] = []
 
