@@ -10,10 +10,10 @@ message; anything else becomes ``internal error: <type>`` (secrets masked), neve
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -73,9 +73,16 @@ async def one_line_errors(ctx: ServerRequestContext[Any, Any], call_next: CallNe
     return result
 
 
-def build_server(store: Store, *, allow_writes: bool = False) -> MCPServer[Any]:
-    """An ``MCPServer`` whose tools call ``store``; ``memory_add`` only with ``allow_writes``."""
-    server: MCPServer[Any] = MCPServer("ragstore", instructions=INSTRUCTIONS, middleware=[one_line_errors])
+def build_server(
+    store: Store | Callable[[], Store],
+    *,
+    allow_writes: bool = False,
+    middleware: Sequence[ServerMiddleware[Any]] = (),
+) -> MCPServer[Any]:
+    """An ``MCPServer`` whose tools call ``store`` (or the Store the callable gives for the call at hand:
+    the HTTP transport's per-token role); ``memory_add`` only with ``allow_writes``."""
+    current: Callable[[], Store] = store if callable(store) else (lambda: store)
+    server: MCPServer[Any] = MCPServer("ragstore", instructions=INSTRUCTIONS, middleware=[one_line_errors, *middleware])
 
     @server.tool(
         description="Search a family of chunks for a text query. Hits come best first, each with its "
@@ -98,13 +105,20 @@ def build_server(store: Store, *, allow_writes: bool = False) -> MCPServer[Any]:
         ] = None,
         package: Annotated[str | None, Field(description="Only chunks whose package_path starts with this.")] = None,
         max_chars: MaxChars = tools.DEFAULT_MAX_CHARS,
+        rerank: Annotated[
+            Literal["mmr"] | None,
+            Field(description="mmr: re-rank the top 50 for diversity (maximal marginal relevance)."),
+        ] = None,
+        mmr_lambda: Annotated[
+            float, Field(ge=0, le=1, description="With rerank=mmr: weight of relevance against diversity.")
+        ] = 0.5,
     ) -> str:
-        return tools.search(store, family, query, k, mode, filter, package, max_chars)
+        return tools.search(current(), family, query, k, mode, filter, package, max_chars, rerank, mmr_lambda)
 
     @server.tool(description="The families that can be searched: name, embedding backend, model, dimension.")
     @tool_errors
     def list_families(max_chars: MaxChars = tools.DEFAULT_MAX_CHARS) -> str:
-        return tools.list_families(store, max_chars)
+        return tools.list_families(current(), max_chars)
 
     @server.tool(description="Whole chunks of a family by chunk id (as cited by search), and the ids not found.")
     @tool_errors
@@ -113,7 +127,7 @@ def build_server(store: Store, *, allow_writes: bool = False) -> MCPServer[Any]:
         ids: Annotated[list[str], Field(min_length=1, max_length=tools.MAX_IDS, description="Chunk ids.")],
         max_chars: MaxChars = tools.DEFAULT_MAX_CHARS,
     ) -> str:
-        return tools.get_chunks(store, family, ids, max_chars)
+        return tools.get_chunks(current(), family, ids, max_chars)
 
     @server.tool(
         description="Recall an agent's memory records nearest a query by meaning, words and recency. "
@@ -130,7 +144,7 @@ def build_server(store: Store, *, allow_writes: bool = False) -> MCPServer[Any]:
         ] = None,
         max_chars: MaxChars = tools.DEFAULT_MAX_CHARS,
     ) -> str:
-        return tools.memory_recall(store, agent, query, k, stores, max_chars)
+        return tools.memory_recall(current(), agent, query, k, stores, max_chars)
 
     @server.tool(
         description="An agent's memory composed as Markdown: per store, the newest records that pass the "
@@ -148,7 +162,7 @@ def build_server(store: Store, *, allow_writes: bool = False) -> MCPServer[Any]:
         ] = None,
         max_chars: MaxChars = tools.DEFAULT_MAX_CHARS,
     ) -> str:
-        return tools.memory_compose(store, agent, stores, task_hint, max_chars)
+        return tools.memory_compose(current(), agent, stores, task_hint, max_chars)
 
     if allow_writes:
 
@@ -165,7 +179,7 @@ def build_server(store: Store, *, allow_writes: bool = False) -> MCPServer[Any]:
             salience: Annotated[float | None, Field(ge=0, le=1, description="Importance, 0..1.")] = None,
             confidence: Annotated[float | None, Field(ge=0, le=1, description="Confidence, 0..1.")] = None,
         ) -> str:
-            return tools.memory_add(store, agent, store_name, content, tags, salience, confidence)
+            return tools.memory_add(current(), agent, store_name, content, tags, salience, confidence)
 
     return server
 

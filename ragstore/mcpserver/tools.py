@@ -89,9 +89,13 @@ def search(
     filter: dict[str, Any] | None,
     package: str | None,
     max_chars: int,
+    rerank: str | None = None,
+    mmr_lambda: float = 0.5,
 ) -> str:
     check_max_chars(max_chars)
-    hits = store.search(family, query, k=k, mode=mode, metadata=filter, package=package)
+    hits = store.search(
+        family, query, k=k, mode=mode, metadata=filter, package=package, rerank=rerank, mmr_lambda=mmr_lambda
+    )
     items = [
         {
             **cite(hit.chunk_id, hit.package_path, hit.citation, hit.metadata),
@@ -101,7 +105,10 @@ def search(
         }
         for hit in hits
     ]
-    return bounded({"family": family, "mode": mode}, "hits", items, max_chars)
+    head: dict[str, Any] = {"family": family, "mode": mode}
+    if rerank:
+        head["rerank"] = rerank
+    return bounded(head, "hits", items, max_chars)
 
 
 def list_families(store: Store, max_chars: int) -> str:
