@@ -1,0 +1,116 @@
+"""``ragstore mcp --transport http --tokens``: each request runs as its bearer token's database role.
+
+A real server process on the test database (the login: a superuser here, so it may read the tokens and
+``SET ROLE`` to each token's role), the official SDK client over streamable HTTP, and raw HTTP for the 401s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from ragstore import Store
+from tests.integration.test_chunks import records
+from tests.integration.test_roles import _login_role
+
+pytest.importorskip("mcp")
+
+from ragstore.serve import tokens
+from tests.mcp.http_server import client_session, http_server
+
+pytestmark = pytest.mark.slow  # a server process per test
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+
+
+def text_of(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+@pytest.fixture
+def server(dsn: str) -> Iterator[str]:
+    with Store(dsn, pool_size=1) as store:
+        store.create_family("docs", "offline")
+        store.index(records(), "docs")
+        store.memory.add(
+            [
+                {"agent": "ana", "store": "semantic", "content": "ana likes tea"},
+                {"agent": "bob", "store": "semantic", "content": "bob's secret is blue"},
+            ]
+        )
+    with http_server(dsn, "--tokens", "--allow-writes") as url:
+        yield url
+
+
+def make_token(dsn: str, role: str) -> str:
+    with psycopg.connect(dsn) as conn:
+        return tokens.create(conn, role, name=f"t-{role}"[:64]).token
+
+
+@pytest.mark.parametrize(
+    "header", [None, "Bearer", "Bearer rst_1_wrongwrongwrongwrong", "Basic abc", "Bearer x' OR 1=1"]
+)
+def test_no_or_a_bad_token_is_a_bare_401(server: str, dsn: str, header: str | None) -> None:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if header is not None:
+        headers["Authorization"] = header
+    response = httpx.post(server, json=INITIALIZE, headers=headers, timeout=60)
+    assert response.status_code == 401
+    assert response.json() == {"error": "unauthorized"}
+
+
+def test_a_revoked_token_is_refused_from_the_next_request(server: str, dsn: str) -> None:
+    token = make_token(dsn, "ragstore_reader")
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    assert httpx.post(server, json=INITIALIZE, headers=headers, timeout=60).status_code == 200
+    with psycopg.connect(dsn) as conn:
+        tokens.revoke(conn, "t-ragstore_reader")
+    assert httpx.post(server, json=INITIALIZE, headers=headers, timeout=60).status_code == 401
+
+
+async def test_a_readers_token_searches_but_cannot_write(server: str, dsn: str) -> None:
+    with Store(dsn, pool_size=1) as store:
+        expected = [h.chunk_id for h in store.search("docs", "topic 3 copies", k=5, mode="fts")]
+    async with client_session(server, make_token(dsn, "ragstore_reader")) as client:
+        assert "memory_add" in {tool.name for tool in (await client.list_tools()).tools}
+        found = await client.call_tool("search", {"family": "docs", "query": "topic 3 copies", "k": 5, "mode": "fts"})
+        assert not found.is_error, text_of(found)
+        assert [h["chunk_id"] for h in json.loads(text_of(found))["hits"]] == expected
+        denied = await client.call_tool(
+            "memory_add", {"agent": "ana", "store_name": "episodic", "content": "the reader may not write"}
+        )
+        assert denied.is_error and "permission denied" in text_of(denied).lower()
+
+
+async def test_each_token_reaches_only_its_own_agents_memory(server: str, dsn: str) -> None:
+    from ragstore.memory.principals import grant_agent
+
+    for ana_role in _login_role(dsn, "ragstore_app"):
+        with psycopg.connect(dsn) as conn:
+            grant_agent(conn, "ana", ana_role)
+        async with client_session(server, make_token(dsn, ana_role)) as client:
+            own = await client.call_tool("memory_recall", {"agent": "ana", "query": "tea", "k": 5})
+            assert [h["record"]["content"] for h in json.loads(text_of(own))["hits"]] == ["ana likes tea"]
+            other = await client.call_tool("memory_recall", {"agent": "bob", "query": "secret blue", "k": 5})
+            assert "blue" not in text_of(other)
+            composed = await client.call_tool("memory_compose", {"agent": "bob"})
+            assert "blue" not in text_of(composed)
+            forged = await client.call_tool(
+                "memory_add", {"agent": "bob", "store_name": "semantic", "content": "forged by ana's token"}
+            )
+            assert forged.is_error, text_of(forged)
+            added = await client.call_tool("memory_add", {"agent": "ana", "store_name": "semantic", "content": "x"})
+            assert not added.is_error, text_of(added)
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT agent, count(*) FROM ragstore.memory GROUP BY agent ORDER BY agent").fetchall()
+    assert rows == [("ana", 2), ("bob", 1)]
