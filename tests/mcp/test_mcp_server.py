@@ -83,20 +83,29 @@ async def call(client: ClientSession, name: str, **arguments: Any) -> Any:
     return json.loads(text_of(result))
 
 
-async def test_tools_are_listed_with_schemas_and_memory_add_only_with_allow_writes(
-    seeded: str, session: Session
-) -> None:
+READ_TOOLS = {"search", "list_families", "get_chunks", "context_pack", "memory_recall", "memory_compose"}
+
+
+async def test_tools_are_listed_with_schemas_and_writes_only_with_allow_writes(seeded: str, session: Session) -> None:
+    text = {"package_path": "notes/n.md", "text": "written without leave"}
     async with session(seeded) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(listed) == {"search", "list_families", "get_chunks", "memory_recall", "memory_compose"}
+        assert set(listed) == READ_TOOLS
         schema = listed["search"].input_schema
         assert schema["required"] == ["family", "query"]
         assert schema["properties"]["k"]["maximum"] == 100
-        assert listed["search"].description
+        assert all(tool.description and tool.annotations.read_only_hint for tool in listed.values())
         refused = await client.call_tool("memory_add", {"agent": "ana", "store_name": "episodic", "content": "x"})
         assert refused.is_error
+        refused = await client.call_tool("index_text", {"family": "other", "texts": [text]})
+        assert refused.is_error
     async with session(seeded, "--allow-writes") as client:
-        assert "memory_add" in {tool.name for tool in (await client.list_tools()).tools}
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(listed) == READ_TOOLS | {"memory_add", "index_text"}
+        assert listed["index_text"].annotations.read_only_hint is False
+    with psycopg.connect(seeded) as conn:
+        assert conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'other'").fetchone() == (1,)
+        assert conn.execute("SELECT count(*) FROM ragstore.memory").fetchone() == (0,)
 
 
 def cli_search(dsn: str, *args: str) -> Any:
@@ -241,3 +250,72 @@ def test_an_unreachable_database_is_one_line_without_the_password() -> None:
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: cannot connect to ")
     assert "s3cret-pw" not in done.stderr + done.stdout and "***" in done.stderr
+
+
+async def test_context_pack_cites_the_hits_it_keeps_within_the_budget(seeded: str, session: Session) -> None:
+    query = "topic 3 copies"
+    expected = cli_search(seeded, "docs", query, "-k", "8", "--mode", "hybrid")
+    arguments = {"brief": "explain the copies", "family": "docs", "query": query, "constraints": ["cite sources"]}
+    async with session(seeded) as client:
+        whole = await call(client, "context_pack", **arguments)
+        small = await client.call_tool("context_pack", {**arguments, "max_chars": 2500})
+        canonical = await call(client, "context_pack", **arguments, format="json")
+    assert [c["citation"] for c in whole["citations"]] == [h["citation"] for h in expected]
+    assert all(c["citation"] in whole["markdown"] for c in whole["citations"])
+    assert "explain the copies" in whole["markdown"] and "cite sources" in whole["markdown"]
+    assert "shed" not in whole and whole["budget"]["within_budget"]
+    assert [s["ref"] for s in canonical["pack"]["layers"]["L3"]] == [h["citation"] for h in expected]
+    assert canonical["pack_id"] == whole["pack_id"]
+    text = text_of(small)
+    assert not small.is_error and len(text) <= 2500
+    cut = json.loads(text)
+    kept = [c["citation"] for c in cut["citations"]]
+    assert kept == [h["citation"] for h in expected[: len(kept)]] and len(kept) < len(expected)
+    # The pack sheds the lowest-ranked snippet first, and reports them in that order.
+    assert cut["shed"]["dropped_snippets"] == [h["citation"] for h in reversed(expected[len(kept) :])]
+    assert all(c in cut["markdown"] for c in kept)
+
+
+async def test_index_text_writes_only_its_family_as_the_roles_rules_allow(seeded: str, session: Session) -> None:
+    texts = [
+        {"package_path": "notes/deploy.md", "text": "we deploy on fridays", "metadata": {"heading": "Deploys"}},
+        {"package_path": "notes/deploy.md", "text": "rollbacks take ten minutes", "chunk_id": "notes/deploy.md#r"},
+    ]
+    for reader in _login_role(seeded, "ragstore_reader"):
+        async with session(make_conninfo(seeded, user=reader), "--allow-writes") as client:
+            denied = await client.call_tool("index_text", {"family": "other", "texts": texts})
+            assert denied.is_error and "permission denied" in text_of(denied).lower()
+    async with session(seeded, "--allow-writes") as client:
+        first = await call(client, "index_text", family="other", texts=texts)
+        again = await call(client, "index_text", family="other", texts=texts)
+        found = await call(client, "search", family="other", query="deploy fridays", k=1, mode="fts")
+        bad = await client.call_tool("index_text", {"family": "other", "texts": [{"package_path": "x", "text": ""}]})
+    assert (first["inserted"], again["unchanged"], again["inserted"]) == (2, 2, 0)
+    assert first["chunk_ids"][1] == "notes/deploy.md#r" and first["chunk_ids"][0].startswith("notes/deploy.md#")
+    (hit,) = found["hits"]
+    assert (hit["chunk_id"], hit["heading"], hit["citation"]) == (
+        first["chunk_ids"][0],
+        "Deploys",
+        f"[{first['chunk_ids'][0]}]",
+    )
+    assert bad.is_error
+    with psycopg.connect(seeded) as conn:
+        rows = conn.execute("SELECT family, count(*) FROM ragstore.chunks GROUP BY family ORDER BY family").fetchall()
+    assert rows == [("docs", len(records())), ("other", 3)]
+
+
+async def test_families_are_resources(seeded: str, session: Session) -> None:
+    async with session(seeded) as client:
+        assert [str(r.uri) for r in (await client.list_resources()).resources] == ["ragstore://families"]
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["ragstore://families/{name}"]
+        index = json.loads((await client.read_resource("ragstore://families")).contents[0].text)
+        other = json.loads((await client.read_resource("ragstore://families/other")).contents[0].text)
+        with pytest.raises(Exception, match="other2"):
+            await client.read_resource("ragstore://families/other2")
+    assert [(f["name"], f["uri"]) for f in index["families"]] == [
+        ("docs", "ragstore://families/docs"),
+        ("other", "ragstore://families/other"),
+    ]
+    assert (other["name"], other["backend"], other["chunks_total"], other["packages"]) == ("other", "offline", 1, 1)
+    assert other["chunks"] == [{"chunk_id": "h1", "package_path": "guide/a.md", "citation": "[guide/a.md#h1]"}]
