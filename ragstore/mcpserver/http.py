@@ -157,8 +157,12 @@ def serve_http(
     logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
     stores = RoleStores(dsn)
     try:
-        with stores.login.connection() as conn:  # fail now, in one line, when the database is unreachable
-            conn.execute("SELECT 1")
+        # Fail now, in one line, when the database is unreachable or the login may not read the tokens.
+        with stores.login.connection() as conn:
+            try:
+                conn.execute(query("tokens", "lookup") if use_tokens else "SELECT 1", {"id": 0} if use_tokens else None)
+            except psycopg.Error as exc:
+                map_db_error(exc)
         server = build_server(
             stores.current if use_tokens else stores.login,
             allow_writes=allow_writes,

@@ -114,3 +114,32 @@ async def test_each_token_reaches_only_its_own_agents_memory(server: str, dsn: s
     with psycopg.connect(dsn) as conn:
         rows = conn.execute("SELECT agent, count(*) FROM ragstore.memory GROUP BY agent ORDER BY agent").fetchall()
     assert rows == [("ana", 2), ("bob", 1)]
+
+
+def test_a_login_that_cannot_read_the_tokens_is_refused_at_start_in_one_line(dsn: str) -> None:
+    import os
+    import subprocess
+
+    from psycopg.conninfo import make_conninfo
+
+    from tests.mcp.http_server import RAGSTORE, free_port
+
+    for reader in _login_role(dsn, "ragstore_reader"):
+        env = {**os.environ, "RAGSTORE_DSN": make_conninfo(dsn, user=reader)}
+        command = [str(RAGSTORE), "mcp", "--transport", "http", "--tokens", "--port", str(free_port())]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 1
+        assert done.stderr.count("\n") == 1 and "permission denied" in done.stderr.lower(), done.stderr
+
+
+def test_a_remote_address_needs_tokens(dsn: str) -> None:
+    from click.testing import CliRunner
+
+    from ragstore.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["--dsn", dsn, "mcp", "--transport", "http", "--host", "0.0.0.0"])
+    assert result.exit_code != 0 and "--allow-remote" in result.output
+    result = CliRunner().invoke(
+        cli, ["--dsn", dsn, "mcp", "--transport", "http", "--host", "0.0.0.0", "--allow-remote"]
+    )
+    assert result.exit_code != 0 and "needs --tokens" in result.output
