@@ -148,6 +148,21 @@ async def test_search_gives_the_same_hits_as_ragstore_search(seeded: str, sessio
     assert reranked.is_error and text_of(reranked).endswith(mmr.removeprefix("error: "))
 
 
+async def test_search_filters_by_metadata_and_package_as_ragstore_search(seeded: str, session: Session) -> None:
+    where = {"n": {"$gte": 5}}
+    arguments = ("docs", "topic copies", "-k", "10", "--mode", "fts")
+    filtered = cli_search(seeded, *arguments, "--where", json.dumps(where))
+    by_package = cli_search(seeded, *arguments, "--package", "ref/")
+    async with session(seeded) as client:
+        common = {"family": "docs", "query": "topic copies", "k": 10, "mode": "fts"}
+        got_filtered = await call(client, "search", **common, filter=where)
+        got_package = await call(client, "search", **common, package="ref/")
+    assert filtered and all(h["metadata"]["n"] >= 5 for h in filtered)
+    assert by_package and all(h["package_path"].startswith("ref/") for h in by_package)
+    assert [h["chunk_id"] for h in got_filtered["hits"]] == [h["chunk_id"] for h in filtered]
+    assert [h["chunk_id"] for h in got_package["hits"]] == [h["chunk_id"] for h in by_package]
+
+
 async def test_get_chunks_cites_heading_and_page_and_names_the_missing(seeded: str, session: Session) -> None:
     async with session(seeded) as client:
         answer = await call(client, "get_chunks", family="other", ids=["h1", "nope"])

@@ -143,3 +143,17 @@ def test_a_remote_address_needs_tokens(dsn: str) -> None:
         cli, ["--dsn", dsn, "mcp", "--transport", "http", "--host", "0.0.0.0", "--allow-remote"]
     )
     assert result.exit_code != 0 and "needs --tokens" in result.output
+
+
+async def test_an_app_token_indexes_text_and_a_reader_token_cannot(server: str, dsn: str) -> None:
+    texts = [{"package_path": "notes/app.md", "text": "indexed through an app token"}]
+    async with client_session(server, make_token(dsn, "ragstore_reader")) as client:
+        denied = await client.call_tool("index_text", {"family": "docs", "texts": texts})
+        assert denied.is_error and "permission denied" in text_of(denied).lower()
+    async with client_session(server, make_token(dsn, "ragstore_app")) as client:
+        added = await client.call_tool("index_text", {"family": "docs", "texts": texts})
+        assert not added.is_error, text_of(added)
+        assert json.loads(text_of(added))["inserted"] == 1
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT count(*) FROM ragstore.chunks WHERE package_path = 'notes/app.md'").fetchall()
+    assert rows == [(1,)]
