@@ -143,6 +143,8 @@ def test_a_remote_address_needs_tokens(dsn: str) -> None:
         cli, ["--dsn", dsn, "mcp", "--transport", "http", "--host", "0.0.0.0", "--allow-remote"]
     )
     assert result.exit_code != 0 and "needs --tokens" in result.output
+    result = CliRunner().invoke(cli, ["--dsn", dsn, "mcp", "--tokens"])
+    assert result.exit_code != 0 and "--transport http only" in result.output
 
 
 async def test_an_app_token_indexes_text_and_a_reader_token_cannot(server: str, dsn: str) -> None:
@@ -157,3 +159,15 @@ async def test_an_app_token_indexes_text_and_a_reader_token_cannot(server: str, 
     with psycopg.connect(dsn) as conn:
         rows = conn.execute("SELECT count(*) FROM ragstore.chunks WHERE package_path = 'notes/app.md'").fetchall()
     assert rows == [(1,)]
+
+
+def test_without_tokens_a_request_from_another_host_or_origin_is_refused(dsn: str) -> None:
+    """DNS rebinding: a web page that resolves its own name to 127.0.0.1 cannot drive the loopback server."""
+    with http_server(dsn) as url:
+        accept = {"Accept": "application/json, text/event-stream"}
+        assert httpx.post(url, json=INITIALIZE, headers=accept, timeout=60).status_code == 200
+        foreign_host = httpx.post(url, json=INITIALIZE, headers={**accept, "Host": "evil.example"}, timeout=60)
+        foreign_origin = httpx.post(
+            url, json=INITIALIZE, headers={**accept, "Origin": "http://evil.example"}, timeout=60
+        )
+    assert foreign_host.status_code >= 400 and foreign_origin.status_code >= 400
