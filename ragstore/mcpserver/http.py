@@ -63,9 +63,11 @@ class RoleStores:
         self._lock = threading.Lock()
 
     def current(self) -> Store:
-        """The Store of the call at hand: its token's role; the login's when the request carried none."""
+        """The Store of the call at hand's token role. Never the login's: a call without a role is refused."""
         role = _role.get()
-        return self.login if role is None else self.for_role(role)
+        if role is None:
+            raise PermissionDenied("permission denied: this request carried no token")
+        return self.for_role(role)
 
     def for_role(self, role: str) -> Store:
         with self._lock:
@@ -124,7 +126,9 @@ class BearerTokens:
                 async with await psycopg.AsyncConnection.connect(self.login_dsn, autocommit=True) as conn:
                     role = await tokens.authenticate(conn, token.strip())
             except psycopg.Error:
-                await send({"type": "http.response.start", "status": 503, "headers": []})
+                await send(
+                    {"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"application/json")]}
+                )
                 await send({"type": "http.response.body", "body": b'{"error": "the database is unavailable"}'})
                 return
         if role is None:
@@ -160,7 +164,10 @@ def serve_http(
         # Fail now, in one line, when the database is unreachable or the login may not read the tokens.
         with stores.login.connection() as conn:
             try:
-                conn.execute(query("tokens", "lookup") if use_tokens else "SELECT 1", {"id": 0} if use_tokens else None)
+                if use_tokens:
+                    conn.execute(query("tokens", "lookup"), {"id": 0})
+                else:
+                    conn.execute("SELECT 1")
             except psycopg.Error as exc:
                 map_db_error(exc)
         server = build_server(
