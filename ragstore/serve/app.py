@@ -64,7 +64,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 @dataclass(frozen=True)
 class Settings:
     """``dsn`` the server logs in with (already resolved: no embedded start here); ``pool_size`` each
-    role's pool; ``max_body`` bytes of a request body; ``reranker`` and ``hyde`` the second-stage
+    role's pool; ``pool_timeout`` seconds a request waits for a connection (then 503: a database that is
+    down answers fast); ``max_body`` bytes of a request body; ``reranker`` and ``hyde`` the second-stage
     endpoints the server was started with (a request asks for them, it never names an endpoint)."""
 
     dsn: str
@@ -72,6 +73,7 @@ class Settings:
     max_body: int = MAX_BODY_BYTES
     reranker: HttpReranker | None = None
     hyde: Hyde | None = None
+    pool_timeout: float = 10.0
 
 
 class Unauthorized(Exception):
@@ -122,7 +124,8 @@ class Stores:
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
-        self._login = await AsyncStore(self.settings.dsn, pool_size=2, worker_pool_size=1).open()
+        timeout = self.settings.pool_timeout
+        self._login = await AsyncStore(self.settings.dsn, pool_size=2, worker_pool_size=1, timeout=timeout).open()
 
     @property
     def login(self) -> AsyncStore:
@@ -166,7 +169,11 @@ class Stores:
                 map_db_error(exc)
             if row is None or not row[0]:
                 raise PermissionDenied(f"permission denied: the server's login role may not act as role {role!r}")
-            store = AsyncStore(role_dsn(self.settings.dsn, role), pool_size=self.settings.pool_size)
+            store = AsyncStore(
+                role_dsn(self.settings.dsn, role),
+                pool_size=self.settings.pool_size,
+                timeout=self.settings.pool_timeout,
+            )
             await store.open()
             self._roles[role] = store
             return store
