@@ -87,10 +87,25 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "search_command",
         "Search FAMILY for QUERY (embedded with the family's own backend); hits cite [package_path#chunk_id].",
     ),
+    "serve": (
+        "ragstore.cli.serve",
+        "serve_command",
+        "Serve the HTTP JSON API (search, chunks, families) with bearer tokens; each request runs as its token's role.",
+    ),
     "server": (
         "ragstore.cli.admin",
         "server_group",
         "The embedded PostgreSQL that ragstore runs when no RAGSTORE_DSN is set.",
+    ),
+    "sync": (
+        "ragstore.cli.sync",
+        "sync_group",
+        "Families that follow tables of the same database: triggers queue changed rows, `sync run` writes them.",
+    ),
+    "token": (
+        "ragstore.cli.token",
+        "token_group",
+        "Bearer tokens of `ragstore serve`, each mapped to a database role (owner role only).",
     ),
     "vacuum": (
         "ragstore.cli.admin",

@@ -339,6 +339,9 @@ def drop_family(conn: Conn, name: str) -> None:
         tables.append(target["table"])
     with conn.transaction(), db_errors():
         lock_term_df_shared(conn, name)
+        from ragstore.sync.sources import drop_family_sources
+
+        drop_family_sources(conn, name)  # the followed tables' triggers; sources and queue cascade
         conn.execute(sql.SQL(query("families", "drop_view")).format(**family.identifiers()))
         for table in tables:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(table)))

@@ -211,6 +211,23 @@ CREATE TABLE ragstore.agent_principals (
 COMMENT ON TABLE ragstore.agent_principals IS
     'ragstore memory: which database roles act for which agent; written by the owner side only';
 
+-- The bearer tokens of `ragstore serve` (ragstore/serve/tokens.py), read and written by the owner side only: each maps
+-- to a database role the server's requests run as; only the SHA-256 of the secret is kept. A name is unique
+-- among the tokens not revoked.
+CREATE TABLE ragstore.api_tokens (
+    id            bigint GENERATED ALWAYS AS IDENTITY,
+    name          text NOT NULL CHECK (name ~ '^[A-Za-z0-9_.-]{1,64}$'),
+    role          text NOT NULL CHECK (role ~ '\S'),
+    token_sha256  bytea NOT NULL CHECK (length(token_sha256) = 32),
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    last_used_at  timestamptz,
+    revoked_at    timestamptz,
+    CONSTRAINT api_tokens_pkey PRIMARY KEY (id)
+);
+CREATE UNIQUE INDEX api_tokens_live_name ON ragstore.api_tokens (name) WHERE revoked_at IS NULL;
+COMMENT ON TABLE ragstore.api_tokens IS
+    'ragstore serve: bearer tokens (SHA-256 of the secret), each mapped to a database role; owner-managed';
+
 -- Row-level security, FORCE so the owner is bound too (the policies, section "bindings", let it see all).
 ALTER TABLE ragstore.memory ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ragstore.memory FORCE ROW LEVEL SECURITY;
@@ -218,6 +235,96 @@ ALTER TABLE ragstore.memory_embeddings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ragstore.memory_embeddings FORCE ROW LEVEL SECURITY;
 ALTER TABLE ragstore.memory_forget_log ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ragstore.memory_forget_log FORCE ROW LEVEL SECURITY;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Sync: families that follow tables of the same database (ragstore/sync/, docs/guide/sync.md)
+-- ---------------------------------------------------------------------------------------------------
+
+-- One row per followed table and family, written by the owner side (`ragstore sync add|alter|remove`). The
+-- table is named (schema_name, table_name), which survives a dump and restore; table_oid is the one the
+-- triggers were installed on. package and predicate are SQL expressions over the row, checked by
+-- ragstore/sync/expressions.py when they are set; NULL means "<prefix>/<id>" and "every row". followed
+-- lists every column whose change queues the row (the id, text, metadata columns and those package and
+-- predicate read). The counters and the last error are the workers' (ragstore_app may update only them).
+CREATE TABLE ragstore.sync_sources (
+    id                bigint GENERATED ALWAYS AS IDENTITY,
+    family            text NOT NULL,
+    prefix            text NOT NULL CHECK (prefix <> '' AND strpos(prefix, '/') = 0),
+    schema_name       text NOT NULL,
+    table_name        text NOT NULL,
+    table_oid         oid NOT NULL,
+    id_column         text NOT NULL,
+    text_columns      text[] NOT NULL CHECK (cardinality(text_columns) > 0),
+    metadata_columns  text[] NOT NULL DEFAULT '{}',
+    package           text,
+    predicate         text,
+    followed          text[] NOT NULL,
+    synced_rows       bigint NOT NULL DEFAULT 0,
+    synced_seconds    double precision NOT NULL DEFAULT 0,
+    last_error        text,
+    last_error_at     timestamptz,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    altered_at        timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT sync_sources_pkey PRIMARY KEY (id),
+    CONSTRAINT sync_sources_family_prefix_key UNIQUE (family, prefix),
+    CONSTRAINT sync_sources_family_table_key UNIQUE (family, schema_name, table_name),
+    CONSTRAINT sync_sources_family_fkey FOREIGN KEY (family) REFERENCES ragstore.families (name) ON DELETE CASCADE
+);
+COMMENT ON TABLE ragstore.sync_sources IS
+    'ragstore sync: the tables a family follows (id, text, metadata columns, package, predicate)';
+
+-- The keys of rows whose followed columns changed and are not synced yet, one row per key: a change of a
+-- key already queued only gives it a new seq (the number of its newest change). A worker claims keys by
+-- setting not_before to the end of a lease (FOR UPDATE SKIP LOCKED, so two workers never claim one key)
+-- and deletes a key only if its seq is still the one it claimed, so a change made while it worked is
+-- synced again. A failing batch sets not_before (backoff) on its own keys only.
+CREATE SEQUENCE ragstore.sync_queue_seq;
+CREATE TABLE ragstore.sync_queue (
+    source_id   bigint NOT NULL,
+    key         text NOT NULL,
+    seq         bigint NOT NULL,
+    queued_at   timestamptz NOT NULL DEFAULT now(),
+    changed_at  timestamptz NOT NULL DEFAULT now(),
+    attempts    integer NOT NULL DEFAULT 0,
+    not_before  timestamptz NOT NULL DEFAULT '-infinity',
+    last_error  text,
+    CONSTRAINT sync_queue_pkey PRIMARY KEY (source_id, key),
+    CONSTRAINT sync_queue_source_fkey FOREIGN KEY (source_id)
+        REFERENCES ragstore.sync_sources (id) ON DELETE CASCADE
+);
+CREATE INDEX sync_queue_source_seq_idx ON ragstore.sync_queue (source_id, seq);
+COMMENT ON TABLE ragstore.sync_queue IS
+    'ragstore sync: keys of followed rows changed and not synced yet (one row per key, seq of its last change)';
+
+-- The keys a source has written chunks for, with at least as many chunks as they hold (<prefix>/<key>#0
+-- ...#n-1): what a delete, a truncate, a row leaving the predicate or `sync remove --delete-chunks` removes.
+CREATE TABLE ragstore.sync_rows (
+    source_id  bigint NOT NULL,
+    key        text NOT NULL,
+    chunks     integer NOT NULL CHECK (chunks >= 0),
+    CONSTRAINT sync_rows_pkey PRIMARY KEY (source_id, key),
+    CONSTRAINT sync_rows_source_fkey FOREIGN KEY (source_id)
+        REFERENCES ragstore.sync_sources (id) ON DELETE CASCADE
+);
+COMMENT ON TABLE ragstore.sync_rows IS
+    'ragstore sync: the keys each source wrote chunks for, and an upper bound of their chunk count';
+
+-- Per followed table: the queue depth, the age of the oldest change not synced (lag), keys in backoff, the
+-- last error and the workers' rows per second (rows synced over the seconds spent syncing them).
+CREATE VIEW ragstore.sync_status AS
+SELECT s.family, s.schema_name, s.table_name, s.prefix,
+       count(q.key) AS queued,
+       count(q.key) FILTER (WHERE q.not_before > now()) AS backing_off,
+       coalesce(extract(epoch FROM now() - min(q.queued_at)), 0)::double precision AS lag_seconds,
+       (SELECT count(*) FROM ragstore.sync_rows r WHERE r.source_id = s.id) AS synced_keys,
+       s.synced_rows,
+       CASE WHEN s.synced_seconds > 0 THEN s.synced_rows / s.synced_seconds END AS rows_per_second,
+       s.last_error, s.last_error_at
+FROM ragstore.sync_sources s
+LEFT JOIN ragstore.sync_queue q ON q.source_id = s.id
+GROUP BY s.id;
+COMMENT ON VIEW ragstore.sync_status IS
+    'ragstore sync: per followed table the queue depth, lag (seconds), keys backing off, last error, rows/s';
 
 -- ---------------------------------------------------------------------------------------------------
 -- Bookkeeping of `ragstore migrate`
@@ -376,6 +483,12 @@ BEGIN
         ragstore.chunk_terms, ragstore.chunk_term_df, ragstore.family_chunk_deltas, ragstore.memory,
         ragstore.memory_forget_log, ragstore.memory_embeddings, ragstore.agent_principals,
         ragstore.applied_files FROM ragstore_app, ragstore_reader;
+    -- The API tokens of `ragstore serve` are the owner side's alone (the table is there from revision
+    -- 0004_api_tokens on, which revokes the same).
+    IF to_regclass('ragstore.api_tokens') IS NOT NULL THEN
+        REVOKE ALL ON ragstore.api_tokens FROM ragstore_app, ragstore_reader;
+        REVOKE ALL ON SEQUENCE ragstore.api_tokens_id_seq FROM ragstore_app, ragstore_reader;
+    END IF;
     -- What the app writes: chunks, the embedding cache, the roots of its own runs, memory (append only).
     GRANT SELECT, INSERT, UPDATE, DELETE ON ragstore.chunks, ragstore.embedding_cache TO ragstore_app;
     GRANT SELECT, INSERT, UPDATE ON ragstore.family_sources TO ragstore_app;
@@ -391,6 +504,20 @@ BEGIN
     GRANT USAGE, SELECT ON SEQUENCE ragstore.family_chunk_deltas_id_seq, ragstore.memory_forget_log_log_id_seq
         TO ragstore_app;
     GRANT SELECT ON SEQUENCE ragstore.memory_forget_log_log_id_seq TO ragstore_reader;
+    -- Sync (ragstore/sync/): the owner side registers tables and installs their triggers (whose definer
+    -- function alone queues keys); workers, as the app, claim and delete queued keys, record the keys
+    -- they wrote and their own counters; the reader reads them all.
+    -- (Guarded: a database of the old chain is bridged at the baseline, before revision 0003 made them.)
+    IF to_regclass('ragstore.sync_sources') IS NOT NULL THEN
+        REVOKE ALL ON ragstore.sync_sources, ragstore.sync_queue, ragstore.sync_rows, ragstore.sync_status
+            FROM ragstore_app, ragstore_reader;
+        REVOKE ALL ON SEQUENCE ragstore.sync_queue_seq, ragstore.sync_sources_id_seq FROM ragstore_app, ragstore_reader;
+        GRANT SELECT ON ragstore.sync_sources, ragstore.sync_queue, ragstore.sync_rows, ragstore.sync_status
+            TO ragstore_app, ragstore_reader;
+        GRANT UPDATE (synced_rows, synced_seconds, last_error, last_error_at) ON ragstore.sync_sources TO ragstore_app;
+        GRANT UPDATE, DELETE ON ragstore.sync_queue TO ragstore_app;
+        GRANT INSERT, UPDATE, DELETE ON ragstore.sync_rows TO ragstore_app;
+    END IF;
     -- The migration history is the owner's: app and reader may read it (migrate --status), never move it.
     REVOKE ALL ON ragstore.alembic_version FROM ragstore_app, ragstore_reader;
     GRANT SELECT ON ragstore.alembic_version TO ragstore_app, ragstore_reader;
@@ -401,7 +528,7 @@ BEGIN
     GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA ragstore TO ragstore_app, ragstore_reader;
     REVOKE ALL ON FUNCTION ragstore.chunks_count_inserted(), ragstore.chunks_count_deleted(),
         ragstore.chunks_terms_updated(), ragstore.chunks_count_truncated(), ragstore.families_stats_reset(),
-        ragstore.memory_forget(text, text, text)
+        ragstore.memory_forget(text, text, text), ragstore.sync_enqueue()
         FROM ragstore_app, ragstore_reader;
     REVOKE ALL ON FUNCTION ragstore.family_bulk_drop_hnsw(text), ragstore.family_bulk_cluster(text),
         ragstore.family_build_hnsw(text) FROM ragstore_reader;

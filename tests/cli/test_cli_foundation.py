@@ -15,6 +15,7 @@ def invoke(dsn, *args, input=None):
     return CliRunner().invoke(cli, ["--dsn", dsn, *args], input=input, catch_exceptions=False)
 
 
+@pytest.mark.slow
 def test_migrate_twice_says_nothing_to_do_and_status_is_current(empty_dsn):
     first = invoke(empty_dsn, "migrate")
     assert first.exit_code == 0 and "applied" in first.output
@@ -40,6 +41,7 @@ def test_family_create_list_show(dsn):
     assert "rows:    0" in text and "vector_cosine_ops" in text
 
 
+@pytest.mark.slow
 def test_index_twice_reports_zero_inserted_then_all_unchanged(dsn, tmp_path):
     src = tmp_path / "c.jsonl"
     src.write_text(

@@ -186,6 +186,7 @@ def test_verify_json_reports_missing_files(repo: Path, tmp_path_factory: Any) ->
     assert json.loads(result.stdout)["missing"] == ["src/a.py"]
 
 
+@pytest.mark.slow
 def test_same_command_gives_same_bytes_across_processes(repo: Path) -> None:
     script = "import sys; from ragstore.cli.context import context_pack; context_pack.main(sys.argv[1:])"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "random"}

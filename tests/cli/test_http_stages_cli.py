@@ -68,6 +68,7 @@ def test_the_library_hydes_last_answer_holds_no_piece_of_the_key(stub: Any, monk
     hyde.close()
 
 
+@pytest.mark.slow
 def test_a_reranker_sending_a_byte_at_a_time_is_cut_off_at_the_timeout(store: str, stub: Any) -> None:
     body = json.dumps({"results": [{"index": 0, "relevance_score": 1.0}], "pad": " " * 400}).encode()
     stub.queue(*[Reply(raw=body, trickle=0.05) for _ in range(4)])  # about 25 s each; every attempt
@@ -123,6 +124,7 @@ FALLBACKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cause", list(FALLBACKS))
 def test_a_hyde_fallback_prints_exactly_its_note_line(store: str, stub: Any, tmp_path: Path, cause: str) -> None:
     stub.queue(*FALLBACKS[cause])

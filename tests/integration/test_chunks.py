@@ -304,6 +304,7 @@ def test_cli_get_prints_the_found_and_exits_1_naming_the_missing(indexed: str) -
     ]
 
 
+@pytest.mark.slow
 def test_cli_list_and_export_round_trip(indexed: str, tmp_path: Path) -> None:
     page = json.loads(run(indexed, "list", "docs", "--package", "ref/", "--limit", "4", "--json").output)
     assert (page["total"], page["packages"], len(page["chunks"])) == (6, 1, 4) and page["next"] == "c15"

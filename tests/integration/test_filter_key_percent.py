@@ -10,6 +10,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -67,6 +68,7 @@ def _counts(conn: Any, fam: families.Family, key: str) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_keys_with_percent_signs_are_declared_and_answer_as_undeclared_through_the_cli(dsn: str, conn: Any) -> None:
     families.create_family(conn, "docs", OfflineBackend())
     conn.commit()
@@ -92,6 +94,7 @@ _HOSTILE_CHARS = st.sampled_from(list("%s()b{}'\"\\x t0$;-\n:"))
         lambda k: not k.startswith("$") and k != "n"
     )
 )
+@pytest.mark.slow
 def test_declaring_any_key_never_changes_a_count(conn: Any, key: str) -> None:
     fam = families.get_family(conn, "docs") if _exists(conn) else families.create_family(conn, "docs", OfflineBackend())
     index_records(conn, "docs", _records(key))

@@ -416,6 +416,7 @@ def _index_scans(conn: Any, index: str, at_least: int, patience: float = 8.0) ->
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_the_async_store_filters_through_a_declared_key(dsn: str, conn: Any) -> None:
     from ragstore import AsyncStore
     from tests.integration.test_store import LoopThread

@@ -94,6 +94,7 @@ def _clustered(n, dim=16, seed=0):
     return (centers[rng.integers(0, 20, n)] + 0.3 * rng.normal(size=(n, dim))).astype(np.float32)
 
 
+@pytest.mark.slow
 def test_an_iterative_scan_that_comes_back_short_is_answered_exactly(conn):
     from tests.integration.test_search import load
 

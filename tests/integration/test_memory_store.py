@@ -204,6 +204,7 @@ def test_forget_erases_the_record_and_its_embeddings_and_logs_without_content(co
         conn.rollback()
 
 
+@pytest.mark.slow
 def test_compose_is_byte_identical_across_processes(dsn: str, conn: psycopg.Connection[Any]) -> None:
     add_records(conn, corpus())
     conn.commit()

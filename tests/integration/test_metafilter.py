@@ -78,6 +78,7 @@ def loaded(conn):
     return fam, ids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flt", FILTERS, ids=[str(f) for f in FILTERS])
 def test_every_plan_keeps_exactly_the_rows_python_keeps(conn, loaded, flt):
     fam, ids = loaded

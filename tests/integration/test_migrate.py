@@ -59,6 +59,7 @@ def test_offline_sql_prints_ddl_without_a_database():
     assert "%%" not in ddl
 
 
+@pytest.mark.slow
 def test_concurrent_migrations_serialise_on_the_advisory_lock(empty_dsn):
     import subprocess
     import sys

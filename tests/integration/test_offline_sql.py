@@ -5,6 +5,7 @@ from ragstore.embed.offline import fingerprint
 from tests.strings import varied_strings
 
 
+@pytest.mark.slow
 def test_sql_offline_embed_is_bit_identical_to_python(conn):
     texts = varied_strings(1000, seed=11)
     expected = fingerprint(texts)

@@ -55,6 +55,7 @@ def hyde(stub, **kw):
     return Hyde(stub.chat_url, "chat", api_key_env=None, sleep=lambda s: None, **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["hnsw", "exact", "fts", "hybrid"])
 def test_cross_rerank_reorders_and_keeps_first_stage_scores(conn, docs, stub, mode):
     plain = api.search(conn, "docs", "copy files", k=6, mode=mode)
@@ -97,6 +98,7 @@ def test_cross_rerank_refusals(conn, docs, stub):
     assert stub.requests == []
 
 
+@pytest.mark.slow
 def test_hyde_replace_searches_with_the_hypothetical_answer(conn, docs, stub):
     stub.answers["how do I get rid of a folder"] = "remove directories"
     h = hyde(stub, mode="replace")

@@ -93,6 +93,7 @@ def _explain(conn, family, flt, q, *, ef=100, iterative=False):
     return "\n".join(r[0] for r in conn.execute(statement, params))
 
 
+@pytest.mark.slow
 def test_hnsw_statement_uses_the_hnsw_index(conn, family):
     load(conn, family, clustered(3000))
     q = vec.query_param(family, clustered(1, seed=3)[0])
@@ -126,6 +127,7 @@ def test_settings_are_transaction_local_and_never_leak(conn, family):
     assert conn.execute(SETTINGS).fetchone() == before and conn.info.transaction_status.name == "IDLE"
 
 
+@pytest.mark.slow
 def test_the_statement_applies_its_own_ef_search_and_iterative_scan(conn, family):
     n = 3000
     load(conn, family, clustered(n), packages=[f"pkg/{i % 100:02d}/doc" for i in range(n)])
@@ -253,6 +255,7 @@ def test_a_failing_statement_leaves_the_connection_usable(conn, family):
     assert conn.execute(SETTINGS).fetchone()[0] == "40" and conn.info.transaction_status.name == "IDLE"
 
 
+@pytest.mark.slow
 def test_filtered_search_returns_k_hits_on_both_plans_and_matches_exact(conn, family, monkeypatch):
     n = 3000
     packages = [f"pkg/{i % 100:02d}/doc" for i in range(n)]  # 1% each
@@ -324,6 +327,7 @@ def test_streaming_with_tiny_batches_equals_one_batch_byte_for_byte(conn, family
     assert [h.chunk_id for h in tiny[:11]] == sorted(["c00005", *[f"c{i:05d}" for i in range(100, 110)]])
 
 
+@pytest.mark.slow
 def test_hnsw_agrees_with_exact_on_a_small_family(conn, family):
     load(conn, family, clustered(1000))
     for seed in range(5):

@@ -94,6 +94,7 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+@pytest.mark.slow
 def test_home_data_and_socket_folders_are_0700_and_the_socket_private(server: EmbeddedServer) -> None:
     owner = pwd.getpwnam("embedded_postgres").pw_uid if ROOT else os.geteuid()
     for folder in (server.home, server.data_dir, server.socket_dir):
@@ -104,6 +105,7 @@ def test_home_data_and_socket_folders_are_0700_and_the_socket_private(server: Em
     assert _mode(server.log_file) & 0o077 == 0
 
 
+@pytest.mark.slow
 def test_pg_hba_admits_the_socket_only(server: EmbeddedServer) -> None:
     lines = [
         line.split()
@@ -175,6 +177,7 @@ def test_a_running_server_of_an_open_home_is_closed_by_the_next_command(server: 
     assert _mode(server.socket_dir) == 0o700 and _mode(server.home) == 0o700
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_server_started_by_a_non_root_user_is_private_to_that_user(tmp_path: Path) -> None:
     home = tmp_path / "nobody-home"
@@ -198,6 +201,7 @@ def _long_home(tmp_path: Path) -> Path:
     return home
 
 
+@pytest.mark.slow
 def test_a_socket_folder_in_tmp_is_private_too(tmp_path: Path) -> None:
     server = EmbeddedServer(_long_home(tmp_path))
     server.ensure_running()
@@ -270,6 +274,7 @@ def test_bad_memory_settings_are_refused_naming_the_variable(
         server_mod.memory_settings()
 
 
+@pytest.mark.slow
 def test_a_bad_memory_setting_is_one_line_from_the_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("RAGSTORE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("RAGSTORE_DSN", raising=False)

@@ -78,6 +78,7 @@ def changed_input(n: int) -> list[dict]:
     return out + extra
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bulk", [False, True], ids=["merge", "direct"])
 def test_two_connections_leave_the_table_and_counts_of_one(conn, pair, tmp_path, monkeypatch, helper_batches, bulk):
     first = write_jsonl(tmp_path / "first.jsonl", rows(230))

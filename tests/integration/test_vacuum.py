@@ -53,6 +53,7 @@ def count(conn: Any, family: str) -> int:
     return int(conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = %s", (family,)).fetchone()[0])
 
 
+@pytest.mark.slow
 def test_vacuum_after_a_drop_returns_the_shared_tables_space(conn):
     load(conn, "big", 3000)
     before = shared_bytes(conn)
@@ -67,6 +68,7 @@ def test_vacuum_after_a_drop_returns_the_shared_tables_space(conn):
     assert shared_bytes(conn) < before / 10
 
 
+@pytest.mark.slow
 def test_vacuum_full_after_a_drop_keeps_the_other_family_whole(conn):
     load(conn, "gone", 2000)
     load(conn, "kept", 500)  # written after: its rows hold the end of each shared table
@@ -82,6 +84,7 @@ def test_vacuum_full_after_a_drop_keeps_the_other_family_whole(conn):
     assert hits == (10,)
 
 
+@pytest.mark.slow
 def test_vacuum_of_a_family_after_a_large_delete_shrinks_its_table(conn):
     load(conn, "docs", 2000)
     table = families.get_family(conn, "docs").table
@@ -93,6 +96,7 @@ def test_vacuum_of_a_family_after_a_large_delete_shrinks_its_table(conn):
     assert count(conn, "docs") == 100
 
 
+@pytest.mark.slow
 def test_the_cli_says_what_it_returned(dsn, conn):
     load(conn, "big", 1000)
     conn.commit()

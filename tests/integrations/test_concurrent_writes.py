@@ -77,6 +77,7 @@ def assert_whole(dsn: str, family: str) -> None:
     assert orphans == (0, 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stores", [1, 2], ids=["one-store", "two-stores"])
 def test_langchain_adds_and_deletes_of_the_same_ids_never_fail(dsn, app_dsn, stores):
     embedding = DeterministicFakeEmbedding(size=8)
@@ -102,6 +103,7 @@ def test_langchain_adds_and_deletes_of_the_same_ids_never_fail(dsn, app_dsn, sto
     assert_whole(dsn, "race")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stores", [1, 2], ids=["one-store", "two-stores"])
 def test_llamaindex_adds_and_deletes_of_the_same_nodes_never_fail(dsn, app_dsn, stores):
     llamaindex.RagstoreVectorStore("race", dsn, embed_dim=2, model_name="m").close()

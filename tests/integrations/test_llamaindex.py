@@ -153,6 +153,7 @@ def test_mmr_mode(pg):
     assert len(res.nodes) == 2 and res.nodes[0].node_id == "aaa"
 
 
+@pytest.mark.slow
 def test_filtered_query_returns_k_nodes(dsn):
     """LlamaIndex's PGVectorStore filters after its HNSW scan and returns fewer than k; ragstore returns k."""
     store = RagstoreVectorStore("many", dsn, embed_dim=8, model_name="test-model")

@@ -133,6 +133,7 @@ def test_from_documents_in_small_batches_keeps_every_node_of_a_document_split_ac
         assert rows_by_document(store) == expected
 
 
+@pytest.mark.slow
 def test_an_edited_document_leaves_only_its_new_nodes(store, embed):
     from_documents(store, embed, documents())
     edited = documents(edit="dolphins")
@@ -160,6 +161,7 @@ def test_ingestion_pipeline_with_a_docstore_upserts_an_edited_document(store, em
     assert rows_by_document(store) == nodes_per_document(edited)
 
 
+@pytest.mark.slow
 def test_refresh_ref_docs_and_delete_ref_doc(store, embed):
     index = from_documents(store, embed, documents())
     edited = documents(edit="glaciers")
@@ -176,6 +178,7 @@ def test_refresh_ref_docs_and_delete_ref_doc(store, embed):
     assert rows_by_document(store) == nodes_per_document(documents())
 
 
+@pytest.mark.slow
 def test_a_re_run_deletes_nothing_another_document_or_family_owns(dsn, store, embed):
     """Nodes added by hand to the same document (no offsets, no version), a standalone node named like the
     document, another family's copy of the same documents: a re-run of from_documents keeps them all."""
@@ -206,6 +209,7 @@ def test_a_re_run_deletes_nothing_another_document_or_family_owns(dsn, store, em
         other.close()
 
 
+@pytest.mark.slow
 def test_two_runs_at_once_never_remove_each_others_nodes(dsn, embed):
     """Two processes re-indexing the same documents at once: whatever the interleaving, every node is
     stored at least once (neither run removes the other's copies); a later run leaves one copy each."""

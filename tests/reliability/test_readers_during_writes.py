@@ -430,6 +430,7 @@ def test_the_monitor_names_the_lock_a_blocker_holds_not_its_latest_statement(dsn
     with connect(dsn, autocommit=True) as reader, psycopg.connect(dsn) as dropper:
         _as_reader(reader)
         assert len(search(reader, "docs", "w1 chunk", k=K, mode="exact")) == K
+        dropper.execute("DROP VIEW ragstore.vectors_docs")  # the family's view reads the table
         dropper.execute("DROP TABLE ragstore.emb_docs")
         dropper.execute("DEALLOCATE ALL")  # the latest statement; the drop's locks are still held
 

@@ -258,6 +258,7 @@ def test_property_invariant_under_shifting_all_times_together(cands: list[Candid
     assert [b.score for b in after] == pytest.approx([b.score for b in before], abs=1e-12)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(cands=_candidates(), weights=st.tuples(_weight, _weight, _weight), seed=st.randoms())
 def test_property_order_is_deterministic_and_independent_of_input_order(

@@ -149,6 +149,7 @@ def _packs(draw: st.DrawFn) -> ContextPack:
     return result.pack
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(pack=_packs(), budget=st.integers(min_value=1, max_value=800), within=st.booleans())
 def test_shedding_never_returns_a_pack_over_budget_unless_it_says_so(
@@ -165,6 +166,7 @@ def test_shedding_never_returns_a_pack_over_budget_unless_it_says_so(
     assert result.layers.L0 == pack.layers.L0
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(pack=_packs(), budget=st.integers(min_value=1, max_value=800))
 def test_whole_layer_shedding_stops_as_soon_as_it_fits(pack: ContextPack, budget: int) -> None:
@@ -177,6 +179,7 @@ def test_whole_layer_shedding_stops_as_soon_as_it_fits(pack: ContextPack, budget
         assert tokens_for_length(len(layers_json(kept_back))) > budget
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(pack=_packs(), budget=st.integers(min_value=1, max_value=800))
 def test_within_layers_stops_as_soon_as_it_fits(pack: ContextPack, budget: int) -> None:

@@ -21,6 +21,7 @@ def _result(modes: int) -> EvalResult:
     return EvalResult("docs", 10, 1, 0.0, [ModeResult(ModeSpec("hnsw"), report, [1.0]) for _ in range(modes)])
 
 
+@pytest.mark.slow
 def test_plot_modes_writes_a_png(tmp_path: Path) -> None:
     out = plot.plot_modes(_result(2), tmp_path / "m.png")
     assert out.read_bytes()[:8] == PNG

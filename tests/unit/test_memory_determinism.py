@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.data.memory.fixtures import compose_fixture_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +27,7 @@ def compose_in_subprocess(hash_seed: str, *args: str) -> bytes:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_compose_is_byte_identical_across_processes_and_reader_order() -> None:
     first = compose_in_subprocess("1")
     second = compose_in_subprocess("4242", "--reverse")

@@ -6,6 +6,7 @@ import random
 from datetime import timedelta
 from itertools import pairwise
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,6 +67,7 @@ def oracle(records: list[MemoryRecord], store: Store, policy: CompositionPolicy,
     return [r.id for r in sorted(by_id, key=lambda r: r.at, reverse=True)][: p.cap]  # stable sort
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(records_st, max_size=40), policy_st, stores_st, hint_st)
 def test_bundle_obeys_floors_caps_order_and_isolation(
@@ -82,6 +84,7 @@ def test_bundle_obeys_floors_caps_order_and_isolation(
         assert [r.id for r in kept] == oracle(records, store, policy, hint)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(records_st, max_size=40), stores_st, hint_st, st.randoms(use_true_random=False))
 def test_bundle_bytes_do_not_depend_on_record_order(

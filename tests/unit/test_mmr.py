@@ -143,6 +143,7 @@ def test_property_first_pick_is_relevance_top1_for_every_lambda(hits: list[Hit],
     assert mmr(hits, k=k, lambda_=lam)[0] is first_best
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(hits=_hits(), k=st.integers(min_value=1, max_value=15))
 def test_property_lambda_one_reproduces_stable_relevance_order(hits: list[Hit], k: int) -> None:
@@ -150,6 +151,7 @@ def test_property_lambda_one_reproduces_stable_relevance_order(hits: list[Hit], 
     assert [id(h) for h in mmr(hits, k=k, lambda_=1.0)] == [id(h) for h in expected]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(hits=_hits(), k=st.integers(min_value=1, max_value=15), lam=_lambdas)
 def test_property_output_is_subset_permutation_of_length_min_k_n(hits: list[Hit], k: int, lam: float) -> None:

@@ -1,0 +1,152 @@
+"""``ragstore sync add|list|remove|run|status``: families that follow tables of the same database."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import click
+
+from ragstore.cli.app import app, emit_json, terminal_safe
+
+
+@click.group("sync")
+def sync_group() -> None:
+    """Families that follow tables of the same database: triggers queue changed rows, `sync run` writes them."""
+
+
+@sync_group.command("add")
+@click.argument("family")
+@click.option("--table", required=True, help="The table to follow, SCHEMA.TABLE.")
+@click.option("--id", "id_column", required=True, help="The column that identifies a row (its primary key).")
+@click.option("--text", "text_columns", multiple=True, required=True, help="A column of the text (repeat; joined).")
+@click.option("--metadata", "metadata_columns", multiple=True, help="A column stored as metadata (repeat).")
+@click.option("--package", default=None, help="A column whose value is the package_path (default: <table>/<id>).")
+@click.option("--where", "predicate", default=None, help="An SQL expression over the row: follow only those rows.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sync_add(
+    ctx: click.Context,
+    family: str,
+    table: str,
+    id_column: str,
+    text_columns: tuple[str, ...],
+    metadata_columns: tuple[str, ...],
+    package: str | None,
+    predicate: str | None,
+    as_json: bool,
+) -> None:
+    """Follow TABLE into FAMILY: install its triggers and queue the rows already there (run as its owner)."""
+    from ragstore.sync.sources import add_source
+
+    with app(ctx).connect() as conn:
+        source, queued = add_source(
+            conn,
+            family,
+            table,
+            id_column=id_column,
+            text_columns=text_columns,
+            metadata_columns=metadata_columns,
+            package=package,
+            predicate=predicate,
+        )
+    if as_json:
+        emit_json(source.as_dict() | {"queued": queued})
+        return
+    click.echo(terminal_safe(f"{source.family} follows {source.name}; {queued} rows queued (run `ragstore sync run`)"))
+
+
+@sync_group.command("list")
+@click.argument("families", nargs=-1)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sync_list(ctx: click.Context, families: tuple[str, ...], as_json: bool) -> None:
+    """The tables each family follows, with their columns and predicate."""
+    from ragstore.sync.sources import list_sources
+
+    with app(ctx).connect() as conn:
+        sources = list_sources(conn, families or None)
+    if as_json:
+        emit_json([s.as_dict() for s in sources])
+        return
+    for s in sources:
+        fields = [s.family, s.name, f"id={s.id_column}", f"text={','.join(s.text_columns)}"]
+        fields += [f"metadata={','.join(s.metadata_columns)}"] if s.metadata_columns else []
+        fields += [f"where {s.predicate}"] if s.predicate else []
+        click.echo("\t".join(terminal_safe(f) for f in fields))
+
+
+@sync_group.command("remove")
+@click.argument("family")
+@click.option("--table", required=True, help="The followed table, SCHEMA.TABLE.")
+@click.option("--delete-chunks", is_flag=True, help="Delete the chunks this table's rows were written to as well.")
+@click.pass_context
+def sync_remove(ctx: click.Context, family: str, table: str, delete_chunks: bool) -> None:
+    """Stop following TABLE: drop its triggers and queue; the family's chunks stay unless --delete-chunks."""
+    from ragstore.sync.sources import remove_source
+
+    with app(ctx).connect() as conn:
+        source, deleted = remove_source(conn, family, table, delete_chunks=delete_chunks)
+    kept = f"deleted {deleted} chunks" if delete_chunks else "its chunks kept"
+    click.echo(terminal_safe(f"{source.family} no longer follows {source.name}; {kept}"))
+
+
+@sync_group.command("run")
+@click.argument("families", nargs=-1)
+@click.option("--once", "mode", flag_value="once", default=True, help="Sync what is queued, then exit (default).")
+@click.option("--follow", "mode", flag_value="follow", help="Keep syncing, woken by the triggers' NOTIFY.")
+@click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sync_run(ctx: click.Context, families: tuple[str, ...], mode: str, batch_size: int, as_json: bool) -> None:
+    """Write the queued rows of FAMILIES (all by default) as `ragstore index` would; delete deleted rows' chunks."""
+    from ragstore.db.connection import connect
+    from ragstore.sync.worker import RunReport, follow, run_once
+
+    def show(report: RunReport) -> None:
+        if as_json:
+            emit_json(report.as_dict())
+        else:
+            click.echo(terminal_safe(report.summary()))
+
+    with app(ctx).connect() as conn:
+        if mode == "once":
+            show(run_once(conn, families or None, batch=batch_size))
+            return
+        stopping = {"now": False}
+
+        def stop(*_: Any) -> None:
+            stopping["now"] = True
+
+        signal.signal(signal.SIGTERM, stop)
+        with connect(app(ctx).dsn, autocommit=True) as listener:
+            try:
+                follow(conn, listener, families or None, batch=batch_size, stop=lambda: stopping["now"], on_report=show)
+            except KeyboardInterrupt:
+                return
+
+
+@sync_group.command("status")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sync_status(ctx: click.Context, as_json: bool) -> None:
+    """Per followed table: rows queued, lag (age of the oldest change not synced), backoff, last error, rows/s."""
+    from ragstore.sync.sources import status
+
+    with app(ctx).connect() as conn:
+        rows = status(conn)
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        rate = f"{r['rows_per_second']:.0f} rows/s" if r["rows_per_second"] else "-"
+        fields = [
+            r["family"],
+            f"{r['schema']}.{r['table']}",
+            f"queued {r['queued']} ({r['backing_off']} backing off)",
+            f"lag {r['lag_seconds']:.1f}s",
+            f"{r['synced_keys']} rows synced",
+            rate,
+        ]
+        fields += [f"last error: {r['last_error']}"] if r["last_error"] else []
+        click.echo("\t".join(terminal_safe(str(f)) for f in fields))

@@ -1,0 +1,358 @@
+"""The HTTP JSON API of ``ragstore serve``: FastAPI on :class:`~ragstore.AsyncStore`, each request as its token's role.
+
+Every ``/v1`` request carries ``Authorization: Bearer <token>`` (:mod:`ragstore.serve.tokens`); the token
+names a database role, and the request runs on connections opened as that role (``-c role=<role>`` at
+connect: an :class:`~ragstore.AsyncStore` per role, made on first use), so the reader/app/owner grants and
+the memory row-level security hold exactly as through psql. The login role reads the tokens (the owner
+side's table) and must be allowed to ``SET ROLE`` to each token's role. Errors are ``{"error": "<one
+line>"}``, the message the CLI prints; a missing, malformed, unknown or revoked token is a bare 401.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import psycopg
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import HTTPException, RequestValidationError
+from fastapi.responses import JSONResponse
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragstore.cli.family import _family_dict
+from ragstore.cli.search import _hit_dict
+from ragstore.db.connection import map_db_error
+from ragstore.db.sqlfiles import query as sql_query
+from ragstore.errors import (
+    Conflict,
+    DatabaseUnavailable,
+    FingerprintVectorsWarning,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    RagstoreError,
+    SchemaError,
+    Timeout,
+    mask_secrets,
+)
+from ragstore.search.api import MAX_K
+from ragstore.serve import tokens
+from ragstore.store_async import AsyncStore
+
+# What a request may send and ask for at most.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_QUERY_CHARS = 8_000
+MAX_IDS = 1_000
+MAX_RECORDS = 5_000
+# Distinct token roles one server keeps connections for (each has its own pool).
+MAX_ROLES = 16
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """``dsn`` the server logs in with (already resolved: no embedded start here); ``pool_size`` each
+    role's pool; ``max_body`` bytes of a request body."""
+
+    dsn: str
+    pool_size: int = 4
+    max_body: int = MAX_BODY_BYTES
+
+
+class Unauthorized(Exception):
+    """No token, or one that is malformed, unknown, revoked or wrong: 401, without saying which."""
+
+
+class BodyTooLarge(HTTPException):
+    """Raised while the app reads a body past the limit (FastAPI passes an HTTPException of the reading on)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is over {limit} bytes")
+
+
+_STATUS: list[tuple[type[RagstoreError], int]] = [
+    (PermissionDenied, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (Timeout, 504),
+    (DatabaseUnavailable, 503),
+    (SchemaError, 500),
+    (InvalidInput, 400),
+]
+
+
+def status_of(exc: RagstoreError) -> int:
+    return next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    line = " ".join(mask_secrets(message).split())
+    return JSONResponse({"error": line}, status_code=status, headers=headers)
+
+
+def role_dsn(dsn: str, role: str) -> str:
+    """``dsn`` whose sessions start as ``role`` (``-c role=...`` in its options, spaces escaped as libpq reads them)."""
+    escaped = role.replace("\\", "\\\\").replace(" ", "\\ ")
+    options = str(conninfo_to_dict(dsn).get("options") or "")
+    return make_conninfo(dsn, options=f"{options} -c role={escaped}".strip())
+
+
+class Stores:
+    """The login role's AsyncStore (tokens, health) and one per token role, opened on first use."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._login: AsyncStore | None = None
+        self._roles: dict[str, AsyncStore] = {}
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        self._login = await AsyncStore(self.settings.dsn, pool_size=2, worker_pool_size=1).open()
+
+    @property
+    def login(self) -> AsyncStore:
+        if self._login is None:
+            raise DatabaseUnavailable("the server is not started")
+        return self._login
+
+    async def close(self) -> None:
+        stores, self._roles = list(self._roles.values()), {}
+        for store in stores:
+            await store.close()
+        if self._login is not None:
+            await self._login.close()
+            self._login = None
+
+    async def role_of(self, token: str) -> str:
+        try:
+            async with self.login.connection() as conn:
+                role = await tokens.authenticate(conn, token)
+        except psycopg.Error as exc:
+            map_db_error(exc)
+        if role is None:
+            raise Unauthorized
+        return role
+
+    async def for_role(self, role: str) -> AsyncStore:
+        store = self._roles.get(role)
+        if store is not None:
+            return store
+        async with self._lock:
+            store = self._roles.get(role)
+            if store is not None:
+                return store
+            if len(self._roles) >= MAX_ROLES:
+                raise DatabaseUnavailable(f"this server serves at most {MAX_ROLES} token roles at once")
+            try:
+                async with self.login.connection() as conn:
+                    cursor = await conn.execute(sql_query("serve", "may_act_as"), {"role": role})
+                    row = await cursor.fetchone()
+            except psycopg.Error as exc:
+                map_db_error(exc)
+            if row is None or not row[0]:
+                raise PermissionDenied(f"permission denied: the server's login role may not act as role {role!r}")
+            store = AsyncStore(role_dsn(self.settings.dsn, role), pool_size=self.settings.pool_size)
+            await store.open()
+            self._roles[role] = store
+            return store
+
+
+async def caller(request: Request) -> AsyncStore:
+    """The AsyncStore of the request's token role (401 for no or a bad token)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized
+    stores: Stores = request.app.state.stores
+    return await stores.for_role(await stores.role_of(token.strip()))
+
+
+Caller = Annotated[AsyncStore, Depends(caller)]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchBody(Body):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The query text.")
+    k: int = Field(10, ge=1, le=MAX_K, description=f"How many hits (at most {MAX_K}).")
+    mode: Literal["auto", "hnsw", "exact", "fts", "hybrid"] = "auto"
+    package: str | None = Field(None, description="Only chunks whose package_path starts with this.")
+    where: dict[str, Any] | None = Field(
+        None, description='Metadata filter, as `ragstore search --where`: {"lang": "en"}.'
+    )
+    min_score: float | None = None
+    ef_search: int | None = Field(None, ge=1, le=1000)
+    rerank: Literal["mmr"] | None = None
+    mmr_lambda: float = Field(0.5, ge=0, le=1)
+    fetch_k: int = Field(50, ge=1, le=MAX_K)
+    fusion: Literal["rrf", "cc"] | None = None
+    alpha: float | None = Field(None, ge=0, le=1)
+
+
+class IndexBody(Body):
+    records: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=MAX_RECORDS,
+        description="Chunk records, as the lines of a JSONL file `ragstore index` reads.",
+    )
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The app; its lifespan opens the stores and closes them once the last request finished."""
+    stores = Stores(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await stores.open()
+        try:
+            yield
+        finally:
+            await stores.close()
+
+    app = FastAPI(
+        title="ragstore",
+        summary="The HTTP JSON API of ragstore: search, chunks and families, as the bearer token's database role.",
+        version="1",
+        lifespan=lifespan,
+    )
+    app.state.stores = stores
+    _handlers(app)
+
+    @app.get("/healthz", summary="Whether the server and its database answer (no token needed).")
+    async def healthz() -> dict[str, str]:
+        try:
+            async with stores.login.connection() as conn:
+                await conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            map_db_error(exc)
+        return {"status": "ok"}
+
+    @app.get("/v1/families", summary="The families, as `ragstore family list --json`.")
+    async def list_families(store: Caller) -> dict[str, Any]:
+        return {"families": [_family_dict(f) for f in await store.families()]}
+
+    @app.post("/v1/families/{family}/search", summary="Search FAMILY, as `ragstore search --json`.")
+    async def search(family: str, body: SearchBody, store: Caller) -> dict[str, Any]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FingerprintVectorsWarning)
+            hits = await store.search(
+                family,
+                body.query,
+                k=body.k,
+                mode=body.mode,
+                package=body.package,
+                metadata=body.where,
+                min_score=body.min_score,
+                ef_search=body.ef_search,
+                rerank=body.rerank,
+                mmr_lambda=body.mmr_lambda,
+                fetch_k=body.fetch_k,
+                fusion=body.fusion,
+                alpha=body.alpha,
+            )
+        return {"family": family, "query": body.query, "hits": [_hit_dict(h) for h in hits]}
+
+    @app.get("/v1/families/{family}/chunks", summary="The chunks with these ids, as `ragstore get --json`.")
+    async def get_chunks(
+        family: str, store: Caller, id: Annotated[list[str], Query(min_length=1, max_length=MAX_IDS)]
+    ) -> dict[str, Any]:
+        result = await store.get(family, id)
+        return {"family": result.family, "chunks": [c.as_dict() for c in result.chunks], "missing": result.missing}
+
+    @app.post("/v1/families/{family}/chunks", summary="Index chunk records into FAMILY, as `ragstore index`.")
+    async def index_chunks(family: str, body: IndexBody, store: Caller) -> dict[str, Any]:
+        report = await store.index(body.records, family)
+        return report.as_dict()
+
+    @app.delete(
+        "/v1/families/{family}/chunks", summary="Delete chunks of FAMILY by id or package, as `ragstore delete`."
+    )
+    async def delete_chunks(
+        family: str,
+        store: Caller,
+        id: Annotated[list[str], Query(max_length=MAX_IDS)] = [],  # noqa: B006 (FastAPI copies it)
+        package: Annotated[list[str], Query(max_length=MAX_IDS)] = [],  # noqa: B006
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        if not id and not package:
+            raise InvalidInput("give at least one id or package to delete")
+        report = await store.delete(family, ids=id, packages=package, dry_run=dry_run)
+        return report.as_dict()
+
+    return app
+
+
+def _validation_line(exc: RequestValidationError) -> str:
+    first = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(part) for part in first.get("loc", ())[1:]) or "request"
+    kind = first.get("loc", ("body",))[0]
+    return f"{kind} field {where}: {first.get('msg', 'invalid')}"
+
+
+def _handlers(app: FastAPI) -> None:
+    @app.exception_handler(Unauthorized)
+    async def unauthorized(request: Request, exc: Unauthorized) -> JSONResponse:
+        return error(401, "unauthorized", {"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(RagstoreError)
+    async def ragstore_error(request: Request, exc: RagstoreError) -> JSONResponse:
+        return error(status_of(exc), str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error(400, _validation_line(exc))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        return error(500, f"internal error: {type(exc).__name__}")
+
+
+class BodyLimit:
+    """Refuses a request body over ``limit`` bytes with 413: by its Content-Length before the app runs, or,
+    sent in chunks, when the app reads past the limit."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and (not value.isdigit() or int(value) > self.limit):
+                response = error(413, f"the request body is over {self.limit} bytes")
+                await response(scope, receive, send)
+                return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def asgi_app(settings: Settings) -> ASGIApp:
+    """The app behind its body-size limit: what ``ragstore serve`` runs."""
+    return BodyLimit(create_app(settings), settings.max_body)
