@@ -36,9 +36,9 @@ from ragstore.embed.registry import make_backend
 from ragstore.errors import NotFound
 from ragstore.evaluation.datasets import read_qrels, read_queries
 from ragstore.evaluation.tune import MIN_GAIN_SE, cross_validate_scores, default_grid, fetch_candidates, score_grid
-from ragstore.families import create_family, get_family
+from ragstore.families import backend_for, create_family, get_family
 from ragstore.ingest.readers import open_sources
-from ragstore.ingest.run import backend_for, index_sources
+from ragstore.ingest.run import index_sources
 from ragstore.search.api import search
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, 
 
 import psycopg
 
-from ragstore.errors import DatabaseUnavailable, InvalidInput, RagstoreError
+from ragstore.errors import DatabaseUnavailable, InvalidInput
 from ragstore.store import CLOSED, PoolOptions, PoolSettings, Store
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from ragstore.ingest.roots import SourceRow
     from ragstore.ingest.writer import IndexReport
     from ragstore.migrate import MigrationResult
-    from ragstore.search.filters import Filter, RowEstimate
     from ragstore.search.recall import RecallReport
     from ragstore.search.types import Hit
 
@@ -303,93 +302,32 @@ class AsyncStore:
     # -- search ----------------------------------------------------------------------------------
     @_coroutine_of(Store.search)
     async def search(self, family: str, query: str | None = None, **options: Any) -> list[Hit]:
-        from ragstore.search import api
+        """:meth:`Store.search` on the event loop: the same request and plan
+        (:func:`ragstore.search.plan.plan_search`), run by the async driver."""
+        import warnings
 
-        chosen = api.search_options(options)
-        mode, caches = chosen["mode"], chosen["caches"] or self.store.caches
-        native = all(chosen[name] == api.SEARCH_DEFAULTS[name] for name in _SECOND_STAGE) and (
-            mode == "hnsw" or (mode == "auto" and query is None)
-        )
-        if not native:
-            return await asyncio.to_thread(self.store.search, family, query, **options)
-        request = api.check_options(query, chosen)
-        vector, backend = chosen["vector"], chosen["backend"]
+        from ragstore.errors import FingerprintVectorsWarning
+        from ragstore.search import drive_async
+        from ragstore.search.plan import plan_search
+        from ragstore.search.request import SearchRequest
+
+        caches = options.pop("caches", None) or self.store.caches
+        request = SearchRequest.of(family, query, **options)
         async with self.connection() as conn:
-            try:
-                hits = await self._hnsw(conn, caches, family, query, vector, backend, request, fresh=False)
-            except RagstoreError as exc:
-                from ragstore.search import vector as _vector
+            plan = plan_search(request, caches, await drive_async.citus_of(conn))
+            answer = await drive_async.run(conn, plan, self._blocking)
+        if answer.note is not None:
+            warnings.warn(FingerprintVectorsWarning(answer.note), stacklevel=2)
+        return answer.hits
 
-                if not _vector.stale_family_error(exc):
-                    raise
-                caches.forget_family(family)
-                hits = await self._hnsw(conn, caches, family, query, vector, backend, request, fresh=True)
-        if request.floor is not None:
-            hits = [hit for hit in hits if hit.score >= request.floor]
-        return hits[: request.k]
+    async def _blocking(self, fn: Callable[[psycopg.Connection[Any]], R]) -> R:
+        """``fn(conn)`` in a worker thread, on a connection of the worker pool."""
 
-    async def _hnsw(
-        self,
-        conn: AConn,
-        caches: Caches,
-        name: str,
-        query: str | None,
-        vector: Any,
-        backend: Backend | None,
-        request: Any,
-        *,
-        fresh: bool,
-    ) -> list[Hit]:
-        import numpy as np
+        def call() -> R:
+            with self.store.connection() as conn:
+                return fn(conn)
 
-        from ragstore.errors import InvalidInput
-        from ragstore.search import vector as _vector
-        from ragstore.search.filters import check_query_vector
-
-        fam = None if (fresh or query is not None) else caches.family(name)
-        if fam is None:
-            fam = await _fresh_family(conn, caches, name)
-        if (query is None) == (vector is None):
-            raise InvalidInput("give exactly one of a query text or a query vector")
-        if query is not None:
-            if not query.strip():
-                raise InvalidInput("the query text is empty")
-            from ragstore.ingest.run import backend_for
-
-            chosen = backend if backend is not None else backend_for(fam, caches)
-            fam.check_backend(chosen)
-            matrix = await asyncio.to_thread(chosen.embed, [query])
-            vector = matrix[0]
-        q = check_query_vector(vector, fam)
-        flt: Filter = request.flt.for_family(fam)  # conditions on its declared filter keys read their btree
-        k: int = request.want
-        if not np.any(q):
-            statement = _vector.zero_query_statement(fam, flt, k)
-            rows = await _rows(conn, statement, flt.params())
-            return [_vector.row_to_hit(row) for row in rows]
-        plan = _vector.PLAN_HNSW
-        if flt.active:
-            estimate = await _estimate(conn, caches, fam, flt)
-            plan = _vector.PLAN_EXACT_SUBSET if estimate.rows <= estimate.budget(fam.dim) else _vector.PLAN_ITERATIVE
-        params = {**flt.params(), "q": _vector.query_param(fam, q)}
-        if plan == _vector.PLAN_EXACT_SUBSET:
-            rows = await _rows(conn, _vector.exact_subset_statement(fam, flt, k, vectors=False), params)
-            return [_vector.row_to_hit(row) for row in rows]
-        iterative = plan == _vector.PLAN_ITERATIVE
-        values = {
-            **params,
-            "ragstore_ef": str(_vector.ef_search_for(_vector.index_candidates(fam, k), request.ef_search)),
-            "ragstore_iterative": "relaxed_order" if iterative else "off",
-        }
-        rows = await _rows(conn, _vector.hnsw_statement(fam, flt, k, vectors=False), values)
-        hits = [_vector.row_to_hit(row) for row in rows]
-        if iterative and len(hits) < k:
-            rows = await _rows(conn, _vector.exact_subset_statement(fam, flt, k, vectors=False), params)
-            hits = [_vector.row_to_hit(row) for row in rows]
-        if not hits and not flt.active and not fresh:
-            # an empty family, or one re-created since it was remembered: read it again to be sure
-            return await self._hnsw(conn, caches, name, None, q, None, request, fresh=True)
-        return hits
+        return await asyncio.to_thread(call)
 
 
 class AsyncMemory:
@@ -465,19 +403,3 @@ async def _fresh_family(conn: AConn, caches: Caches, name: str) -> Family:
     fam = row_to_family(row)
     caches.remember_family(fam)
     return fam
-
-
-async def _estimate(conn: AConn, caches: Caches, fam: Family, flt: Filter) -> RowEstimate:
-    """:func:`ragstore.search.filters.cached_estimate`, awaited."""
-    from ragstore.search import filters
-
-    key = filters.estimate_key(fam, flt)
-    if key is not None:
-        hit = caches.estimate(key)
-        if hit is not None:
-            return hit
-    plan_rows, total_rows = await _pipelined(conn, filters.estimate_statements(fam, flt))
-    estimate = filters.read_estimate(plan_rows, total_rows)
-    if key is not None:
-        caches.remember_estimate(key, estimate)
-    return estimate

@@ -14,7 +14,7 @@
 # Exits non-zero on any failure, and also when no test was collected.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. scripts/_venv.sh "dev,minilm,plot,langchain,llamaindex,parquet,server"
+. scripts/_venv.sh "dev,minilm,plot,langchain,llamaindex,parquet,server,documents,mcp"
 if [ "${RAGSTORE_CITUS:-}" = skip ]; then
     echo "test.sh: citus tests skipped unless Citus is already built (RAGSTORE_CITUS=skip)" >&2
 else

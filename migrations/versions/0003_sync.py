@@ -32,9 +32,11 @@ def _section(name: str) -> str:
 
 def upgrade() -> None:
     op.execute(_section("upgrade"))
-    # Section grants at head (as the baseline's bridge does): a database bridged from the old chain applied
-    # it before these tables existed, when its sync part does nothing; it grants and owns them now.
-    for statement in schema.apply_statements([schema.grants()]):
+    # The trigger function and section grants at head (as the baseline's bridge does): a database bridged
+    # from the old chain applied grants before these tables existed, when its sync part did nothing, and a
+    # downgrade below this revision dropped the function; both are applied now.
+    enqueue = [item for item in schema.functions() if item.name == "sync_enqueue.sql"]
+    for statement in schema.apply_statements([*enqueue, schema.grants()]):
         op.execute(statement)
 
 

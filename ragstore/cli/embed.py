@@ -52,8 +52,7 @@ def _resolve(ctx: click.Context, params: dict[str, Any]) -> tuple[Backend, dict[
     if family_name:
         if params["backend_name"] or params["model"] or settings:
             raise CliError("--family takes the backend and its settings from the family: drop the other options")
-        from ragstore.families import backend_options, get_family
-        from ragstore.ingest.run import backend_for
+        from ragstore.families import backend_for, backend_options, get_family
 
         with app(ctx).connect() as conn:
             family = get_family(conn, family_name)

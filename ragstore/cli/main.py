@@ -72,6 +72,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "list_command",
         "List the chunk ids of FAMILY in (package_path, chunk_id) order, a page at a time, with the counts.",
     ),
+    "mcp": (
+        "ragstore.cli.mcp",
+        "mcp_command",
+        "Serve ragstore's tools (search, families, chunks, memory) to MCP clients over stdio, as the DSN's role.",
+    ),
     "memory": (
         "ragstore.cli.memory",
         "memory_group",

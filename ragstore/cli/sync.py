@@ -76,6 +76,22 @@ def sync_list(ctx: click.Context, families: tuple[str, ...], as_json: bool) -> N
         click.echo("\t".join(terminal_safe(f) for f in fields))
 
 
+@sync_group.command("show")
+@click.argument("family")
+@click.option("--table", required=True, help="The followed table, SCHEMA.TABLE.")
+@click.pass_context
+def sync_show(ctx: click.Context, family: str, table: str) -> None:
+    """What FAMILY follows of TABLE (columns, predicate, followed columns) and its status, as JSON."""
+    from ragstore.sync.sources import get_source, status
+
+    with app(ctx).connect() as conn:
+        source = get_source(conn, family, table)
+        state = [
+            s for s in status(conn) if (s["family"], s["schema"], s["table"]) == (family, source.schema, source.table)
+        ]
+    emit_json(source.as_dict() | {"status": state[0] if state else None})
+
+
 @sync_group.command("remove")
 @click.argument("family")
 @click.option("--table", required=True, help="The followed table, SCHEMA.TABLE.")

@@ -276,6 +276,22 @@ def _load(path: Path, threads: int, sha256: str) -> _Loaded:
         return loaded
 
 
+_COUNTING: list[Any] = []
+
+
+def _counting_tokenizer() -> Any:
+    """The MiniLM tokenizer without padding or truncation, loaded once per process."""
+    with _LOCK:
+        if not _COUNTING:
+            tokenizers = _import("tokenizers")
+            spec = (importlib.resources.files("ragstore.embed") / "data" / _TOKENIZER).read_text("utf-8")
+            tokenizer = tokenizers.Tokenizer.from_str(spec)
+            tokenizer.no_padding()
+            tokenizer.no_truncation()
+            _COUNTING.append(tokenizer)
+        return _COUNTING[0]
+
+
 class MiniLMBackend:
     """``name='minilm'``, ``model='all-MiniLM-L6-v2'``, ``dim=384``; unit-length float32 vectors.
 
@@ -316,6 +332,15 @@ class MiniLMBackend:
     def _loaded(self) -> _Loaded:
         path = self._model_path if self._model_path is not None else model_file()
         return _load(path, self._threads, self._sha256)
+
+    #: Word pieces of a text the model reads whole: its window less [CLS] and [SEP].
+    max_tokens = MAX_TOKENS - 2
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text, without special tokens and without truncation (the chunker sizes
+        chunks with it so that none is cut at :data:`MAX_TOKENS`); loads the tokenizer only."""
+        tokenizer = _counting_tokenizer()
+        return [len(e.ids) for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Embed ``texts``; rows are unit vectors in input order."""

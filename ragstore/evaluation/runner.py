@@ -203,8 +203,7 @@ def run_eval(
     ``reranker`` and ``rerank_depth`` serve the ``cross`` rerank.
     """
     from ragstore.caches import caches_for
-    from ragstore.families import get_family
-    from ragstore.ingest.run import backend_for
+    from ragstore.families import backend_for, get_family
     from ragstore.search import hybrid
     from ragstore.search.api import search
 

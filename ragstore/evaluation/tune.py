@@ -236,7 +236,7 @@ def fetch_candidates(
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, list[Candidate]]:
     """Every query's hybrid candidates at ``depth`` per leg (queries embedded in batches first)."""
-    from ragstore.ingest.run import backend_for
+    from ragstore.families import backend_for
     from ragstore.search.hybrid import fusion_candidates
 
     backend = backend_for(fam)

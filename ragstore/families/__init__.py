@@ -8,10 +8,11 @@ limit for ``vector``, up to 4,000) with an HNSW ``*_cosine_ops`` index.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import psycopg
 from psycopg import sql
@@ -23,6 +24,9 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
 from ragstore.families import storage as storages
+
+if TYPE_CHECKING:
+    from ragstore.caches import Caches
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,47}")
 HNSW_MAX_DIM = {"vector": 2000, "halfvec": 4000}
@@ -163,6 +167,25 @@ def backend_options(family: Family) -> dict[str, Any]:
     return {k: v for k, v in family.options.items() if k not in NOT_BACKEND_OPTIONS}
 
 
+def backend_for(family: Family, caches: Caches | None = None) -> Backend:
+    """The backend that built ``family``, configured from the options the family recorded.
+
+    Backends are kept in ``caches`` per configuration (a search must not pay for a new model session or
+    HTTP client, tens of milliseconds, on every query); without ``caches`` a new one is made.
+    """
+    from ragstore.embed.registry import make_backend
+
+    options = backend_options(family)
+    key = json.dumps([family.backend, family.model, family.dim, options], sort_keys=True, default=str)
+
+    def make() -> Backend:
+        backend = make_backend(family.backend, model=family.model, dim=family.dim, **options)
+        family.check_backend(backend)
+        return backend
+
+    return make() if caches is None else caches.backend(key, make)
+
+
 def row_to_family(row: tuple[Any, ...]) -> Family:
     """A row of the ``get_family``/``list_families`` blocks as a Family."""
     name, backend, model, dim, vector_type, table, state, options = row
@@ -300,8 +323,13 @@ def get_family(conn: Conn, name: str) -> Family:
     with db_errors():
         row = conn.execute(query("families", "get_family"), {"name": name}).fetchone()
     if row is None:
-        raise NotFound(f"no family named {name!r} (see `ragstore family list`)")
+        raise family_not_found(name)
     return row_to_family(row)
+
+
+def family_not_found(name: str) -> NotFound:
+    """The error of a lookup of family ``name`` that found none."""
+    return NotFound(f"no family named {name!r} (see `ragstore family list`)")
 
 
 def list_families(conn: Conn) -> list[Family]:

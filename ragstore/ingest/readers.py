@@ -23,9 +23,8 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -34,17 +33,15 @@ from ragstore.common.jsonl import MAX_LINE_BYTES as MAX_LINE_BYTES  # re-exporte
 from ragstore.common.jsonl import read_lines
 from ragstore.common.problems import describe_validation_error
 from ragstore.errors import InvalidInput, NotFound
-from ragstore.ingest.chunker import MAX_CHARS, chunk_text
+from ragstore.ingest.chunker import CHARACTERS, HEADING_SEPARATOR, MAX_CHARS, Window, chunk_document
+from ragstore.ingest.document import Document, NotThisKind, Unreadable
+from ragstore.ingest.formats import Choice, Readers, gunzip
+from ragstore.ingest.formats.text import first_line_title
 from ragstore.ingest.records import ChunkRecord, slow_record
 
 if TYPE_CHECKING:
     from ragstore.ingest.fast import RawLine
 
-#: Read as documents: Markdown and plain text. reStructuredText is read as plain text (its markup stays in
-#: the text) until it has a reader of its own; files without an extension are read as plain text when they
-#: are UTF-8 text (``README``, ``AUTHORS``, ``LICENSE``...).
-DOCUMENT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
-_FORMATS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".rst": "rst", "": "text"}
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 EMPTY = "empty or whitespace-only document"
@@ -101,6 +98,11 @@ class Source:
     #: For records a program passes (``kind="records"``, ``path`` None): each one's JSON line, read once by
     #: the one pass of :func:`ragstore.ingest.run.index_sources` as a JSONL file's lines are.
     lines: Iterable[RawLine] | None = None
+    #: The readers a folder walk or a document chooses from (:mod:`ragstore.ingest.formats`).
+    readers: Readers = field(default_factory=Readers)
+    #: How long a document's chunks may be: set by the run from the family's backend
+    #: (:func:`ragstore.ingest.chunker.window_for`), characters until then.
+    window: Window = CHARACTERS
 
     @property
     def is_folder(self) -> bool:
@@ -112,13 +114,21 @@ class Source:
         assert self.path is not None
         self.skipped.clear()  # every pass over the source finds the same files again
         if self.kind == "folder":
-            return read_folder(self.path, skipped=self.skipped, skip_bad_files=self.skip_bad_files, prefix=self.prefix)
+            return read_folder(
+                self.path,
+                window=self.window,
+                skipped=self.skipped,
+                skip_bad_files=self.skip_bad_files,
+                prefix=self.prefix,
+                readers=self.readers,
+            )
         if self.kind == "document":
             # One document named on its own is chunked as a folder holding it would chunk it: package_path
             # ``<its folder's name>/<file name>``.
             prefix = self.prefix or Path(os.path.realpath(self.path)).parent.name or "root"
             package = f"{prefix}/{self.path.name}"
-            return _emit_document(self.path, package, MAX_CHARS, self.skipped, self.skip_bad_files)
+            choice = self.readers.choose(self.path.name)
+            return _emit_document(self.path, package, self.window, self.skipped, self.skip_bad_files, choice, True)
         return read_jsonl(self.path, label=self.label)
 
 
@@ -129,11 +139,13 @@ def open_sources(
     skip_bad_files: bool = False,
     columns: dict[str, str] | None = None,
     as_: str | None = None,
+    readers: Readers | None = None,
 ) -> list[Source]:
     """Resolve CLI arguments to sources, dispatching on what each one is.
 
-    A folder is walked for documents; a ``.jsonl``/``.ndjson`` file is JSONL; a ``.txt``/``.md``/``.markdown``/
-    ``.rst`` file, or one without an extension, is one document, chunked as in a folder (package_path
+    A folder is walked for documents; a ``.jsonl``/``.ndjson`` file is JSONL; a file one of ``readers``
+    reads (:mod:`ragstore.ingest.formats`: the built-in ones and those of the ``ragstore.readers`` entry
+    points; InvalidInput when its extra is not installed) is one document, chunked as in a folder (package_path
     ``<its folder's name>/<file name>``); ``as_`` names the prefix of every folder and document instead of
     their folder's name (InvalidInput when it is not one path segment, or when no folder or document is
     given); a
@@ -149,10 +161,11 @@ def open_sources(
     if as_ is not None:
         check_prefix_name(as_)
     remove_stale_spools()
+    readers = readers or Readers()
     sources: list[Source] = []
     try:
         for argument in arguments:
-            source = _open_source(argument, stdin, skip_bad_files)
+            source = _open_source(argument, stdin, skip_bad_files, readers)
             if source.kind == "parquet" and columns:
                 source.columns = dict(columns)
             if as_ is not None and source.prefix is not None:
@@ -181,7 +194,7 @@ def check_prefix_name(name: str) -> str:
     return name
 
 
-def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool) -> Source:
+def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool, readers: Readers) -> Source:
     if argument == "-":
         from ragstore.ingest.spool import spool_stdin
 
@@ -205,6 +218,7 @@ def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool) -
             skip_bad_files=skip_bad_files,
             prefix=name,
             root=root,
+            readers=readers,
         )
     if not stat.S_ISREG(info.st_mode):
         raise InvalidInput(
@@ -213,7 +227,10 @@ def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool) -
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
         return Source(label=argument, path=path, kind="jsonl")
-    if suffix in DOCUMENT_SUFFIXES or not suffix:
+    choice = readers.choose(path.name)
+    if choice.reader is not None and choice.missing is not None:
+        raise InvalidInput(f"{argument}: no reader for {choice.suffix} here: {choice.missing}")
+    if choice.reader is not None:
         parent = os.path.dirname(os.path.realpath(path))
         return Source(
             label=argument,
@@ -222,6 +239,7 @@ def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool) -
             skip_bad_files=skip_bad_files,
             prefix=Path(parent).name or "root",
             root=parent,
+            readers=readers,
         )
     if suffix in PARQUET_SUFFIXES:
         return Source(label=argument, path=path, kind="parquet")
@@ -232,7 +250,8 @@ def _open_source(argument: str, stdin: IO[bytes] | None, skip_bad_files: bool) -
         return Source(label=argument, path=path, kind="npy")
     raise InvalidInput(
         f"{argument}: unknown kind of source {suffix or '(no extension)'}: give a .jsonl/.ndjson file (JSONL), "
-        "a .parquet file, a .npy matrix with its .jsonl sidecar, a .txt/.md/.rst document, a folder of documents, "
+        "a .parquet file, a .npy matrix with its .jsonl sidecar, a document "
+        f"({', '.join(readers.names())}), a folder of documents, "
         "or - for JSONL on standard input"
     )
 
@@ -263,20 +282,21 @@ class _NotText(_BadFile):
     """A file without an extension that is not UTF-8 text: in a walk, left out as a file with no reader."""
 
 
-def _reader_for(name: str) -> Skipped | None:
-    """None when a walk reads the file ``name`` (a document, or a file without an extension, sniffed), else
-    why it does not (with the key it is counted under); ``path`` is filled by the caller."""
-    suffix = os.path.splitext(name)[1].lower()
-    if suffix in DOCUMENT_SUFFIXES:
+def _reader_for(name: str, readers: Readers) -> Skipped | None:
+    """None when a walk reads the file ``name`` (a reader is registered for its extension and can run
+    here; a file without an extension is sniffed), else why it does not (with the key it is counted
+    under); ``path`` is filled by the caller."""
+    choice = readers.choose(name)
+    if choice.reader is not None and choice.missing is None:
         return None
     if name.startswith("."):
         return Skipped("", "hidden file", "hidden")
-    if suffix:
-        return Skipped("", f"no reader for {suffix}", suffix)
-    return None
+    if choice.missing is not None:
+        return Skipped("", choice.missing, f"{choice.suffix} ({choice.missing})")
+    return Skipped("", f"no reader for {choice.suffix}", choice.suffix)
 
 
-def document_files(folder: Path, skipped: list[Skipped] | None = None) -> list[Path]:
+def document_files(folder: Path, skipped: list[Skipped] | None = None, readers: Readers | None = None) -> list[Path]:
     """The files under ``folder`` a walk reads, in a stable order: ``.txt``/``.md``/``.markdown``/``.rst``
     documents and files without an extension (read when they are UTF-8 text), skipping VCS folders, venvs
     and caches.
@@ -288,6 +308,7 @@ def document_files(folder: Path, skipped: list[Skipped] | None = None) -> list[P
     """
     found: list[Path] = []
     base = os.path.realpath(folder)
+    readers = readers or Readers()
 
     def skip(item: Skipped) -> None:
         if skipped is not None:
@@ -309,7 +330,7 @@ def document_files(folder: Path, skipped: list[Skipped] | None = None) -> list[P
         dirs[:] = kept
         for file in sorted(files):
             path = Path(root) / file
-            no_reader = _reader_for(file)
+            no_reader = _reader_for(file, readers)
             if no_reader is not None:
                 skip(Skipped(str(path), no_reader.reason, no_reader.group))
                 continue
@@ -337,28 +358,26 @@ def not_read_line(skipped: Sequence[Skipped], *, every: bool = False) -> str | N
     return "; ".join(parts) or None
 
 
-def _document_text(path: Path, sniff: bool = False) -> str:
-    """The text of a document; with ``sniff`` (a file without an extension), _NotText when it is not
-    UTF-8 text, its first bytes looked at before the whole file is read (a large binary is not loaded)."""
+def _document(path: Path, choice: Choice) -> Document:
+    """The document at ``path`` read by the chosen reader: gunzipped first for ``.gz``; a file without an
+    extension has its first bytes looked at before the whole file is read (a large binary is not loaded)."""
+    assert choice.reader is not None
+    sniff = choice.suffix in ("", ".gz") and choice.reader.name == "text"
     try:
-        if sniff and b"\x00" in read_regular(path, _SNIFF_BYTES):
+        if sniff and not choice.gzipped and b"\x00" in read_regular(path, _SNIFF_BYTES):
             raise _NotText(str(path), "not text (no extension, NUL bytes): no reader for it")
         data = read_regular(path)
     except OSError as exc:
         raise _BadFile(str(path), f"cannot read: {exc.strerror or exc}") from exc
-    bad = _NotText if sniff else _BadFile
-    if sniff and b"\x00" in data:
-        raise _NotText(str(path), "not text (no extension, NUL bytes): no reader for it")
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        if sniff:
-            raise _NotText(str(path), "not UTF-8 text (no extension): no reader for it") from exc
-        line = data[: exc.start].count(b"\n") + 1
-        raise bad(f"{path}:{line}", f"invalid UTF-8 at byte {exc.start}") from exc
-    if "\x00" in text:
-        raise bad(str(path), "contains NUL bytes (a binary file?)")
-    return text
+        if choice.gzipped:
+            data = gunzip(data)
+        return choice.reader.read(data, str(path))
+    except NotThisKind as exc:
+        raise _NotText(str(path), exc.reason) from exc
+    except Unreadable as exc:
+        where = f"{path}:{exc.line}" if exc.line is not None else str(path)
+        raise _BadFile(where, exc.reason) from exc
 
 
 def document_title(text: str, markdown: bool) -> str:
@@ -368,43 +387,40 @@ def document_title(text: str, markdown: bool) -> str:
         heading = _HEADING.search(text)
         if heading:
             return heading.group(1).strip()[:_TITLE_CHARS]
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not _RULE.match(line):
-            return line[:_TITLE_CHARS]
-    return ""
+    return first_line_title(text)
 
 
-def document_metadata(path: Path, package: str, text: str) -> dict[str, str]:
-    """What every chunk of a document carries to filter on: ``path`` (its package_path, with the prefix),
-    ``title``, ``extension`` (``.md``, ``""`` for none), ``format`` (``markdown``, ``text``, ``rst``) and
-    ``mtime`` (the file's modification time, ISO 8601 UTC to the second)."""
-    extension = os.path.splitext(path.name)[1].lower()
-    extension = extension if extension in _FORMATS else ""
-    try:
-        mtime = datetime.fromtimestamp(os.stat(path).st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except OSError as exc:
-        raise _BadFile(str(path), f"cannot stat: {exc.strerror or exc}") from exc
-    return {
+def document_metadata(package: str, choice: Choice, document: Document) -> dict[str, Any]:
+    """What every chunk of a document carries to filter on: the document's own metadata (a Markdown
+    file's front matter), then ``path`` (its package_path, with the prefix), ``title``, ``extension``
+    (``.md``, ``.pdf.gz``, ``""`` for none), ``format`` and ``reader`` (the reader's name: ``markdown``,
+    ``text``, ``rst``, ``html``, ``man``, ``pdf``, ``docx`` or a registered reader's)."""
+    assert choice.reader is not None
+    return dict(document.metadata) | {
         "path": package,
-        "title": document_title(text, _FORMATS[extension] == "markdown"),
-        "extension": extension,
-        "format": _FORMATS[extension],
-        "mtime": mtime,
+        "title": document.title,
+        "extension": choice.suffix if choice.suffix.startswith(".") else "",
+        "format": choice.reader.name,
+        "reader": choice.reader.name,
     }
 
 
-def _document_records(path: Path, package: str, max_chars: int, sniff: bool) -> list[tuple[str, ChunkRecord]]:
+def _document_records(path: Path, package: str, window: Window, choice: Choice) -> list[tuple[str, ChunkRecord]]:
     """Every chunk of one document, built whole first, so that a bad document yields nothing."""
-    text = _document_text(path, sniff)
-    pieces = chunk_text(text, max_chars)
-    if not pieces:
+    document = _document(path, choice)
+    chunks = chunk_document(document, window)
+    if not chunks:
         return []
-    metadata = document_metadata(path, package, text)
+    metadata = document_metadata(package, choice, document)
     records = []
-    for n, piece in enumerate(pieces):
+    for n, chunk in enumerate(chunks):
+        meta = dict(metadata)
+        if chunk.heading:
+            meta["heading"] = HEADING_SEPARATOR.join(chunk.heading)
+        if chunk.page is not None:
+            meta["page"] = chunk.page
         try:
-            record = ChunkRecord(chunk_id=f"{package}#{n}", package_path=package, text=piece, metadata=metadata)
+            record = ChunkRecord(chunk_id=f"{package}#{n}", package_path=package, text=chunk.text, metadata=meta)
         except ValidationError as exc:
             raise _BadFile(str(path), f"cannot index this document: {describe_validation_error(exc)}") from exc
         records.append((f"{path}#{n}", record))
@@ -414,16 +430,21 @@ def _document_records(path: Path, package: str, max_chars: int, sniff: bool) -> 
 def _emit_document(
     path: Path,
     package: str,
-    max_chars: int,
+    window: Window,
     skipped: list[Skipped] | None,
     skip_bad_files: bool,
-    sniff: bool = False,
+    choice: Choice,
+    alone: bool = False,
 ) -> Iterator[tuple[str, ChunkRecord]]:
+    """The records of one document; ``alone`` (named on its own) makes a file not of its reader's kind
+    a bad file, as a walk does not."""
     try:
-        records = _document_records(path, package, max_chars, sniff)
+        records = _document_records(path, package, window, choice)
     except _NotText as exc:
+        if alone:
+            raise InvalidInput(f"{exc}") from exc.__cause__
         if skipped is not None:
-            skipped.append(Skipped(str(path), exc.reason, "(no extension)"))
+            skipped.append(Skipped(str(path), exc.reason, choice.suffix or "(no extension)"))
         return
     except _BadFile as exc:
         if not skip_bad_files or skipped is None:
@@ -442,10 +463,13 @@ def read_folder(
     skipped: list[Skipped] | None = None,
     skip_bad_files: bool = False,
     prefix: str | None = None,
+    readers: Readers | None = None,
+    window: Window | None = None,
 ) -> Iterator[tuple[str, ChunkRecord]]:
-    """Chunks of every document under ``folder``; package_path is ``<prefix>/<relative path>`` (the prefix
-    being the folder's name unless given) and chunk ids are ``<package_path>#<n>``, stable as long as the
-    document is unchanged. Each chunk carries :func:`document_metadata`.
+    """Chunks of every document under ``folder``, at most ``window`` long (else ``max_chars`` characters),
+    read by ``readers`` (by default the built-in and registered ones); package_path is
+    ``<prefix>/<relative path>`` (the prefix being the folder's name unless given) and chunk ids are
+    ``<package_path>#<n>``, stable as long as the document is unchanged. Each chunk carries :func:`document_metadata`.
 
     A bad document (unreadable, not UTF-8, NUL bytes, a path too long for a chunk id) raises InvalidInput
     naming it, or with ``skip_bad_files`` goes to ``skipped`` with the reason, as do empty documents and
@@ -454,8 +478,10 @@ def read_folder(
     would empty its prefix).
     """
     prefix = prefix or Path(os.path.realpath(folder)).name or "root"
+    readers = readers or Readers()
+    window = window or Window(max_chars)
     found: list[Skipped] = []
-    paths = document_files(folder, found)
+    paths = document_files(folder, found, readers)
     for item in found:
         # A folder or entry that cannot be listed or stat-ed may hide documents (which --prune would then
         # delete): a bad file, like an unreadable document.
@@ -467,14 +493,13 @@ def read_folder(
     read = 0
     for path in paths:
         package = f"{prefix}/{path.relative_to(folder).as_posix()}"
-        sniff = not os.path.splitext(path.name)[1]
         before = len(mine)
-        yield from _emit_document(path, package, max_chars, mine, skip_bad_files, sniff)
+        yield from _emit_document(path, package, window, mine, skip_bad_files, readers.choose(path.name))
         if len(mine) == before or mine[-1].reason == EMPTY:
             read += 1
     left_out = mine[start:]
     if not read and left_out:
         raise InvalidInput(
             f"{folder}: no document read ({not_read_line(left_out, every=True)}); the readers are "
-            f"{', '.join(DOCUMENT_SUFFIXES)} and UTF-8 text files without an extension"
+            f"{', '.join(readers.names())} (docs/guide/documents.md)"
         )

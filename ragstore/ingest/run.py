@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 import psycopg
 
-from ragstore.caches import Caches, caches_for
+from ragstore.caches import caches_for
 from ragstore.db.connection import db_errors, second_connection
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
-from ragstore.families import Family, backend_options, check_fts_config, get_family
+from ragstore.families import Family, backend_for, check_fts_config, get_family
+from ragstore.ingest.chunker import window_for
 from ragstore.ingest.columnar import COLUMNAR_KINDS, read_columnar
 from ragstore.ingest.fast import OnePass, Spool
 from ragstore.ingest.parallel import Lender
@@ -26,25 +26,6 @@ from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_s
 from ragstore.search.fts import fts_config_of
 
 Conn = psycopg.Connection[Any]
-
-
-def backend_for(family: Family, caches: Caches | None = None) -> Backend:
-    """The backend that built ``family``, configured from the options the family recorded.
-
-    Backends are kept in ``caches`` per configuration (a search must not pay for a new model session or
-    HTTP client, tens of milliseconds, on every query); without ``caches`` a new one is made.
-    """
-    from ragstore.embed.registry import make_backend
-
-    options = backend_options(family)
-    key = json.dumps([family.backend, family.model, family.dim, options], sort_keys=True, default=str)
-
-    def make() -> Backend:
-        backend = make_backend(family.backend, model=family.model, dim=family.dim, **options)
-        family.check_backend(backend)
-        return backend
-
-    return make() if caches is None else caches.backend(key, make)
 
 
 def _all_records(sources: Sequence[Source]) -> Iterator[tuple[str, ChunkRecord]]:
@@ -142,6 +123,9 @@ def index_sources(
     roots = roots_of(sources)
     chosen = backend or backend_for(family, caches_for(conn))
     family.check_backend(chosen)
+    window = window_for(chosen)
+    for source in sources:
+        source.window = window  # documents are chunked in the model's own tokens where it has them
     config = check_fts_config(conn, fts_config_of(family))
     conn.commit()
     check_roots(conn, family_name, roots, replace=replace_root)

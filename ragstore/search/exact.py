@@ -17,7 +17,8 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 import numpy.typing as npt
-from psycopg import sql
+import psycopg
+from psycopg import pq, sql
 
 from ragstore.db.citus import on_citus
 from ragstore.db.connection import Conn, db_errors
@@ -206,6 +207,22 @@ def _stream_rows(conn: Conn, family: Family, flt: Filter, batch_rows: int, send:
         cur.execute(statement, flt.params())
         while rows := cur.fetchmany(batch_rows):
             yield [row[0] for row in rows], decode(b"".join(row[1] for row in rows), len(rows), family)
+
+
+def exact_search(
+    conn: Conn, family: Family, query_vector: npt.NDArray[np.float32], *, k: int, flt: Filter
+) -> list[Hit]:
+    """:func:`exact_hits` in a transaction of its own (or a savepoint of the caller's), rolled back: the
+    search only reads. At the top level the scan and the fetch of the winners' text share one REPEATABLE READ
+    snapshot, or a chunk pruned between them would leave the answer short."""
+    hits: list[Hit] = []
+    top_level = conn.info.transaction_status == pq.TransactionStatus.IDLE
+    with conn.transaction():  # the server-side cursor needs one
+        if top_level:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        hits = exact_hits(conn, family, query_vector, k=k, flt=flt)
+        raise psycopg.Rollback()
+    return hits
 
 
 def exact_hits(

@@ -45,6 +45,7 @@ from ragstore.families import Family
 from ragstore.families.storage import candidates, order_expression
 from ragstore.search import metafilter
 from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
+from ragstore.search.steps import Rows
 from ragstore.search.types import Hit
 from ragstore.search.vector import row_to_hit
 
@@ -208,10 +209,23 @@ def fts_search(
     Raises InvalidInput (k, match, filters, a bad fts_config option) and the database
     errors of :func:`ragstore.db.connection.map_db_error`.
     """
-    k = check_k(k)
-    flt = make_filter(package, metadata).for_family(family)  # conditions on its declared keys read their btree
-    params = {**text_params(family, query_text, match=match), **flt.params()}
-    text = statement(family, "fts", flt, any_words=params.pop("any"), fts_n=k, citus=on_citus(conn))
+    flt = make_filter(package, metadata)
+    step = fts_step(family, query_text, k=k, flt=flt, match=match, citus=on_citus(conn))
     with db_errors():
-        rows = conn.execute(text, params).fetchall()
-    return [row_to_hit(row, ranks={"fts": int(row[7])}, scores={"fts": float(row[2])}) for row in rows]
+        rows = conn.execute(step.statement, step.params).fetchall()
+    return [row_to_fts_hit(row) for row in rows]
+
+
+def fts_step(family: Family, query_text: str, *, k: int, flt: Filter, match: str = "auto", citus: bool) -> Rows:
+    """The plan's step of the full-text statement (its rows: :func:`row_to_fts_hit`); the filter gets the
+    family's declared keys, so conditions on them read their btree. Raises InvalidInput."""
+    k = check_k(k)
+    flt = flt.for_family(family)
+    params = {**text_params(family, query_text, match=match), **flt.params()}
+    text = statement(family, "fts", flt, any_words=params.pop("any"), fts_n=k, citus=citus)
+    return Rows(text, params, "fts", isolated=False, binary=False)
+
+
+def row_to_fts_hit(row: tuple[Any, ...]) -> Hit:
+    """A row of the full-text statement as a Hit."""
+    return row_to_hit(row, ranks={"fts": int(row[7])}, scores={"fts": float(row[2])})

@@ -39,6 +39,7 @@ from ragstore.search.filters import Filter, check_k, make_filter
 from ragstore.search.fts import fts_search, guard_params, statement, text_params
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
+from ragstore.search.steps import Rows
 from ragstore.search.types import Hit
 from ragstore.search.vector import row_to_hit
 
@@ -101,14 +102,14 @@ def _check_vector(family: Family, query_vector: Any) -> npt.NDArray[np.float32]:
 
 
 def _run(conn: Conn, prepared: tuple[str, dict[str, Any], int, bool]) -> list[tuple[Any, ...]]:
-    """The rows of a statement of :func:`_statement`: one statement sets ef_search and runs both legs,
+    """The rows of a statement of :func:`prepare`: one statement sets ef_search and runs both legs,
     isolated so that no setting outlives it."""
     text, params, ef_search, iterative = prepared
     return _vector.run_with_settings(conn, text, params, ef_search=ef_search, iterative=iterative)
 
 
-def _statement(
-    conn: Conn,
+def prepare(
+    citus: bool,
     family: Family,
     query_text: str,
     query_vector: Any,
@@ -142,10 +143,17 @@ def _statement(
     }
     text = statement(
         family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
-        citus=on_citus(conn), fusion=(settings.fusion, settings.normalization), vectors=vectors, guard=guard,
+        citus=citus, fusion=(settings.fusion, settings.normalization), vectors=vectors, guard=guard,
     )  # fmt: skip
     ef_search = _vector.ef_search_for(candidates(family.storage, family.rerank_factor, per_leg), None)
     return text, params, ef_search, flt.active
+
+
+def rows_step(prepared: tuple[str, dict[str, Any], int, bool], what: str = "hybrid") -> Rows:
+    """The plan's step of a statement of :func:`prepare` (its rows: :func:`row_to_hybrid_hit`)."""
+    text, params, ef_search, iterative = prepared
+    values = _vector.settings_params(params, ef_search=ef_search, iterative=iterative)
+    return Rows(text, values, what, hnsw=(ef_search, iterative))
 
 
 def resolve_settings(
@@ -200,11 +208,11 @@ def hybrid_search(
     settings, filters), ModelMismatch (a query vector of another dimension), and the mapped database errors.
     """
     chosen = resolve_settings(family, settings, per_leg=per_leg, rrf_k=rrf_k)
-    rows = _run(conn, _statement(
-        conn, family, query_text, query_vector, k=k, settings=chosen, weights=weights,
+    rows = _run(conn, prepare(
+        on_citus(conn), family, query_text, query_vector, k=k, settings=chosen, weights=weights,
         package=package, metadata=metadata, match=match, vectors=vectors,
     ))  # fmt: skip
-    return [_row_to_hit(row) for row in rows]
+    return [row_to_hybrid_hit(row) for row in rows]
 
 
 def hybrid_search_if_current(
@@ -226,15 +234,15 @@ def hybrid_search_if_current(
     if on_citus(conn):
         return None
     chosen = resolve_settings(family, settings)
-    prepared = _statement(
-        conn, family, query_text, query_vector, k=k, settings=chosen, weights=None, package=flt.package,
+    prepared = prepare(
+        False, family, query_text, query_vector, k=k, settings=chosen, weights=None, package=flt.package,
         metadata=flt.metadata, match="auto", vectors=vectors, guard=True,
     )  # fmt: skip
     try:
         rows = _run(conn, prepared)
     except RagstoreError:
         return None
-    return [_row_to_hit(row) for row in rows] or None
+    return [row_to_hybrid_hit(row) for row in rows] or None
 
 
 def fusion_candidates(
@@ -243,8 +251,8 @@ def fusion_candidates(
     """Every hybrid candidate (the union of both legs' top ``per_leg``, unfiltered) with its ranks and both
     scores, for :func:`ragstore.search.fusion.fuse` (the tuner fetches once and fuses many ways)."""
     chosen = resolve_settings(family, FusionSettings(fusion="rrf"), per_leg=per_leg)
-    rows = _run(conn, _statement(
-        conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
+    rows = _run(conn, prepare(
+        on_citus(conn), family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
         package=None, metadata=None, match="auto",
     ))  # fmt: skip
     return [
@@ -259,7 +267,8 @@ def fusion_candidates(
     ]
 
 
-def _row_to_hit(row: tuple[Any, ...]) -> Hit:
+def row_to_hybrid_hit(row: tuple[Any, ...]) -> Hit:
+    """A row of the hybrid statement as a Hit with both legs' ranks and scores and its cosine."""
     f_rank, f_score, v_rank, v_score, cosine = row[7:12]
     return row_to_hit(
         row,
@@ -297,8 +306,8 @@ def blended_search(
     """
     k = check_k(k)
     chosen = resolve_settings(family, FusionSettings(fusion="rrf", rrf_k=DEFAULT_FUSION.rrf_k), per_leg=per_leg)
-    rows = _run(conn, _statement(
-        conn, family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
+    rows = _run(conn, prepare(
+        on_citus(conn), family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
         package=package, metadata=metadata, match="auto",
     ))  # fmt: skip
     by_id = {row[0]: row for row in rows}
@@ -306,7 +315,7 @@ def blended_search(
     blended = blend(candidates, blend_weights, now=now, half_life_days=half_life_days, cosine_floor=cosine_floor)
     hits: list[Hit] = []
     for item in blended[:k]:
-        base = _row_to_hit(by_id[item.chunk_id])
+        base = row_to_hybrid_hit(by_id[item.chunk_id])
         signals: dict[str, float | None] = {
             "semantic": item.semantic,
             "lexical": item.lexical,

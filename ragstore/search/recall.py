@@ -111,7 +111,7 @@ def check_recall(
     fam = get_family(conn, family)
     if queries:
         from ragstore.caches import caches_for
-        from ragstore.ingest.run import backend_for
+        from ragstore.families import backend_for
 
         matrix = backend_for(fam, caches_for(conn)).embed(list(queries))
     else:

@@ -66,11 +66,17 @@ def _set_local_everywhere(conn: Conn, *, ef_search: int, iterative: bool) -> Non
     ``set_config(..., true)`` changes the coordinator's session only; a ``SET LOCAL`` with
     ``citus.propagate_set_commands = 'local'`` is sent to every worker connection of the transaction.
     """
-    conn.execute("SET LOCAL citus.propagate_set_commands = 'local'")
-    conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(str(int(ef_search)))))
-    conn.execute(
-        sql.SQL("SET LOCAL hnsw.iterative_scan = {}").format(sql.Literal("relaxed_order" if iterative else "off"))
-    )
+    for setting in citus_settings(ef_search=ef_search, iterative=iterative):
+        conn.execute(setting)
+
+
+def citus_settings(*, ef_search: int, iterative: bool) -> list[sql.Composed | sql.SQL]:
+    """The statements that ``SET LOCAL`` the HNSW settings on Citus, the workers' sessions included."""
+    return [
+        sql.SQL("SET LOCAL citus.propagate_set_commands = 'local'"),
+        sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(str(int(ef_search)))),
+        sql.SQL("SET LOCAL hnsw.iterative_scan = {}").format(sql.Literal("relaxed_order" if iterative else "off")),
+    ]
 
 
 def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
@@ -110,7 +116,7 @@ def query_param(family: Family, vector: npt.NDArray[np.float32]) -> Vector | Hal
 
 
 def run_with_settings(
-    conn: Conn, statement: sql.Composed | str, params: dict[str, Any], *, ef_search: int, iterative: bool
+    conn: Conn, statement: sql.SQL | sql.Composed | str, params: dict[str, Any], *, ef_search: int, iterative: bool
 ) -> list[tuple[Any, ...]]:
     """Run ``statement``, which sets the HNSW settings itself, in ONE round trip; return its rows.
 
@@ -136,7 +142,7 @@ def settings_params(params: dict[str, Any], *, ef_search: int, iterative: bool) 
 
 
 def _run_on_citus(
-    conn: Conn, statement: sql.Composed | str, values: dict[str, Any], *, ef_search: int, iterative: bool
+    conn: Conn, statement: sql.SQL | sql.Composed | str, values: dict[str, Any], *, ef_search: int, iterative: bool
 ) -> list[tuple[Any, ...]]:
     """The Citus path of :func:`run_with_settings`: in a transaction (or a savepoint of the caller's),
     the settings by ``SET LOCAL`` propagated to the workers, then the statement; rolled back after, so no

@@ -179,6 +179,26 @@ async def caller(request: Request) -> AsyncStore:
 Caller = Annotated[AsyncStore, Depends(caller)]
 
 
+class ErrorBody(BaseModel):
+    """Every error: the one line the CLI prints for it."""
+
+    error: str
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": what}
+    for code, what in [
+        (400, "invalid input: a field, a filter, a record"),
+        (401, "no token, or a malformed, unknown or revoked one"),
+        (403, "the token's database role lacks the privilege (the database's refusal)"),
+        (404, "no such family"),
+        (413, "the request body is over the server's limit"),
+        (503, "the database does not answer"),
+        (504, "a statement ran past the statement timeout"),
+    ]
+}
+
+
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -208,6 +228,22 @@ class IndexBody(Body):
     )
 
 
+class RecallBody(Body):
+    stores: list[Literal["episodic", "semantic", "procedural", "decision", "transcript"]] = Field(
+        min_length=1, description="The stores to read (the agent's profile)."
+    )
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(8, ge=1, le=MAX_K)
+
+
+class RecordsBody(Body):
+    records: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=MAX_RECORDS,
+        description="Memory records of this agent, as `ragstore memory import` reads.",
+    )
+
+
 def create_app(settings: Settings) -> FastAPI:
     """The app; its lifespan opens the stores and closes them once the last request finished."""
     stores = Stores(settings)
@@ -225,9 +261,11 @@ def create_app(settings: Settings) -> FastAPI:
         summary="The HTTP JSON API of ragstore: search, chunks and families, as the bearer token's database role.",
         version="1",
         lifespan=lifespan,
+        responses=_ERRORS,
     )
     app.state.stores = stores
     _handlers(app)
+    _openapi_without_422(app)
 
     @app.get("/healthz", summary="Whether the server and its database answer (no token needed).")
     async def healthz() -> dict[str, str]:
@@ -290,7 +328,55 @@ def create_app(settings: Settings) -> FastAPI:
         report = await store.delete(family, ids=id, packages=package, dry_run=dry_run)
         return report.as_dict()
 
+    @app.post(
+        "/v1/memory/{agent}/recall", summary="The agent's k records nearest the query, as `ragstore memory recall`."
+    )
+    async def memory_recall(agent: str, body: RecallBody, store: Caller) -> dict[str, Any]:
+        from ragstore.memory import AgentProfile
+
+        profile = _checked(lambda: AgentProfile.model_validate({"agent": agent, "stores": body.stores}))
+        result = await store.memory.recall(profile, body.query, body.k)
+        return dict(result.to_dict())
+
+    @app.post(
+        "/v1/memory/{agent}/records", summary="Append records to the agent's memory, as `ragstore memory import`."
+    )
+    async def memory_records(agent: str, body: RecordsBody, store: Caller) -> dict[str, Any]:
+        if any(record.get("agent", agent) != agent for record in body.records):
+            raise InvalidInput(f"every record's agent must be {agent!r}, the agent of the path")
+        result = await store.memory.add([{**record, "agent": agent} for record in body.records])
+        return {"agent": agent, "added": result.added, "existing": result.existing}
+
     return app
+
+
+def _checked(make: Callable[[], Any]) -> Any:
+    """``make()``, its pydantic ValidationError as one InvalidInput line."""
+    from pydantic import ValidationError
+
+    try:
+        return make()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InvalidInput(f"field {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+
+
+def _openapi_without_422(app: FastAPI) -> None:
+    """The document says what the app answers: a bad request is 400 ``{"error": ...}``, never FastAPI's 422."""
+    make = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = make()
+            for item in doc.get("paths", {}).values():
+                for operation in item.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                doc.get("components", {}).get("schemas", {}).pop(name, None)
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _validation_line(exc: RequestValidationError) -> str:

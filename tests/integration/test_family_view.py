@@ -122,9 +122,13 @@ def test_migrate_gives_a_family_made_before_the_views_its_view(dsn, conn):
     """A database at the baseline revision whose families have no view gets them from `ragstore migrate`."""
     quick_start(conn)
     conn.execute("DROP VIEW ragstore.vectors_docs")
-    # What the later revisions made goes too, as their downgrades do, so the upgrade makes it again.
-    sync = (ROOT / "migrations" / "versions" / "sql" / "0003_sync.sql").read_text(encoding="utf-8")
-    conn.execute(sync[sync.index("-- section: downgrade") :])
+    # What the revisions after 0002 made goes too, as their downgrades do (newest first), so the upgrade
+    # makes it again.
+    for frozen in sorted((ROOT / "migrations" / "versions" / "sql").glob("*.sql"), reverse=True):
+        if frozen.name > "0003":
+            text = frozen.read_text(encoding="utf-8")
+            down = text[text.index("-- section: downgrade") :]
+            conn.execute(down.split("-- section: ")[1].partition("\n")[2])
     conn.execute("UPDATE ragstore.alembic_version SET version_num = '0001_baseline'")
     conn.commit()
     result = migrate.upgrade(dsn)

@@ -445,8 +445,8 @@ def _hybrid_plan(conn: Any, fam: families.Family, metadata: dict[str, Any]) -> s
 
     vector = clustered(1, dim=fam.dim, seed=3)[0]
     settings = hybrid.resolve_settings(fam)
-    text, params, ef, iterative = hybrid._statement(
-        conn, fam, "t1 word", vector, k=10, settings=settings, weights=None, package=None, metadata=metadata,
+    text, params, ef, iterative = hybrid.prepare(
+        False, fam, "t1 word", vector, k=10, settings=settings, weights=None, package=None, metadata=metadata,
         match="auto", vectors=False,
     )  # fmt: skip
     conn.commit()

@@ -78,8 +78,8 @@ def test_a_stale_estimate_still_returns_every_row_the_filter_keeps(conn, docs, m
     # The package shrinks to 3 rows; the statistics (and the remembered estimate) still say ~320.
     conn.execute("DELETE FROM ragstore.emb_docs WHERE package_path = 'big/' AND chunk_id > 'c0082'")
     exact_runs = []
-    real_exact = vector.exact_subset_hits
-    monkeypatch.setattr(vector, "exact_subset_hits", lambda *a, **kw: exact_runs.append(1) or real_exact(*a, **kw))
+    real_exact = vector.exact_subset_statement
+    monkeypatch.setattr(vector, "exact_subset_statement", lambda *a, **kw: exact_runs.append(1) or real_exact(*a, **kw))
     q = np.ones(16, dtype=np.float32)
     hits = search(conn, "docs", vector=q, k=10, package="big/")
     assert sorted(h.chunk_id for h in hits) == ["c0080", "c0081", "c0082"]

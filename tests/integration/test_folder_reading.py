@@ -1,6 +1,6 @@
 """Every file of a folder is accounted for: read, or listed with its reason (grouped by extension in text,
 each one in --json and --verbose); a folder of which nothing is read is refused; folder chunks carry
-path, title, extension, format and mtime to filter on; a document chunk's citation names its path once."""
+path, title, extension, format, reader and heading to filter on; a document chunk's citation names its path once."""
 
 from __future__ import annotations
 
@@ -56,29 +56,25 @@ def test_a_folder_run_lists_every_file_it_did_not_read_grouped_in_text_and_each_
     text = runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(docs)])
     assert text.exit_code == 0, text.output
     lines = text.output.strip().splitlines()
-    assert lines[0].startswith("docs: 5 inserted"), lines  # guide.rst, notes.rst, README, AUTHORS, intro.md
+    # guide.rst, notes.rst, README, AUTHORS, intro.md (2 sections), 3 HTML pages, NEWS.gz, old.txt.gz
+    assert lines[0].startswith("docs: 11 inserted"), lines
     assert lines[1:] == [
-        "8 files not read: 3 .html, 2 .gz, 1 (no extension), 1 .png, 1 hidden; "
+        "3 files not read: 1 (no extension), 1 .png, 1 hidden; "
         "1 folder not walked (hidden, version control or cache) (--verbose lists each)"
     ]
     verbose = runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(docs), "--verbose"])
     assert verbose.exit_code == 0, verbose.output
     listed = [line for line in verbose.output.splitlines() if line.startswith("skipped ")]
-    assert len(listed) == 9 and f"skipped {docs / 'logo.png'}: no reader for .png" in listed
+    assert len(listed) == 4 and f"skipped {docs / 'logo.png'}: no reader for .png" in listed
     as_json = runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(docs), "--json"])
     assert as_json.exit_code == 0, as_json.output
     report = json.loads(as_json.output)
-    assert report["unchanged"] == 5
+    assert report["unchanged"] == 11
     reasons = {os.path.relpath(item["path"], docs): item["reason"] for item in report["skipped_files"]}
     assert reasons == {
         ".git": "folder not walked (hidden, version control or cache)",
         ".gitignore": "hidden file",
-        "NEWS.gz": "no reader for .gz",
-        "api/fs.html": "no reader for .html",
-        "api/old.txt.gz": "no reader for .gz",
-        "api/os.html": "no reader for .html",
         "blob": "not text (no extension, NUL bytes): no reader for it",
-        "index.html": "no reader for .html",
         "logo.png": "no reader for .png",
     }
 
@@ -89,13 +85,13 @@ def test_a_non_empty_folder_of_which_nothing_is_read_is_refused_and_writes_nothi
     pages = tmp_path / "pages"
     pages.mkdir()
     for i in range(4):
-        (pages / f"p{i}.html").write_text("<p>page</p>")
+        (pages / f"p{i}.png").write_bytes(b"\x89PNG")
     (pages / "style.css").write_text("p {}")
     refused = CliRunner().invoke(cli, ["--dsn", dsn, "index", "docs", str(pages), "--prune"])
     assert refused.exit_code == 1, refused.output
     assert refused.output.strip().splitlines() == [
-        f"error: {pages}: no document read (5 files not read: 4 .html, 1 .css); the readers are "
-        ".txt, .md, .markdown, .rst and UTF-8 text files without an extension"
+        f"error: {pages}: no document read (5 files not read: 4 .png, 1 .css); the readers are "
+        "docx, html, man, markdown, pdf, rst, text (docs/guide/documents.md)"
     ]
     assert conn.execute("SELECT count(*) FROM ragstore.chunks").fetchone()[0] == 0
     # an empty folder is no error: there was nothing to read
@@ -107,20 +103,19 @@ def test_a_folder_with_only_empty_documents_was_read(dsn: str, family: Any, tmp_
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "empty.md").write_text("")
-    (docs / "page.html").write_text("<p>page</p>")
+    (docs / "page.png").write_bytes(b"\x89PNG")
     with Store(dsn, pool_size=1) as store:
         report = store.index_files([docs], "docs")
     assert (report.inserted, report.skipped) == (0, 1)
 
 
-def test_folder_chunks_carry_path_title_extension_format_and_mtime(
+def test_folder_chunks_carry_path_title_extension_format_reader_and_heading(
     dsn: str, conn: Any, family: Any, tmp_path: Path
 ) -> None:
     docs = mixed_folder(tmp_path)
-    os.utime(docs / "intro.md", (1_700_000_000, 1_700_000_000))
     sources = open_sources([str(docs)])
     index_sources(conn, "docs", sources)
-    assert len(skipped_files(sources)) == 9
+    assert len(skipped_files(sources)) == 4
     rows = conn.execute("SELECT chunk_id, metadata FROM ragstore.chunks ORDER BY chunk_id").fetchall()
     metadata = {chunk_id: meta for chunk_id, meta in rows}
     assert metadata["docs/intro.md#0"] == {
@@ -128,16 +123,20 @@ def test_folder_chunks_carry_path_title_extension_format_and_mtime(
         "title": "The Introduction",
         "extension": ".md",
         "format": "markdown",
-        "mtime": "2023-11-14T22:13:20Z",
+        "reader": "markdown",
     }
+    # the section under the heading is a chunk of its own, with its heading path
+    assert metadata["docs/intro.md#1"]["heading"] == "The Introduction"
+    assert metadata["docs/index.html#0"]["reader"] == "html"
+    assert metadata["docs/api/old.txt.gz#0"]["extension"] == ".txt.gz"
     assert metadata["docs/guide.rst#0"]["title"] == "Guide"  # the overline is not the title
     assert metadata["docs/guide.rst#0"]["format"] == "rst"
-    assert metadata["docs/README#0"] | {"mtime": ""} == {
+    assert metadata["docs/README#0"] == {
         "path": "docs/README",
         "title": "The project's readme about cherries",
         "extension": "",
         "format": "text",
-        "mtime": "",
+        "reader": "text",
     }
     # filterable as any metadata, through the CLI's --where
     found = CliRunner().invoke(

@@ -11,7 +11,7 @@ import pytest
 
 from ragstore.caches import caches_for
 from ragstore.db.connection import connect
-from ragstore.search import api
+from ragstore.search import plan
 from ragstore.search.api import search
 from ragstore.search.filters import make_filter
 from ragstore.search.fusion import FusionSettings, store_settings
@@ -28,10 +28,11 @@ def test_a_remembered_family_is_searched_without_a_lookup_first(conn: Any, famil
     first = search(conn, "docs", "apple", k=3, mode="hybrid")  # reads the family, remembers it
     assert first
 
-    def no_lookup(connection: Any, name: str) -> Any:
+    def no_lookup(name: str, memo: Any) -> Any:
         raise AssertionError("the family was looked up before the search")
+        yield  # a plan step generator
 
-    monkeypatch.setattr(api, "get_family", no_lookup)
+    monkeypatch.setattr(plan, "read_family", no_lookup)
     assert _ids_scores(search(conn, "docs", "apple", k=3, mode="hybrid")) == _ids_scores(first)
 
 

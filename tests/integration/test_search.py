@@ -11,7 +11,7 @@ from ragstore.embed.offline import OfflineBackend, fingerprint
 from ragstore.errors import InvalidInput, ModelMismatch, NotFound, RagstoreError
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
-from ragstore.search import api, exact, search
+from ragstore.search import api, exact, plan, search
 from ragstore.search import vector as vec
 from ragstore.search.filters import Filter
 from ragstore.search.mmr import mmr
@@ -190,20 +190,27 @@ def test_a_swap_between_the_family_lookup_and_the_statement_is_retried_once(conn
     conn.execute(f"ALTER TABLE ragstore.{family.table} RENAME TO emb_docs_v2")
     conn.execute("UPDATE ragstore.families SET table_name = 'emb_docs_v2' WHERE name = 'docs'")
     reads = []
-    real = api.get_family
+    real = plan.read_family
 
-    def first_stale(connection, name):  # the first lookup returns what it read just before the swap
+    def first_stale(name, memo):  # the first lookup returns what it read just before the swap
         reads.append(name)
-        return stale if len(reads) == 1 else real(connection, name)
+        if len(reads) == 1:
+            return stale
+        return (yield from real(name, memo))
 
-    monkeypatch.setattr(api, "get_family", first_stale)
+    monkeypatch.setattr(plan, "read_family", first_stale)
     for kwargs in ({"package": "pkg/"}, {"mode": "exact"}, {}):
         reads.clear()
         caches_for(conn).clear()
         got = [h.chunk_id for h in search(conn, "docs", vector=q, k=5, **kwargs)]
         assert got == expected and len(reads) == 2, kwargs
     reads.clear()
-    monkeypatch.setattr(api, "get_family", lambda connection, name: reads.append(name) or real(connection, name))
+
+    def counted(name, memo):
+        reads.append(name)
+        return (yield from real(name, memo))
+
+    monkeypatch.setattr(plan, "read_family", counted)
     caches_for(conn).clear()
     caches_for(conn).remember_family(stale)  # a stale cache entry: the hot path falls back, reads once
     assert [h.chunk_id for h in search(conn, "docs", vector=q, k=5)] == expected and reads == ["docs"]

@@ -214,22 +214,25 @@ def test_the_async_filter_estimate_is_one_round_trip(dsn: str, tmp_path: Any) ->
     from psycopg import pq
 
     from ragstore.caches import Caches
-    from ragstore.search.filters import make_filter
-    from ragstore.store_async import _estimate
+    from ragstore.search import drive_async, plan
+    from ragstore.search.filters import estimate_key, make_filter
 
     async def run() -> list[str]:
         async with AsyncStore(dsn, pool_size=1) as astore:
             await astore.create_family("docs", "offline")
             await astore.index(records(10), "docs")
             fam = await astore.family("docs")
+            memo, flt = Caches(), make_filter(None, {"lang": "fr"})
             trace = tmp_path / "trace.txt"
             async with astore.connection() as conn:
                 with trace.open("w") as out:
                     conn.pgconn.trace(out.fileno())
                     conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-                    estimate = await _estimate(conn, Caches(), fam, make_filter(None, {"lang": "fr"}))
+                    choice = plan.plan_choice(fam, flt, memo)
+                    chosen = await drive_async.run(conn, choice, astore._blocking)
                     conn.pgconn.untrace()
-            assert estimate.rows > 0
+            estimate = memo.estimate(estimate_key(fam, flt))
+            assert chosen == "exact-subset" and estimate is not None and estimate.rows > 0
             return [line for line in trace.read_text().splitlines() if line.split("\t")[0] == "F"]
 
     sent = asyncio.run(run())

@@ -322,6 +322,10 @@ def test_cli_add_run_status_list_remove(dsn, conn):
     status = json.loads(ragstore("status", "--json").output)
     assert (status[0]["queued"], status[0]["synced_keys"], status[0]["lag_seconds"]) == (0, 3, 0)
     assert "public.docs\tid=id\ttext=body\tmetadata=title" in ragstore("list").output
+    shown = json.loads(ragstore("show", "docs", "--table", "public.docs").output)
+    assert (shown["followed"], shown["status"]["synced_keys"]) == (["id", "body", "title"], 3)
+    missing = ragstore("show", "docs", "--table", "public.other")
+    assert missing.exit_code != 0 and "does not follow public.other" in missing.output
     bad = ragstore("add", "docs", "--table", "public.nope", "--id", "id", "--text", "body")
     assert bad.exit_code != 0 and bad.output.strip().splitlines()[-1].endswith("no table public.nope")
     assert "Traceback" not in bad.output

@@ -112,3 +112,5 @@ DROP TABLE ragstore.sync_rows;
 DROP TABLE ragstore.sync_queue;
 DROP SEQUENCE ragstore.sync_queue_seq;
 DROP TABLE ragstore.sync_sources;
+DROP FUNCTION IF EXISTS ragstore.sync_enqueue();
+DELETE FROM ragstore.applied_files WHERE name = 'sync_enqueue.sql';

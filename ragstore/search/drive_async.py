@@ -1,0 +1,136 @@
+"""The asyncio driver of search plans: runs each step of a plan on one async psycopg connection.
+
+The same plans as :mod:`ragstore.search.drive`, the same statements, the same isolation: a statement runs
+as its own transaction in autocommit, else between a savepoint and its rollback; on Citus the HNSW settings
+are ``SET LOCAL`` in a transaction rolled back after. Errors are mapped here, once, and thrown into the
+plan. What is no SQL (:class:`~ragstore.search.steps.Call`: embedding, a reranker) runs in a worker thread;
+so does :class:`~ragstore.search.steps.WithConnection` (the numpy exact scan's server-side cursor, HyDE's
+cache), on a connection that ``blocking`` lends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import pq
+
+from ragstore.db.connection import db_errors, map_db_error
+from ragstore.db.sqlfiles import query
+from ragstore.search import vector as _vector
+from ragstore.search.steps import Call, InError, Pipeline, Plan, Rows, Step, Text, WithConnection
+
+__all__ = ["Blocking", "citus_of", "run"]
+
+AConn = psycopg.AsyncConnection[Any]
+T = TypeVar("T")
+#: Runs ``fn(conn)`` on a synchronous connection, off the event loop.
+Blocking = Callable[[Callable[[psycopg.Connection[Any]], Any]], Awaitable[Any]]
+
+_CITUS: weakref.WeakKeyDictionary[AConn, bool] = weakref.WeakKeyDictionary()
+
+
+async def citus_of(conn: AConn) -> bool:
+    """Whether ``conn`` is on Citus, asked once per connection."""
+    known = _CITUS.get(conn)
+    if known is None:
+        with db_errors():
+            cur = await conn.execute(query("citus", "is_citus"))
+            row = await cur.fetchone()
+        known = _CITUS[conn] = bool(row and row[0])
+    return known
+
+
+async def run(conn: AConn, plan: Plan[T], blocking: Blocking) -> T:
+    """Drive ``plan`` on ``conn`` to its answer."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = plan.send(value) if error is None else plan.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = await execute(conn, step, blocking)
+        except Exception as exc:  # thrown into the plan, which decides
+            error = exc
+
+
+async def execute(conn: AConn, step: Step, blocking: Blocking) -> Any:
+    """Do one step on ``conn``."""
+    if isinstance(step, Rows):
+        if step.hnsw is not None and await citus_of(conn):
+            return await _on_citus(conn, step)
+        if step.isolated:
+            return (await _isolated(conn, [(step.statement, step.params)], binary=step.binary))[0]
+        with db_errors():
+            cur = await conn.execute(step.statement, dict(step.params), binary=step.binary)
+            return await cur.fetchall()
+    if isinstance(step, Pipeline):
+        return await _isolated(conn, step.statements, binary=False)
+    if isinstance(step, Call):
+        return await asyncio.to_thread(step.fn)
+    if isinstance(step, WithConnection):
+        return await blocking(step.fn)
+    if isinstance(step, InError):
+        return conn.info.transaction_status == pq.TransactionStatus.INERROR
+    raise TypeError(f"not a step: {step!r}")
+
+
+async def _isolated(
+    conn: AConn, statements: Sequence[tuple[Text, Mapping[str, Any]]], *, binary: bool
+) -> list[list[tuple[Any, ...]]]:
+    """:func:`ragstore.db.connection.run_isolated` on an async connection: one round trip, nothing lasts."""
+    isolated = not (conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE)
+    if not isolated and len(statements) == 1:
+        statement, params = statements[0]
+        with db_errors():
+            cur = await conn.execute(statement, dict(params), binary=binary)
+            return [await cur.fetchall()]
+    # As in run_isolated: an error raised inside the pipeline block is kept and the block ends normally
+    # (psycopg would otherwise log "error ignored terminating" on the exit's sync).
+    first: psycopg.Error | None = None
+    cursors: list[psycopg.AsyncCursor[Any]] = []
+    try:
+        async with conn.pipeline():
+            try:
+                if isolated:
+                    await conn.execute("SAVEPOINT ragstore_isolated")
+                for statement, params in statements:
+                    cursors.append(await conn.execute(statement, dict(params), binary=binary))
+                if isolated:
+                    await conn.execute("ROLLBACK TO SAVEPOINT ragstore_isolated")
+                    await conn.execute("RELEASE SAVEPOINT ragstore_isolated")
+            except psycopg.Error as exc:
+                first = exc
+        if first is None:
+            return [await cur.fetchall() for cur in cursors]
+    except psycopg.Error as exc:
+        first = first or exc
+    if isolated:
+        try:
+            await conn.execute("ROLLBACK TO SAVEPOINT ragstore_isolated")
+            await conn.execute("RELEASE SAVEPOINT ragstore_isolated")
+        except psycopg.Error:
+            pass
+    map_db_error(first)
+
+
+async def _on_citus(conn: AConn, step: Rows) -> list[tuple[Any, ...]]:
+    """An HNSW statement on Citus: the settings ``SET LOCAL`` and propagated to the workers, then the
+    statement, in a transaction (or a savepoint) rolled back after (see ragstore.search.vector)."""
+    assert step.hnsw is not None
+    ef_search, iterative = step.hnsw
+    rows: list[tuple[Any, ...]] = []
+    with db_errors():
+        async with conn.transaction():
+            for setting in _vector.citus_settings(ef_search=ef_search, iterative=iterative):
+                await conn.execute(setting)
+            cur = await conn.execute(step.statement, dict(step.params), binary=step.binary)
+            rows = await cur.fetchall()
+            raise psycopg.Rollback()
+    return rows

@@ -1,0 +1,119 @@
+"""``SearchRequest``: what a search asks for, checked once, before any I/O.
+
+Every door (``search()``, ``Store.search``, ``AsyncStore.search``, ``ragstore search``) builds one; building it
+runs every check that needs no database (InvalidInput naming the argument): ``k`` and ``fetch_k`` positive
+integers of at most :data:`MAX_K`, ``min_score`` finite, ``ef_search`` a positive integer, ``mode`` one of
+:data:`MODES`, ``rerank`` None, ``"mmr"`` or ``"cross"`` (which needs a ``reranker`` and a query text,
+``rerank_depth`` up to MAX_K), HyDE a query text, ``fusion`` one of the fusions and fusion settings only with
+a mode that can be hybrid, the filter (``package``, ``metadata``) and the query text's characters. What
+needs the family (its dimension, its model, the mode ``auto`` resolves to, the declared filter keys) is
+checked by the plan (:mod:`ragstore.search.plan`), once, after it read the family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from ragstore.common.strictjson import text_problem
+from ragstore.embed.base import Backend
+from ragstore.errors import InvalidInput
+from ragstore.search.filters import Filter, check_k, check_min_score, make_filter
+from ragstore.search.fusion import FUSIONS
+from ragstore.search.rerank import DEFAULT_DEPTH, Reranker
+
+if TYPE_CHECKING:
+    from ragstore.search.hyde import Hyde
+
+__all__ = ["MAX_K", "MODES", "RERANKS", "SearchRequest"]
+
+MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
+# The most hits (and MMR candidates) one search returns, in every mode. Above it a search would be cut
+# short by the index's candidate list (hnsw.ef_search stops at 1,000) rather than answer in full; a caller
+# that wants a whole family reads it, it does not search it.
+MAX_K = 1000
+RERANKS = ("mmr", "cross")
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search, checked when built (see the module docstring). ``floor``, ``flt`` and ``want`` are
+    derived: the ``min_score`` floor, the filter (without the family's keys: the plan adds them), and the hits
+    to fetch (``max(fetch_k, k)`` for MMR, ``max(rerank_depth, k)`` for a cross-encoder, else ``k``)."""
+
+    family: str
+    query: str | None = None
+    vector: Any = None
+    k: int = 10
+    mode: str = "auto"
+    min_score: float | None = None
+    package: str | None = None
+    metadata: dict[str, Any] | None = None
+    ef_search: int | None = None
+    rerank: str | None = None
+    mmr_lambda: float = 0.5
+    fetch_k: int = 50
+    backend: Backend | None = None
+    fusion: str | None = None
+    alpha: float | None = None
+    reranker: Reranker | None = None
+    rerank_depth: int = DEFAULT_DEPTH
+    hyde: Hyde | None = None
+    floor: float | None = field(init=False, repr=False, compare=False)
+    flt: Filter = field(init=False, repr=False, compare=False)
+    want: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        k = _at_most(check_k(self.k), "k")
+        floor = check_min_score(self.min_score)
+        mode, rerank, query = self.mode, self.rerank, self.query
+        if mode not in MODES:
+            raise InvalidInput(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
+        if rerank is not None and rerank not in RERANKS:
+            raise InvalidInput(f"unknown rerank {rerank!r}: use 'mmr', 'cross' or none")
+        depth, fetch_k = self.rerank_depth, self.fetch_k
+        if rerank == "cross":
+            if self.reranker is None:
+                raise InvalidInput("rerank='cross' needs a reranker (e.g. --reranker-url)")
+            if query is None:
+                raise InvalidInput("rerank='cross' needs a query text: a reranker reads the query with each hit")
+            depth = _at_most(check_k(depth, "rerank_depth"), "rerank_depth")
+        if self.hyde is not None and query is None:
+            raise InvalidInput("HyDE needs a query text (it asks a chat model to answer it)")
+        if rerank == "mmr":
+            fetch_k = _at_most(check_k(fetch_k, "fetch_k"), "fetch_k")
+            float(self.mmr_lambda)  # validated by mmr(); a non-number fails here before any I/O
+        if self.ef_search is not None:
+            check_k(self.ef_search, "ef_search")
+        flt = make_filter(self.package, self.metadata)
+        if isinstance(query, str) and (problem := text_problem(query)) is not None:
+            raise InvalidInput(f"the query holds {problem}")
+        want = max(fetch_k, k) if rerank == "mmr" else max(depth, k) if rerank == "cross" else k
+        if self.fusion is not None or self.alpha is not None:
+            if self.fusion is not None and self.fusion not in FUSIONS:
+                raise InvalidInput(f"unknown fusion {self.fusion!r}: use one of {', '.join(FUSIONS)}")
+            if mode not in ("auto", "hybrid"):
+                raise InvalidInput(f"fusion and alpha apply to the hybrid mode, not to mode {mode!r}")
+        for name, value in (("k", k), ("floor", floor), ("flt", flt), ("want", want)):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def of(cls, family: str, query: str | None = None, **options: Any) -> SearchRequest:
+        """The request of ``search(conn, family, query, **options)``; TypeError names an argument a search
+        does not take (as a call to search() would)."""
+        for name in options:
+            if name not in OPTIONS:
+                raise TypeError(f"search() got an unexpected keyword argument {name!r}")
+        return cls(family, query, **options)
+
+
+def _at_most(value: int, name: str) -> int:
+    if value > MAX_K:
+        raise InvalidInput(f"{name} must be at most {MAX_K} (a search returns at most {MAX_K} hits), got {value}")
+    return value
+
+
+#: The options a search takes after the family and the query (the request's other fields, with their defaults).
+OPTIONS: dict[str, Any] = {
+    f.name: f.default for f in fields(SearchRequest) if f.init and f.name not in ("family", "query")
+}
