@@ -82,14 +82,11 @@ def sync_list(ctx: click.Context, families: tuple[str, ...], as_json: bool) -> N
 @click.pass_context
 def sync_show(ctx: click.Context, family: str, table: str) -> None:
     """What FAMILY follows of TABLE (columns, predicate, followed columns) and its status, as JSON."""
-    from ragstore.sync.sources import get_source, status
+    from ragstore.sync.sources import show_source
 
     with app(ctx).connect() as conn:
-        source = get_source(conn, family, table)
-        state = [
-            s for s in status(conn) if (s["family"], s["schema"], s["table"]) == (family, source.schema, source.table)
-        ]
-    emit_json(source.as_dict() | {"status": state[0] if state else None})
+        shown = show_source(conn, family, table)
+    emit_json(shown)
 
 
 @sync_group.command("remove")
@@ -112,12 +109,16 @@ def sync_remove(ctx: click.Context, family: str, table: str, delete_chunks: bool
 @click.option("--once", "mode", flag_value="once", default=True, help="Sync what is queued, then exit (default).")
 @click.option("--follow", "mode", flag_value="follow", help="Keep syncing, woken by the triggers' NOTIFY.")
 @click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@click.option(
+    "--workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Workers (connections) at once."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def sync_run(ctx: click.Context, families: tuple[str, ...], mode: str, batch_size: int, as_json: bool) -> None:
+def sync_run(
+    ctx: click.Context, families: tuple[str, ...], mode: str, batch_size: int, workers: int, as_json: bool
+) -> None:
     """Write the queued rows of FAMILIES (all by default) as `ragstore index` would; delete deleted rows' chunks."""
-    from ragstore.db.connection import connect
-    from ragstore.sync.worker import RunReport, follow, run_once
+    from ragstore.sync.worker import RunReport, follow_workers, run_workers
 
     def show(report: RunReport) -> None:
         if as_json:
@@ -125,21 +126,26 @@ def sync_run(ctx: click.Context, families: tuple[str, ...], mode: str, batch_siz
         else:
             click.echo(terminal_safe(report.summary()))
 
-    with app(ctx).connect() as conn:
-        if mode == "once":
-            show(run_once(conn, families or None, batch=batch_size))
-            return
-        stopping = {"now": False}
+    if mode == "once":
+        show(run_workers(app(ctx).dsn, families or None, batch=batch_size, workers=workers))
+        return
+    stopping = {"now": False}
 
-        def stop(*_: Any) -> None:
-            stopping["now"] = True
+    def stop(*_: Any) -> None:
+        stopping["now"] = True
 
-        signal.signal(signal.SIGTERM, stop)
-        with connect(app(ctx).dsn, autocommit=True) as listener:
-            try:
-                follow(conn, listener, families or None, batch=batch_size, stop=lambda: stopping["now"], on_report=show)
-            except KeyboardInterrupt:
-                return
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        follow_workers(
+            app(ctx).dsn,
+            families or None,
+            batch=batch_size,
+            workers=workers,
+            stop=lambda: stopping["now"],
+            on_report=show,
+        )
+    except KeyboardInterrupt:
+        stopping["now"] = True
 
 
 @sync_group.command("status")

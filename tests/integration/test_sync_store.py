@@ -1,0 +1,159 @@
+"""``Store.sync_*`` and ``AsyncStore.sync_*`` (the same tests against both), and ``sync alter``: what is
+followed changes in place and only what the change requires is queued and embedded; a ``--package``
+expression; rows whose text makes several chunks, which shrink, grow and go without leaving one behind."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from psycopg import sql
+
+from ragstore import families
+from ragstore.embed.offline import OfflineBackend
+from ragstore.errors import InvalidInput, NotFound
+from ragstore.families.chunks import get_chunks
+from ragstore.sync.sources import add_source, alter_source
+from ragstore.sync.worker import run_once
+from tests.integration.test_store import store  # the Store / AsyncStore fixture
+from tests.integration.test_sync import Counting, chunk_ids, make_table, queued
+
+__all__ = ["store"]
+
+
+def test_the_store_adds_runs_shows_lists_alters_and_removes(store: Any, conn: Any) -> None:
+    store.create_family("docs", "offline")
+    make_table(conn)
+    source, count = store.sync_add("docs", "public.docs", id_column="id", text_columns=["body"])
+    assert (source.name, count) == ("public.docs", 3)
+    assert [s.name for s in store.sync_list()] == ["public.docs"] and store.sync_list(["other"]) == []
+    report = store.sync_run()
+    assert (report.written, report.embedded, report.failures) == (3, 3, [])
+    assert chunk_ids(conn) == ["docs/1", "docs/2", "docs/3"]
+    shown = store.sync_show("docs", "public.docs")
+    assert (shown["followed"], shown["status"]["synced_keys"], shown["status"]["queued"]) == (["id", "body"], 3, 0)
+    altered, requeued = store.sync_alter("docs", "public.docs", metadata_columns=["title"])
+    assert altered.metadata_columns == ["title"] and requeued == 3
+    again = store.sync_run(workers=2)
+    assert (again.written, again.embedded) == (3, 0)  # metadata only: nothing embedded
+    assert get_chunks(conn, "docs", ["docs/1"]).chunks[0].metadata == {"title": "title 1"}
+    assert [s["family"] for s in store.sync_status()] == ["docs"]
+    with pytest.raises(NotFound, match=r"does not follow public\.nope"):
+        store.sync_show("docs", "public.nope")
+    removed, deleted = store.sync_remove("docs", "public.docs", delete_chunks=True)
+    assert (removed.name, deleted) == ("public.docs", 3) and chunk_ids(conn) == []
+    assert store.sync_list() == []
+
+
+@pytest.fixture
+def followed(conn: Any) -> Any:
+    families.create_family(conn, "docs", OfflineBackend())
+    make_table(conn)
+    conn.execute("ALTER TABLE public.docs ADD COLUMN lang text DEFAULT 'en', ADD COLUMN published boolean DEFAULT true")
+    conn.execute("UPDATE public.docs SET published = false WHERE id = 3")
+    conn.commit()
+    add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"], predicate="published")
+    run_once(conn)
+    assert chunk_ids(conn) == ["docs/1", "docs/2"]
+    return conn
+
+
+def run_counting(conn: Any) -> tuple[Any, list[str]]:
+    counting = Counting()
+    report = run_once(conn, backend=lambda _: counting)
+    return report, counting.texts
+
+
+def test_alter_of_the_text_columns_reembeds_only_rows_whose_text_changed(followed: Any) -> None:
+    followed.execute("UPDATE public.docs SET title = NULL WHERE id = 2")  # its text stays the body alone
+    followed.commit()
+    source, count = alter_source(followed, "docs", "public.docs", text_columns=["title", "body"])
+    assert source.followed == ["id", "title", "body", "published"] and count == 3
+    report, texts = run_counting(followed)
+    assert texts == ["title 1\n\ntar stores archives of directories"]  # row 2's text is unchanged
+    assert (report.written, report.deleted) == (2, 0) and chunk_ids(followed) == ["docs/1", "docs/2"]
+    followed.execute("UPDATE public.docs SET title = 'a new title' WHERE id = 2")  # title is followed now
+    followed.commit()
+    assert queued(followed) == ["2"]
+
+
+def test_alter_of_the_predicate_queues_only_the_rows_it_moves(followed: Any) -> None:
+    _, count = alter_source(followed, "docs", "public.docs", predicate="id <> 1")
+    assert count == 2 and queued(followed) == ["1", "3"]  # 1 leaves, 3 enters; 2 stays in: not queued
+    report, texts = run_counting(followed)
+    assert texts == ["rsync copies files over ssh"] and report.deleted == 1
+    assert chunk_ids(followed) == ["docs/2", "docs/3"]
+    followed.execute("UPDATE public.docs SET published = false")  # no longer read by the predicate
+    followed.commit()
+    assert queued(followed) == []
+    _, count = alter_source(followed, "docs", "public.docs", predicate=None)
+    assert count == 1 and run_once(followed).written == 1
+    assert chunk_ids(followed) == ["docs/1", "docs/2", "docs/3"]
+
+
+def test_alter_of_metadata_and_package_embeds_nothing(followed: Any) -> None:
+    _, count = alter_source(
+        followed, "docs", "public.docs", metadata_columns=["lang"], package="lang || '/' || id::text"
+    )
+    assert count == 2  # the rows with chunks
+    report, texts = run_counting(followed)
+    assert (report.written, texts) == (2, [])
+    got = get_chunks(followed, "docs", ["docs/1", "docs/2"]).chunks
+    assert [(c.package_path, c.metadata) for c in got] == [("en/1", {"lang": "en"}), ("en/2", {"lang": "en"})]
+    followed.execute("UPDATE public.docs SET lang = 'fr' WHERE id = 2")  # the package expression reads lang
+    followed.commit()
+    assert queued(followed) == ["2"]
+    run_once(followed)
+    assert get_chunks(followed, "docs", ["docs/2"]).chunks[0].package_path == "fr/2"
+    _, count = alter_source(followed, "docs", "public.docs", metadata_columns=[], package=None)
+    assert count == 2 and run_counting(followed)[1] == []
+    assert get_chunks(followed, "docs", ["docs/2"]).chunks[0].package_path == "docs/2"
+
+
+def test_alter_refuses_bad_settings_and_changes_nothing(followed: Any) -> None:
+    with pytest.raises(NotFound, match="--text 'nosuch'"):
+        alter_source(followed, "docs", "public.docs", text_columns=["nosuch"])
+    with pytest.raises(InvalidInput, match=r'--package "nosuch.*column "nosuch" does not exist'):
+        alter_source(followed, "docs", "public.docs", package="nosuch || 'x'")
+    with pytest.raises(InvalidInput, match="without ';'"):
+        alter_source(followed, "docs", "public.docs", predicate="true; DROP TABLE public.docs")
+    with pytest.raises(NotFound, match=r"does not follow public\.other"):
+        alter_source(followed, "docs", "public.other", predicate="true")
+    assert queued(followed) == []
+    row = followed.execute("SELECT text_columns, predicate FROM ragstore.sync_sources").fetchone()
+    followed.commit()
+    assert row == (["body"], "published")
+
+
+def long_text(words: int, seed: str) -> str:
+    return "\n\n".join(f"{seed} paragraph {n} " + " ".join(f"word{n}x{k}" for k in range(40)) for n in range(words))
+
+
+def test_a_row_whose_text_makes_several_chunks_keeps_exactly_its_chunks(conn: Any) -> None:
+    families.create_family(conn, "docs", OfflineBackend())
+    make_table(conn, rows={1: long_text(12, "one"), 2: "short"})
+    add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"])
+    run_once(conn)
+    ids = chunk_ids(conn)
+    many = [i for i in ids if i.startswith("docs/1#")]
+    assert len(many) > 2 and "docs/1" not in ids and "docs/2" in ids
+    texts = [c.text for c in get_chunks(conn, "docs", many).chunks]
+    assert all(len(t) <= 1200 for t in texts) and "one paragraph 11" in texts[-1]
+    set_body(conn, 1, long_text(4, "one"))  # shrinks: the chunks beyond are deleted
+    run_once(conn)
+    fewer = [i for i in chunk_ids(conn) if i.startswith("docs/1")]
+    assert 1 < len(fewer) < len(many)
+    set_body(conn, 1, "now short")  # one chunk: the row's plain id again
+    run_once(conn)
+    assert chunk_ids(conn) == ["docs/1", "docs/2"]
+    set_body(conn, 1, long_text(6, "again"))
+    run_once(conn)
+    conn.execute("DELETE FROM public.docs WHERE id = 1")
+    conn.commit()
+    assert run_once(conn).deleted == 1 and chunk_ids(conn) == ["docs/2"]
+
+
+def set_body(conn: Any, key: int, body: str, table: Sequence[str] = ("public", "docs")) -> None:
+    conn.execute(sql.SQL("UPDATE {} SET body = %s WHERE id = %s").format(sql.Identifier(*table)), (body, key))
+    conn.commit()
