@@ -1,4 +1,4 @@
-"""``ragstore sync add|list|remove|run|status``: families that follow tables of the same database."""
+"""``ragstore sync add|alter|list|show|remove|run|status``: families that follow tables of the same database."""
 
 from __future__ import annotations
 
@@ -54,6 +54,61 @@ def sync_add(
         emit_json(source.as_dict() | {"queued": queued})
         return
     click.echo(terminal_safe(f"{source.family} follows {source.name}; {queued} rows queued (run `ragstore sync run`)"))
+
+
+@sync_group.command("alter")
+@click.argument("family")
+@click.option("--table", required=True, help="The followed table, SCHEMA.TABLE.")
+@click.option("--text", "text_columns", multiple=True, help="The text columns, replacing the old ones (repeat).")
+@click.option("--metadata", "metadata_columns", multiple=True, help="The metadata columns, replacing the old ones.")
+@click.option("--no-metadata", is_flag=True, help="Store no metadata column any more.")
+@click.option("--package", default=None, help="A column or an SQL expression whose value is the package_path.")
+@click.option("--no-package", is_flag=True, help="The package_path is <table>/<id> again.")
+@click.option("--where", "predicate", default=None, help="A new SQL expression: follow only those rows.")
+@click.option("--no-where", is_flag=True, help="Follow every row again.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sync_alter(
+    ctx: click.Context,
+    family: str,
+    table: str,
+    text_columns: tuple[str, ...],
+    metadata_columns: tuple[str, ...],
+    no_metadata: bool,
+    package: str | None,
+    no_package: bool,
+    predicate: str | None,
+    no_where: bool,
+    as_json: bool,
+) -> None:
+    """Change what FAMILY follows of TABLE in place; only the rows the change concerns are queued again."""
+    from ragstore.errors import InvalidInput
+    from ragstore.sync.sources import alter_source
+
+    for given, flag, other in (
+        (metadata_columns, "--no-metadata", no_metadata),
+        (package, "--no-package", no_package),
+        (predicate, "--no-where", no_where),
+    ):
+        if given and other:
+            raise InvalidInput(f"sync alter: {flag} and a value for the same setting: give one")
+    changes: dict[str, Any] = {}
+    if text_columns:
+        changes["text_columns"] = list(text_columns)
+    if metadata_columns or no_metadata:
+        changes["metadata_columns"] = list(metadata_columns)
+    if package is not None or no_package:
+        changes["package"] = package
+    if predicate is not None or no_where:
+        changes["predicate"] = predicate
+    if not changes:
+        raise InvalidInput("sync alter: nothing to change (give --text, --metadata, --package or --where)")
+    with app(ctx).connect() as conn:
+        source, queued = alter_source(conn, family, table, **changes)
+    if as_json:
+        emit_json(source.as_dict() | {"queued": queued})
+        return
+    click.echo(terminal_safe(f"{source.family} follows {source.name} as altered; {queued} rows queued again"))
 
 
 @sync_group.command("list")

@@ -4,20 +4,25 @@ expression; rows whose text makes several chunks, which shrink, grow and go with
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from psycopg import sql
 
 from ragstore import families
+from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend
+from ragstore.embed.openai import OpenAIBackend
 from ragstore.errors import InvalidInput, NotFound
 from ragstore.families.chunks import get_chunks
 from ragstore.sync.sources import add_source, alter_source
-from ragstore.sync.worker import run_once
+from ragstore.sync.worker import run_once, run_workers
 from tests.integration.test_store import store  # the Store / AsyncStore fixture
 from tests.integration.test_sync import Counting, chunk_ids, make_table, queued
+from tests.openai_stub import StubServer
 
 __all__ = ["store"]
 
@@ -157,3 +162,46 @@ def test_a_row_whose_text_makes_several_chunks_keeps_exactly_its_chunks(conn: An
 def set_body(conn: Any, key: int, body: str, table: Sequence[str] = ("public", "docs")) -> None:
     conn.execute(sql.SQL("UPDATE {} SET body = %s WHERE id = %s").format(sql.Identifier(*table)), (body, key))
     conn.commit()
+
+
+def test_two_workers_embed_each_changed_row_once_through_a_stub_provider(conn: Any, dsn: str) -> None:
+    rows = {i: f"row {i} about archive number {i}" for i in range(1, 121)}
+    with StubServer(native_dim=8) as stub:
+        backend = OpenAIBackend(base_url=stub.url, model="m", dim=8, api_key_env="NO_SUCH_KEY_VAR", max_retries=0)
+        families.create_family(conn, "docs", backend, options={"base_url": stub.url, "max_retries": 0})
+        make_table(conn, rows=rows)
+        add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"])
+        first = run_workers(dsn, batch=10, workers=2)
+        sent = [t for r in stub.requests for t in r.body["input"]]
+        assert (first.written, first.embedded, sorted(sent)) == (120, 120, sorted(rows.values()))
+        stub.requests.clear()
+        conn.execute("UPDATE public.docs SET views = views + 1")  # 120 updates of a column not followed
+        conn.execute("UPDATE public.docs SET body = body || ' (edited)' WHERE id <= 10")
+        conn.commit()
+        again = run_workers(dsn, batch=3, workers=2)
+        sent = [t for r in stub.requests for t in r.body["input"]]
+        assert sorted(sent) == sorted(f"{rows[i]} (edited)" for i in range(1, 11))  # each once, no other
+        assert (again.written, again.embedded) == (10, 10)
+    assert len(chunk_ids(conn)) == 120 and queued(conn) == []
+
+
+def test_cli_alter_and_run_with_workers(conn: Any, dsn: str) -> None:
+    families.create_family(conn, "docs", OfflineBackend())
+    make_table(conn)
+
+    def ragstore(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["--dsn", dsn, "sync", *args])
+
+    assert ragstore("add", "docs", "--table", "public.docs", "--id", "id", "--text", "body").exit_code == 0
+    ran = ragstore("run", "--workers", "2", "--batch-size", "1", "--json")
+    assert json.loads(ran.output)["written"] == 3
+    altered = ragstore("alter", "docs", "--table", "public.docs", "--metadata", "title", "--package", "'p' || id")
+    assert altered.exit_code == 0 and "3 rows queued again" in altered.output
+    assert json.loads(ragstore("run", "--json").output)["embedded"] == 0
+    assert get_chunks(conn, "docs", ["docs/3"]).chunks[0].package_path == "p3"
+    both = ragstore("alter", "docs", "--table", "public.docs", "--where", "id > 1", "--no-where")
+    assert both.exit_code != 0 and "--no-where and a value" in both.output and "Traceback" not in both.output
+    nothing = ragstore("alter", "docs", "--table", "public.docs")
+    assert nothing.exit_code != 0 and "nothing to change" in nothing.output
+    shown = json.loads(ragstore("alter", "docs", "--table", "public.docs", "--no-package", "--json").output)
+    assert (shown["package"], shown["metadata"], shown["queued"]) == (None, ["title"], 3)
