@@ -128,7 +128,7 @@ DELETE FROM ragstore.sync_sources WHERE id = %(source)s
 
 -- name: status
 SELECT family, schema_name, table_name, prefix, queued, backing_off, lag_seconds, synced_keys, synced_rows,
-       rows_per_second, last_error, last_error_at
+       rows_per_second, last_error, last_error_at, leased
 FROM ragstore.sync_status
 ORDER BY family, schema_name, table_name
 
@@ -169,6 +169,14 @@ ON CONFLICT (source_id, key) DO UPDATE SET chunks = greatest(r.chunks, excluded.
 INSERT INTO ragstore.sync_rows AS r (source_id, key, chunks)
 SELECT %(source)s, k, n FROM unnest(%(keys)s::text[], %(chunks)s::int[]) AS c (k, n)
 ON CONFLICT (source_id, key) DO UPDATE SET chunks = excluded.chunks
+
+-- name: rows_unwritten
+-- A failed batch: the keys it recorded that have no chunk after all (%(ids)s are the chunk ids each of
+-- %(owners)s may have) are forgotten again, so the status counts only keys with chunks.
+DELETE FROM ragstore.sync_rows AS r
+WHERE r.source_id = %(source)s AND r.key = ANY (%(keys)s::text[])
+  AND r.key NOT IN (SELECT o.key FROM unnest(%(ids)s::text[], %(owners)s::text[]) AS o (chunk_id, key)
+                    JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.chunk_id = o.chunk_id)
 
 -- name: rows_gone
 DELETE FROM ragstore.sync_rows WHERE source_id = %(source)s AND key = ANY (%(keys)s::text[])

@@ -393,7 +393,7 @@ def status(conn: Conn) -> list[dict[str, Any]]:
     """The view ``ragstore.sync_status``, one dict per followed table."""
     names = (
         "family", "schema", "table", "prefix", "queued", "backing_off", "lag_seconds", "synced_keys",
-        "synced_rows", "rows_per_second", "last_error", "last_error_at",
+        "synced_rows", "rows_per_second", "last_error", "last_error_at", "leased",
     )  # fmt: skip
     with db_errors():
         rows = conn.execute(query("sync", "status")).fetchall()

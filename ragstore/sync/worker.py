@@ -149,6 +149,8 @@ def sync_batch(conn: Conn, reader: Reader, report: RunReport, *, batch: int = BA
     keys = [str(r[0]) for r in claimed]
     seqs = [int(r[1]) for r in claimed]
     started = time.perf_counter()
+    records: dict[str, list[dict[str, Any]]] = {}
+    bounds: dict[str, int] = {}
     try:
         with db_errors(), conn.transaction():
             records = reader.records(reader.read(conn, keys))
@@ -192,7 +194,20 @@ def sync_batch(conn: Conn, reader: Reader, report: RunReport, *, batch: int = BA
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.rollback()
         message = f"{source.name}: {exc}".splitlines()[0][:1000]
+        fresh = [k for k in records if k not in bounds]  # recorded for this batch, maybe never written
+        ids = [(i, k) for k in fresh for i in source.bound_ids(k, len(records[k]))]
         with db_errors(), conn.transaction():
+            if fresh:
+                conn.execute(
+                    query("sync", "rows_unwritten"),
+                    {
+                        "source": source.id,
+                        "family": source.family,
+                        "keys": fresh,
+                        "ids": [i for i, _ in ids],
+                        "owners": [k for _, k in ids],
+                    },
+                )
             conn.execute(
                 query("sync", "failed"),
                 {"source": source.id, "keys": keys, "error": message, "base": BACKOFF_SECONDS, "most": BACKOFF_MOST},
@@ -328,30 +343,48 @@ def follow_workers(
     stop: Callable[[], bool] = lambda: False,
     on_report: Callable[[RunReport], None] | None = None,
 ) -> None:
-    """``sync run --follow --workers N``: ``workers`` threads each running :func:`follow` on connections of
-    their own (every one woken by the same NOTIFY; the leases split the keys) until ``stop()``."""
+    """``sync run --follow --workers N``: per followed family, ``workers`` threads each running
+    :func:`follow` for that family alone on connections of its own, until ``stop()``. A family's provider
+    that is slow, refuses or rate-limits so holds up only that family's threads: the other families are
+    synced by theirs meanwhile. The workers of one family are woken by the same NOTIFY and the leases
+    split its keys. The first error of any thread stops them all and is raised."""
     from ragstore.db.connection import connect, resolve_dsn
 
     if workers < 1:
         raise InvalidInput(f"--workers must be at least 1, got {workers}")
     dsn = resolve_dsn(dsn)
+    with connect(dsn) as conn:
+        names = sorted({s.family for s in list_sources(conn, families)})
+    if families:
+        missing = sorted(set(families) - set(names))
+        if missing:
+            raise NotFound(f"sync run: {', '.join(missing)} follows no table (see `ragstore sync list`)")
     errors: list[BaseException] = []
     lock = threading.Lock()
+
+    def stopping() -> bool:
+        return bool(errors) or stop()
 
     def reported(report: RunReport) -> None:
         if on_report is not None:
             with lock:
                 on_report(report)
 
-    def work() -> None:
+    def work(family: str) -> None:
         try:
             with connect(dsn) as conn, connect(dsn, autocommit=True) as listener:
-                follow(conn, listener, families, batch=batch, idle_seconds=idle_seconds, stop=stop, on_report=reported)
+                follow(
+                    conn, listener, [family], batch=batch, idle_seconds=idle_seconds, stop=stopping, on_report=reported
+                )
         except BaseException as exc:  # raised below, in the caller's thread
             with lock:
                 errors.append(exc)
 
-    threads = [threading.Thread(target=work, name=f"ragstore-sync-{i}", daemon=True) for i in range(workers)]
+    threads = [
+        threading.Thread(target=work, args=(name,), name=f"ragstore-sync-{name}-{i}", daemon=True)
+        for name in names
+        for i in range(workers)
+    ]
     for t in threads:
         t.start()
     for t in threads:

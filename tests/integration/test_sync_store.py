@@ -5,6 +5,7 @@ expression; rows whose text makes several chunks, which shrink, grow and go with
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,10 +20,11 @@ from ragstore.embed.openai import OpenAIBackend
 from ragstore.errors import InvalidInput, NotFound
 from ragstore.families.chunks import get_chunks
 from ragstore.sync.sources import add_source, alter_source
-from ragstore.sync.worker import run_once, run_workers
+from ragstore.sync.sources import status as sync_status
+from ragstore.sync.worker import follow_workers, run_once, run_workers
 from tests.integration.test_store import store  # the Store / AsyncStore fixture
-from tests.integration.test_sync import Counting, chunk_ids, make_table, queued
-from tests.openai_stub import StubServer
+from tests.integration.test_sync import Counting, chunk_ids, make_table, queued, wait_for
+from tests.openai_stub import Reply, StubServer
 
 __all__ = ["store"]
 
@@ -205,3 +207,49 @@ def test_cli_alter_and_run_with_workers(conn: Any, dsn: str) -> None:
     assert nothing.exit_code != 0 and "nothing to change" in nothing.output
     shown = json.loads(ragstore("alter", "docs", "--table", "public.docs", "--no-package", "--json").output)
     assert (shown["package"], shown["metadata"], shown["queued"]) == (None, ["title"], 3)
+
+
+def test_a_provider_that_hangs_then_fails_holds_up_its_own_family_only(conn: Any, dsn: str) -> None:
+    gate = threading.Event()
+
+    def hang_then_fail(headers: dict[str, str], raw: bytes) -> bytes:
+        gate.wait(120)  # the provider does not answer until the test has seen the other family synced
+        return b'{"error": {"message": "overloaded"}}'
+
+    with StubServer(native_dim=8) as stub:
+        backend = OpenAIBackend(base_url=stub.url, model="m", dim=8, api_key_env="NO_SUCH_KEY_VAR", max_retries=0)
+        families.create_family(conn, "docs", backend, options={"base_url": stub.url, "max_retries": 0})
+        families.create_family(conn, "tickets", OfflineBackend())
+        make_table(conn)
+        make_table(conn, "tickets", {5: "printer is on fire"})
+        add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"])
+        add_source(conn, "tickets", "public.tickets", id_column="id", text_columns=["body"])
+        stub.queue(*[Reply(status=500, echo=hang_then_fail)] + [Reply(status=429) for _ in range(50)])
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                follow_workers(dsn, idle_seconds=0.2, stop=stop.is_set)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        try:
+            assert wait_for(lambda: chunk_ids(conn, "tickets") == ["tickets/5"])
+            conn.execute("INSERT INTO public.tickets (id, body) VALUES (6, 'vpn drops hourly')")
+            conn.commit()
+            # docs' one request still hangs: only a worker of tickets' own can have synced this
+            assert wait_for(lambda: chunk_ids(conn, "tickets") == ["tickets/5", "tickets/6"])
+            assert not gate.is_set() and len(stub.requests) == 1 and chunk_ids(conn, "docs") == []
+            gate.set()
+            assert wait_for(lambda: any(s["backing_off"] == 3 for s in sync_status(conn)))  # not merely leased
+            status = {s["family"]: s for s in sync_status(conn)}
+            assert "500" in status["docs"]["last_error"] and status["docs"]["synced_keys"] == 0
+            assert (status["tickets"]["queued"], status["tickets"]["synced_keys"]) == (0, 2)
+        finally:
+            gate.set()
+            stop.set()
+            thread.join()
+    assert errors == []
