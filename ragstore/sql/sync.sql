@@ -144,6 +144,21 @@ FROM (SELECT source_id, key FROM ragstore.sync_queue
 WHERE q.source_id = due.source_id AND q.key = due.key
 RETURNING q.key, q.seq
 
+-- name: bulk_due
+-- The keys of the source due now (at most %(most)s), counted only when its family holds no chunk yet: a
+-- backfill that the writer can load in bulk.
+SELECT CASE WHEN EXISTS (SELECT 1 FROM ragstore.{table}) THEN 0
+            ELSE (SELECT count(*) FROM (SELECT 1 FROM ragstore.sync_queue
+                                        WHERE source_id = %(source)s AND not_before <= now()
+                                        LIMIT %(most)s) AS due) END
+
+-- name: renew
+-- A big batch's lease extended (Renewal in ragstore/sync/worker.py), for the keys it claimed that are
+-- still at the seq it claimed and still leased.
+UPDATE ragstore.sync_queue AS q SET not_before = now() + make_interval(secs => %(lease)s)
+FROM unnest(%(keys)s::text[], %(seqs)s::bigint[]) AS c (key, seq)
+WHERE q.source_id = %(source)s AND q.key = c.key AND q.seq = c.seq AND q.not_before > now()
+
 -- name: read_rows
 -- The current rows of the claimed keys that the predicate keeps, each with its key (the id's JSON text) and
 -- its package_path value ({package}: the column, the expression, or NULL).

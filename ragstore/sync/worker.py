@@ -37,6 +37,8 @@ BATCH = 1000
 LEASE_SECONDS = 300.0
 BACKOFF_SECONDS = 1.0
 BACKOFF_MOST = 300.0
+#: The most keys of one bulk backfill batch (see :meth:`Reader.batch_size`).
+BULK_MOST = 50_000
 
 
 @dataclass
@@ -73,6 +75,8 @@ class Reader:
     statement: sql.Composed
     backend: Backend
     window: Window
+    family_table: sql.Composable
+    first: bool = True
 
     @classmethod
     def of(cls, conn: Conn, source: SyncSource, backend: Backend | None) -> Reader:
@@ -98,7 +102,25 @@ class Reader:
             package=package_sql(source.package, set(columns)),
             predicate=predicate_sql(source.predicate),
         )
-        return cls(source, statement, chosen, window_for(chosen))
+        return cls(source, statement, chosen, window_for(chosen), family.identifiers()["table"])
+
+    def batch_size(self, conn: Conn, batch: int) -> int:
+        """``batch``, or for the first batch of a backfill into an empty family (at least
+        :data:`~ragstore.ingest.writer.BULK_THRESHOLD` keys due) every due key up to :data:`BULK_MOST`: the
+        writer then loads them as ``ragstore index`` loads a first run, building the HNSW index once at the
+        end instead of inserting into it row by row."""
+        if not self.first:
+            return batch
+        self.first = False
+        from ragstore.ingest.writer import BULK_THRESHOLD
+
+        with db_errors(), conn.transaction():
+            row = conn.execute(
+                sql.SQL(query("sync", "bulk_due")).format(table=self.family_table),
+                {"source": self.source.id, "most": BULK_MOST},
+            ).fetchone()
+        due = int(row[0]) if row else 0
+        return max(batch, due) if due >= BULK_THRESHOLD else batch
 
     def read(self, conn: Conn, keys: Sequence[str]) -> list[tuple[str, dict[str, Any], str | None]]:
         rows = conn.execute(self.statement, {"id_name": self.source.id_column, "keys": list(keys)}).fetchall()
@@ -129,6 +151,37 @@ class Reader:
         return out
 
 
+class Renewal:
+    """A big batch's lease, renewed every ``LEASE_SECONDS / 5`` by a thread on a second connection until
+    :meth:`stop`: a bulk backfill may take longer than one lease, yet no other worker may take its keys
+    meanwhile. A worker killed stops renewing, so its keys are due one lease after its last renewal."""
+
+    def __init__(self, conn: Conn, source: int, keys: Sequence[str], seqs: Sequence[int]) -> None:
+        from ragstore.db.connection import second_connection
+
+        self._opened = second_connection(conn)
+        self._other = self._opened.__enter__()
+        self._params = {"source": source, "keys": list(keys), "seqs": list(seqs), "lease": LEASE_SECONDS}
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ragstore-sync-lease", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while self._other is not None and not self._stopping.wait(LEASE_SECONDS / 5):
+            try:
+                self._other.execute(query("sync", "renew"), self._params)
+                self._other.commit()
+            except psycopg.Error:
+                return  # the lease then ends as an unrenewed one does; the batch goes on
+
+    def stop(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._thread.join()
+        self._opened.__exit__(None, None, None)
+
+
 def _chunks(text: str, window: Window) -> list[str]:
     return [c.text for c in chunk_document(Document((Section(text),)), window)] or [text]
 
@@ -140,9 +193,10 @@ def sync_batch(conn: Conn, reader: Reader, report: RunReport, *, batch: int = BA
 
     source = reader.source
     conn.commit()  # each step below is a transaction of its own
+    limit = reader.batch_size(conn, batch)
     with db_errors(), conn.transaction():
         claimed = conn.execute(
-            query("sync", "claim"), {"source": source.id, "limit": batch, "lease": LEASE_SECONDS}
+            query("sync", "claim"), {"source": source.id, "limit": limit, "lease": LEASE_SECONDS}
         ).fetchall()
     if not claimed:
         return 0
@@ -151,6 +205,7 @@ def sync_batch(conn: Conn, reader: Reader, report: RunReport, *, batch: int = BA
     started = time.perf_counter()
     records: dict[str, list[dict[str, Any]]] = {}
     bounds: dict[str, int] = {}
+    renewal = Renewal(conn, source.id, keys, seqs) if len(keys) > BATCH else None
     try:
         with db_errors(), conn.transaction():
             records = reader.records(reader.read(conn, keys))
@@ -169,6 +224,8 @@ def sync_batch(conn: Conn, reader: Reader, report: RunReport, *, batch: int = BA
                 conn, source.family, [r for rs in records.values() for r in rs], backend=reader.backend
             )
             embedded = written.embedded
+        if renewal is not None:
+            renewal.stop()
         stale: list[str] = []
         for key in keys:
             kept = {r["chunk_id"] for r in records.get(key, ())}
@@ -191,6 +248,8 @@ def sync_batch(conn: Conn, reader: Reader, report: RunReport, *, batch: int = BA
                 {"source": source.id, "rows": len(keys), "seconds": time.perf_counter() - started},
             )
     except RagstoreError as exc:
+        if renewal is not None:
+            renewal.stop()
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.rollback()
         message = f"{source.name}: {exc}".splitlines()[0][:1000]

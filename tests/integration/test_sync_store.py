@@ -253,3 +253,56 @@ def test_a_provider_that_hangs_then_fails_holds_up_its_own_family_only(conn: Any
             stop.set()
             thread.join()
     assert errors == []
+
+
+def test_a_big_batch_keeps_its_lease_renewed_until_it_stops(conn: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragstore.sync import worker
+
+    families.create_family(conn, "docs", OfflineBackend())
+    make_table(conn)
+    source, _ = add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"])
+    claimed = conn.execute(
+        "UPDATE ragstore.sync_queue SET not_before = now() + interval '1 second' RETURNING key, seq"
+    ).fetchall()
+    conn.commit()
+    leases = "SELECT min(not_before) FROM ragstore.sync_queue"
+    first = conn.execute(leases).fetchone()[0]
+    conn.commit()
+    monkeypatch.setattr(worker, "LEASE_SECONDS", 60.0 * 5 / 300)  # renewed every 0.2 s, to a 1 s lease
+    renewal = worker.Renewal(conn, source.id, [k for k, _ in claimed], [s for _, s in claimed])
+    try:
+
+        def renewed() -> bool:
+            later = conn.execute(leases).fetchone()[0]
+            conn.commit()
+            return bool(later > first)
+
+        assert wait_for(renewed)
+    finally:
+        renewal.stop()
+    renewal.stop()  # idempotent
+
+
+@pytest.mark.slow
+def test_a_backfill_of_a_big_table_into_an_empty_family_is_one_bulk_batch(conn: Any) -> None:
+    from ragstore.ingest.writer import BULK_THRESHOLD
+
+    families.create_family(conn, "docs", OfflineBackend())
+    make_table(conn, rows={i: f"row {i} about topic {i % 17}" for i in range(1, BULK_THRESHOLD + 1)})
+    add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"])
+    counting = Counting()
+    calls: list[int] = []
+    original = counting.embed
+
+    def embed(texts: Sequence[str]) -> Any:
+        calls.append(len(texts))
+        return original(texts)
+
+    counting.embed = embed  # type: ignore[method-assign]
+    report = run_once(conn, batch=100, backend=lambda _: counting)
+    assert (report.written, report.embedded) == (BULK_THRESHOLD, BULK_THRESHOLD)
+    assert len(chunk_ids(conn)) == BULK_THRESHOLD and queued(conn) == []
+    index = conn.execute("SELECT count(*) FROM pg_indexes WHERE indexdef ILIKE '%hnsw%'").fetchone()[0]
+    conn.commit()
+    assert index >= 1  # the bulk load built the family's HNSW index at its end
+    assert max(calls) > 100  # the texts went to the backend in batches bigger than a sync batch
