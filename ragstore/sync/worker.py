@@ -383,7 +383,10 @@ def follow(
     for name in names:
         listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(f"ragstore_sync_{name}")))
     while not stop():
-        report = run_once(conn, names or None)
+        try:
+            report = run_once(conn, names or None)
+        except NotFound:
+            return  # the families no longer follow any table (removed, or dropped): nothing left to follow
         if on_report is not None and (report.written or report.deleted or report.failures):
             on_report(report)
         # Wait on the socket, then drain every notification that came: one run serves them all.

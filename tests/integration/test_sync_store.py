@@ -167,24 +167,35 @@ def set_body(conn: Any, key: int, body: str, table: Sequence[str] = ("public", "
 
 
 def test_two_workers_embed_each_changed_row_once_through_a_stub_provider(conn: Any, dsn: str) -> None:
-    rows = {i: f"row {i} about archive number {i}" for i in range(1, 121)}
+    rows = {i: f"row {i} about archive number {i}" for i in range(1, 1001)}
     with StubServer(native_dim=8) as stub:
         backend = OpenAIBackend(base_url=stub.url, model="m", dim=8, api_key_env="NO_SUCH_KEY_VAR", max_retries=0)
         families.create_family(conn, "docs", backend, options={"base_url": stub.url, "max_retries": 0})
         make_table(conn, rows=rows)
         add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"])
-        first = run_workers(dsn, batch=10, workers=2)
+        first = run_workers(dsn, batch=100, workers=2)
         sent = [t for r in stub.requests for t in r.body["input"]]
-        assert (first.written, first.embedded, sorted(sent)) == (120, 120, sorted(rows.values()))
+        assert (first.written, first.embedded, sorted(sent)) == (1000, 1000, sorted(rows.values()))
         stub.requests.clear()
-        conn.execute("UPDATE public.docs SET views = views + 1")  # 120 updates of a column not followed
+        conn.execute("UPDATE public.docs SET views = views + 1")  # 1,000 updates of a column not followed
+        conn.commit()
+        assert queued(conn) == [] and run_workers(dsn, workers=2).written == 0 and stub.requests == []
         conn.execute("UPDATE public.docs SET body = body || ' (edited)' WHERE id <= 10")
         conn.commit()
         again = run_workers(dsn, batch=3, workers=2)
         sent = [t for r in stub.requests for t in r.body["input"]]
         assert sorted(sent) == sorted(f"{rows[i]} (edited)" for i in range(1, 11))  # each once, no other
         assert (again.written, again.embedded) == (10, 10)
-    assert len(chunk_ids(conn)) == 120 and queued(conn) == []
+        before = chunk_ids(conn)
+        conn.execute("DELETE FROM public.docs WHERE id IN (3, 30, 300, 301, 999)")
+        conn.commit()
+        assert run_workers(dsn, workers=2).deleted == 5
+        gone = {f"docs/{i}" for i in (3, 30, 300, 301, 999)}
+        assert chunk_ids(conn) == [c for c in before if c not in gone]  # exactly their chunks
+        conn.execute("TRUNCATE public.docs")
+        conn.commit()
+        assert run_workers(dsn, workers=2).deleted == 995
+    assert chunk_ids(conn) == [] and queued(conn) == []
 
 
 def test_cli_alter_and_run_with_workers(conn: Any, dsn: str) -> None:
@@ -306,3 +317,29 @@ def test_a_backfill_of_a_big_table_into_an_empty_family_is_one_bulk_batch(conn: 
     conn.commit()
     assert index >= 1  # the bulk load built the family's HNSW index at its end
     assert max(calls) > 100  # the texts went to the backend in batches bigger than a sync batch
+
+
+def test_a_follower_of_a_family_that_stops_following_ends_quietly(synced_family: Any, dsn: str) -> None:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            follow_workers(dsn, ["docs"], idle_seconds=0.2)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert wait_for(lambda: chunk_ids(synced_family) == ["docs/1", "docs/2", "docs/3"])
+    families.drop_family(synced_family, "docs")
+    synced_family.commit()
+    assert wait_for(lambda: not thread.is_alive())
+    assert errors == []
+
+
+@pytest.fixture
+def synced_family(conn: Any) -> Any:
+    families.create_family(conn, "docs", OfflineBackend())
+    make_table(conn)
+    add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"])
+    return conn
