@@ -468,11 +468,11 @@ class Writer:
         cur.execute(sql.SQL(query("ingest", "sync_package_path")).format(table=table))
 
     # -- the end of a run ----------------------------------------------------------------------
-    def prune(self, prefixes: Iterable[str] = ()) -> int:
-        """Delete this family's chunks of this run's packages (or under ``prefixes``) that the input no
-        longer holds; other families' chunks are never touched."""
+    def prune(self, prefixes: Iterable[str] = (), packages: Iterable[str] | None = None) -> int:
+        """Delete this family's chunks of this run's packages (or of ``packages``, or under ``prefixes``)
+        that the input no longer holds; other families' chunks are never touched."""
         like = [like_prefix(p) for p in prefixes]
-        packages = sorted(self.report.packages)
+        packages = sorted(self.report.packages if packages is None else set(packages))
         if not packages and not like:
             return 0
         if on_citus(self.conn):
@@ -649,19 +649,22 @@ def write_prepared(
     progress: Progress | None = None,
     fts_config: str | None = None,
     batch_size: int = DEFAULT_BATCH,
+    documents: Iterable[str] = (),
     second: Lender | None = None,
 ) -> IndexReport:
     """Write what the one pass (:mod:`ragstore.ingest.fast`) kept: its batches, plus the counts and ids of
     the records it found unchanged, duplicated or blank (which ``--prune`` must know). Batches the pass
     left small (a re-run where few records changed) are written together, up to ``batch_size`` records
     a transaction. With ``second`` (a lender of a second connection), the batches are written on two
-    connections at once (:mod:`ragstore.ingest.parallel`)."""
+    connections at once (:mod:`ragstore.ingest.parallel`). Without ``prune``, the stored chunks of
+    ``documents`` (package paths of documents read whole) that they no longer hold are deleted: their ids
+    are anchored in content, so an edited chunk is a new id and its former one would stay behind."""
 
     def work(writer: Writer) -> None:
         _take_pass_counts(writer, found, progress)
         write_batches(writer, coalesced(batches, batch_size), progress, second)
 
-    return _write_run(conn, family, backend, work, found.to_write, prune, prune_prefixes, fts_config)
+    return _write_run(conn, family, backend, work, found.to_write, prune, prune_prefixes, fts_config, None, documents)
 
 
 def coalesced(batches: Iterable[Prepared], size: int) -> Iterator[Prepared]:
@@ -735,6 +738,7 @@ def _write_run(
     prune_prefixes: Iterable[str],
     fts_config: str | None,
     writer: Writer | None = None,
+    documents: Iterable[str] = (),
 ) -> IndexReport:
     """Run ``work`` with a writer (``writer``, else a new one), then prune and finish the family's index."""
     started = time.perf_counter()
@@ -755,6 +759,8 @@ def _write_run(
         work(writer)
         if prune:
             writer.prune(prune_prefixes)
+        else:
+            writer.prune(packages=documents)
     except BaseException:
         if bulk:
             # Build the index over what was committed; the original error matters more than this one.
