@@ -20,6 +20,8 @@ from tests.toolkit.hybrid import (
     family,  # noqa: F401  (fixtures)
 )
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 RRF = FusionSettings(fusion="rrf")
 
 

@@ -12,6 +12,8 @@ from ragstore.search.filters import make_filter
 from tests.toolkit.metafilter import ok
 from tests.toolkit.search import clustered, load
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 N = 300
 
 

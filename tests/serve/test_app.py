@@ -1,5 +1,5 @@
 # ruff: noqa: F811  (the fixtures imported below are arguments of the tests)
-"""The HTTP API through a real client (httpx on the app's ASGI interface) on a real database: every
+"""The HTTP API through a real client (httpx to uvicorn on 127.0.0.1) on a real database: every
 endpoint, the token roles' rights as the database grants them, the limits, and hostile input."""
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
 from ragstore import Store
 from ragstore.cli.search import _hit_dict
 from ragstore.serve import tokens
 from tests.toolkit.app import bearer, client, client_for, seeded, token  # noqa: F401  (fixtures)
 from tests.toolkit.roles import _login_role
-
-pytest.importorskip("fastapi")
 
 
 def count(dsn: str, family: str) -> int:
@@ -41,7 +42,13 @@ async def test_no_token_a_wrong_one_or_a_revoked_one_is_a_bare_401(client: httpx
     assert (await client.get("/v1/families", headers=bearer(good))).status_code == 200
     token_id, secret = tokens.parse(good) or (0, "")
     wrong = f"rst_{token_id}_{secret[::-1]}"
-    for headers in ({}, bearer(""), bearer(wrong), bearer("rst_1_' OR 1=1 --"), {"Authorization": good}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer"},
+        bearer(wrong),
+        bearer("rst_1_' OR 1=1 --"),
+        {"Authorization": good},
+    ):
         answer = await client.get("/v1/families", headers=headers)
         assert answer.status_code == 401, headers
         assert answer.json() == {"error": "unauthorized"}

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,33 +18,9 @@ import pytest
 from ragstore import Store
 from ragstore.serve import tokens
 from tests.toolkit.app import bearer, seeded, token  # noqa: F401 (the fixture)
+from tests.toolkit.serve_process import answers, free_port, until
 
 pytest.importorskip("uvicorn")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def until(condition: object, what: str, proc: subprocess.Popen[bytes], attempts: int = 600) -> None:
-    """Poll ``condition`` (a callable) every 0.1 s until true; fail naming ``what`` if the server exits first."""
-    assert callable(condition)
-    for _ in range(attempts):
-        if condition():
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"ragstore serve exited ({proc.returncode}) before {what}")
-        time.sleep(0.1)
-    pytest.fail(f"never: {what}")
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def refuses(port: int) -> bool:
@@ -111,3 +86,17 @@ def test_a_non_loopback_host_is_refused_without_allow_remote(seeded: str) -> Non
     result = CliRunner().invoke(cli, ["--dsn", seeded, "serve", "--host", "0.0.0.0"])
     assert result.exit_code == 1
     assert "not a loopback address" in result.output and "--allow-remote" in result.output
+
+
+def test_second_stage_options_without_their_endpoint_are_usage_errors(seeded: str) -> None:  # noqa: F811
+    from click.testing import CliRunner
+
+    from ragstore.cli.main import cli
+
+    for args, message in (
+        (["--reranker-model", "m"], "--reranker-model is used only with --reranker-url"),
+        (["--hyde-url", "http://127.0.0.1:9/v1"], "--hyde-url is used only with --hyde"),
+        (["--hyde"], "--hyde needs --hyde-url"),
+    ):
+        result = CliRunner().invoke(cli, ["--dsn", seeded, "serve", *args])
+        assert result.exit_code == 2 and message in result.output, result.output

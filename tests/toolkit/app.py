@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import psycopg
@@ -10,7 +11,8 @@ import pytest
 
 from ragstore import Store
 from ragstore.serve import tokens
-from ragstore.serve.app import MAX_BODY_BYTES, BodyLimit, Settings, create_app
+from ragstore.serve.app import MAX_BODY_BYTES, Settings
+from tests.serve.live import serving
 from tests.toolkit.chunks import records
 
 
@@ -29,11 +31,12 @@ def token(dsn: str, role: str, name: str | None = None) -> str:
         return tokens.create(conn, role, name).token
 
 
-async def client_for(login_dsn: str, max_body: int = MAX_BODY_BYTES) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(Settings(dsn=login_dsn, pool_size=2, max_body=max_body))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=BodyLimit(app, max_body))
-        async with httpx.AsyncClient(transport=transport, base_url="http://ragstore.test") as client:
+async def client_for(
+    login_dsn: str, max_body: int = MAX_BODY_BYTES, **options: Any
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client of the API served by uvicorn on 127.0.0.1 (tests/serve/live.py)."""
+    with serving(Settings(dsn=login_dsn, pool_size=2, max_body=max_body, **options)) as base:
+        async with httpx.AsyncClient(base_url=base, timeout=120) as client:
             yield client
 
 
