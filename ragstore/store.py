@@ -778,6 +778,7 @@ class Store(Closing):
         check_name(name)
         with self.connection(autocommit=False) as conn:
             store_settings(conn, name, None)
+            conn.commit()
         self.caches.forget_family(name)
 
     def migrate_family(
@@ -855,6 +856,7 @@ class Store(Closing):
         with self.connection(autocommit=False) as conn:
             chosen = storage or get_family(conn, name).storage
             report = migrate_storage(conn, name, chosen, rerank_factor=rerank_factor)
+            conn.commit()  # a factor-only change is left open by migrate_storage for its caller
         self.caches.forget_family(name)
         return report
 
