@@ -363,3 +363,13 @@ def test_the_follow_command_syncs_each_commit_and_stops_on_sigterm(synced_family
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "synced" in out and "Traceback" not in err
+
+
+def test_cli_status_prints_one_line_per_table(synced_family: Any, dsn: str) -> None:
+    shown = CliRunner().invoke(cli, ["--dsn", dsn, "sync", "status"])
+    assert shown.exit_code == 0
+    assert shown.output.splitlines() == [
+        "docs\tpublic.docs\tqueued 3 (0 backing off, 0 being synced)\tlag "
+        + shown.output.split("\tlag ")[1].split("\t")[0]
+        + "\t0 rows synced\t-"
+    ]
