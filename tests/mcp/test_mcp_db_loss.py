@@ -13,7 +13,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragstore import Store
-from tests.integration.test_chunks import records
+from tests.toolkit.chunks import records
 
 pytest.importorskip("mcp")
 
