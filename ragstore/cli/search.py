@@ -209,13 +209,20 @@ def format_report(report: RecallReport) -> str:
     verdict = "" if report.passed is None else ("  PASS" if report.passed else f"  FAIL (< {report.min_recall})")
     return "\n".join(
         [
-            f"family {report.family}: {report.queries} queries, k={report.k}, ef_search={report.ef_search}",
-            f"recall@{report.k}  {report.recall:.4f}{verdict}",
+            f"family {report.family}: {report.queries} queries, k={report.k}, ef_search={report.ef_search}, "
+            f"{storage_label(report.storage, report.rerank_factor)}",
+            f"recall@{report.k}  {report.recall:.4f}{verdict}"
+            + ("  (recorded on the family: ragstore family show)" if report.recorded else ""),
             f"hnsw   mean {report.hnsw_mean_ms:8.2f} ms   p95 {report.hnsw_p95_ms:8.2f} ms",
             f"exact  mean {report.exact_mean_ms:8.2f} ms   p95 {report.exact_p95_ms:8.2f} ms"
             f"   ({report.exact_timed} queries timed)",
         ]
     )
+
+
+def storage_label(storage: str, rerank_factor: int | None) -> str:
+    """``vector storage``, ``halfvec storage``, ``bit storage (rerank factor 10)``."""
+    return f"{storage} storage" + (f" (rerank factor {rerank_factor})" if rerank_factor is not None else "")
 
 
 @click.command("check-recall")
