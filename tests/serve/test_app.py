@@ -99,6 +99,7 @@ async def test_search_gives_the_librarys_hits_as_the_cli_prints_them(client: htt
         {"query": "copies files to topic 3", "k": 5},
         {"query": "delete moves words", "k": 7, "mode": "hybrid", "where": {"lang": "en"}},
         {"query": "topic 2", "k": 4, "mode": "fts", "package": "guide/"},
+        {"query": "copies files", "k": 6, "mode": "exact"},
     ):
         answer = await client.post("/v1/families/docs/search", json=body, headers=reader)
         assert answer.status_code == 200, answer.text
