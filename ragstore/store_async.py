@@ -408,7 +408,7 @@ class AsyncStore:
         caches = options.pop("caches", None) or self.store.caches
         request = SearchRequest.of(family, query, **options)
         async with self.connection() as conn:
-            plan = plan_search(request, caches, await drive_async.citus_of(conn))
+            plan = plan_search(request, caches, await drive_async.dialect_of(conn))
             answer = await drive_async.run(conn, plan, self._blocking)
         if answer.note is not None:
             warnings.warn(FingerprintVectorsWarning(answer.note), stacklevel=2)

@@ -12,6 +12,7 @@ import pytest
 from psycopg import sql
 
 from ragstore import families
+from ragstore.db.dialect import POSTGRES
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import Conflict, InvalidInput, NotFound
 from ragstore.families import filter_keys
@@ -448,7 +449,7 @@ def _hybrid_plan(conn: Any, fam: families.Family, metadata: dict[str, Any]) -> s
     vector = clustered(1, dim=fam.dim, seed=3)[0]
     settings = hybrid.resolve_settings(fam)
     text, params, ef, iterative = hybrid.prepare(
-        False, fam, "t1 word", vector, k=10, settings=settings, weights=None, package=None, metadata=metadata,
+        POSTGRES, fam, "t1 word", vector, k=10, settings=settings, weights=None, package=None, metadata=metadata,
         match="auto", vectors=False,
     )  # fmt: skip
     conn.commit()

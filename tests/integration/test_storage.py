@@ -98,12 +98,12 @@ def test_each_storage_builds_its_index_and_the_search_reads_it(conn, tmp_path, m
 
 
 def api_hybrid_statement(conn, family, q):
-    from ragstore.db.citus import on_citus
+    from ragstore.db.dialect import dialect_of
     from ragstore.search import hybrid
     from ragstore.search.fusion import settings_of
 
     return hybrid.prepare(
-        on_citus(conn), family, "copy files", q, k=10, settings=settings_of(family.options), weights=None,
+        dialect_of(conn), family, "copy files", q, k=10, settings=settings_of(family.options), weights=None,
         package=None, metadata=None, match="auto",
     )  # fmt: skip
 
