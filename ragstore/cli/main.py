@@ -75,7 +75,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "mcp": (
         "ragstore.cli.mcp",
         "mcp_command",
-        "Serve ragstore's tools (search, families, chunks, memory) to MCP clients over stdio, as the DSN's role.",
+        "Serve ragstore's tools (search, families, chunks, context packs, memory) to MCP clients.",
     ),
     "memory": (
         "ragstore.cli.memory",
@@ -95,7 +95,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve": (
         "ragstore.cli.serve",
         "serve_command",
-        "Serve the HTTP JSON API (search, chunks, families) with bearer tokens; each request runs as its token's role.",
+        (
+            "Serve the HTTP JSON API (families, search, chunks, agent memory, context packs) with bearer tokens;"
+            " each request runs as its token's database role."
+        ),
     ),
     "server": (
         "ragstore.cli.admin",
