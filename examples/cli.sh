@@ -17,7 +17,7 @@ rs family create example_cli --backend offline
 rs index example_cli examples/sample.jsonl
 rs index example_cli examples/sample.jsonl                     # a rerun writes nothing: 0 inserted
 rs search example_cli "copy files and directories" -k 3
-rs index example_cli docs/guide --as guide                     # a folder of documents: guide/index.md#0, ...
+rs index example_cli docs/guide --as guide                     # a folder of documents: guide/index.md#<hash>, ...
 rs search example_cli "remove chunks by id" -k 3 --package guide/
 rs get example_cli 'man1/cp.1#0'
 rs list example_cli --package guide/ --limit 5

@@ -149,3 +149,18 @@ def seed_from_family(conn: Conn, key: str, table: str, row_model: str) -> int:
     with db_errors():
         cur = conn.execute(statement, {"model": key, "row_model": row_model})
     return max(cur.rowcount, 0)
+
+
+def seed_from_positional_ids(conn: Conn, key: str, family: str, table: str, row_model: str, packages: list[str]) -> int:
+    """Copy the vectors of ``packages``' chunks still stored under positional ids (``<package>#<n>``) into
+    the cache under ``key``, so that moving those documents to content-anchored ids embeds nothing.
+
+    Returns the number of new cache rows; runs in the caller's transaction.
+    """
+    if not packages:
+        return 0
+    statement = sql.SQL(query("cache", "seed_from_positional_ids")).format(table=sql.Identifier(table))
+    params = {"model": key, "family": family, "row_model": row_model, "packages": packages}
+    with db_errors():
+        cur = conn.execute(statement, params)
+    return max(cur.rowcount, 0)

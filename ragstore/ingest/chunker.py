@@ -8,10 +8,12 @@ characters otherwise. A block longer than the window is split on lines, then sen
 hard.
 
 Where a chunk ends is decided by the content, not only by the running length (content-defined chunking,
-as rsync and restic cut files): a block whose hash is even is an *anchor*, and a chunk that holds at least
-a third of the window ends before an anchor. An edit, or a paragraph inserted at the top, so moves the
-chunk ends up to the next anchor only, and the chunks after it stay the same text (and keep their ids:
-:func:`chunk_ids`).
+as rsync and restic cut files): every block is an *anchor* or not by its own text alone (its hash, read as
+a fraction of 1, is below its cost over half the window, so anchors come about every half window of
+text), and a chunk always ends before an anchor, else when the next block would not fit. Chunks so never
+cross an anchor, and the anchors do not depend on where the chunk before ended: an edit, or a paragraph
+inserted at the top, changes only the chunks between the anchors around it, and every other chunk stays
+the same text (and keeps its id: :func:`chunk_ids`).
 
 Counting word pieces one block at a time is exact for WordPiece: its pre-tokenizer splits at white
 space, so the pieces of ``a\\n\\nb`` are those of ``a`` then those of ``b``; every chunk is counted once
@@ -33,8 +35,8 @@ HEADING_SEPARATOR = " > "
 _PARAGRAPH = re.compile(r"\n[ \t]*\n+")
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
-#: A chunk ends before an anchor once it holds this fraction of the window.
-MIN_FILL = 1 / 3
+#: Anchors come about once per this fraction of the window (a block's chance is its cost over it).
+ANCHOR_SPACING = 1 / 2
 
 Counter = Callable[[Sequence[str]], list[int]]
 
@@ -164,8 +166,10 @@ def chunk_ids(package: str, chunks: Sequence[Chunk]) -> list[str]:
 
 
 # -- inside a section -----------------------------------------------------------------------------
-def _anchor(block: str) -> bool:
-    return hashlib.sha256(block.encode("utf-8", "surrogatepass")).digest()[0] % 2 == 0
+def _anchor(block: str, cost: int, budget: int) -> bool:
+    """Whether a chunk ends before ``block``: by its text and cost alone, with chance cost / spacing."""
+    digest = hashlib.sha256(block.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "big") / 2**32 < cost / (budget * ANCHOR_SPACING)
 
 
 def _chunk_section(section: Section, window: Window, budget: int, overlap: int) -> list[str]:
@@ -173,16 +177,16 @@ def _chunk_section(section: Section, window: Window, budget: int, overlap: int) 
     units: list[tuple[str, int, bool]] = []  # text, cost, may a chunk end before it
     for block, cost in zip(blocks, window.count(blocks), strict=True):
         if cost <= budget:
-            units.append((block, cost, _anchor(block)))
+            units.append((block, cost, _anchor(block, cost, budget)))
         else:
             pieces = _split_long(block, window, budget)
-            units.extend((piece, cost, i == 0 and _anchor(block)) for i, (piece, cost) in enumerate(pieces))
+            units.extend((piece, cost, i == 0) for i, (piece, cost) in enumerate(pieces))
     chunks: list[list[str]] = []
     current: list[str] = []
     used = 0
     sep = window.separator_cost
     for text, cost, anchor in units:
-        if current and (used + sep + cost > budget or (anchor and used >= budget * MIN_FILL)):
+        if current and (anchor or used + sep + cost > budget):
             chunks.append(current)
             current, used = [], 0
         used += (sep if current else 0) + cost

@@ -33,7 +33,7 @@ from ragstore.common.jsonl import MAX_LINE_BYTES as MAX_LINE_BYTES  # re-exporte
 from ragstore.common.jsonl import read_lines
 from ragstore.common.problems import describe_validation_error
 from ragstore.errors import InvalidInput, NotFound
-from ragstore.ingest.chunker import CHARACTERS, HEADING_SEPARATOR, MAX_CHARS, Window, chunk_document
+from ragstore.ingest.chunker import CHARACTERS, HEADING_SEPARATOR, MAX_CHARS, Window, chunk_document, chunk_ids
 from ragstore.ingest.document import Document, NotThisKind, Unreadable
 from ragstore.ingest.formats import Choice, Readers, gunzip
 from ragstore.ingest.formats.text import first_line_title
@@ -103,6 +103,9 @@ class Source:
     #: How long a document's chunks may be: set by the run from the family's backend
     #: (:func:`ragstore.ingest.chunker.window_for`), characters until then.
     window: Window = CHARACTERS
+    #: After :meth:`records` ran: the package_path of every document read whole (empty ones included, bad
+    #: files left out): the run removes those documents' stored chunks they no longer hold.
+    documents: set[str] = field(default_factory=set)
 
     @property
     def is_folder(self) -> bool:
@@ -113,6 +116,7 @@ class Source:
             raise InvalidInput(f"{self.label}: a {self.kind} source is read by index_sources (ragstore index)")
         assert self.path is not None
         self.skipped.clear()  # every pass over the source finds the same files again
+        self.documents.clear()
         if self.kind == "folder":
             return read_folder(
                 self.path,
@@ -121,6 +125,7 @@ class Source:
                 skip_bad_files=self.skip_bad_files,
                 prefix=self.prefix,
                 readers=self.readers,
+                documents=self.documents,
             )
         if self.kind == "document":
             # One document named on its own is chunked as a folder holding it would chunk it: package_path
@@ -128,7 +133,9 @@ class Source:
             prefix = self.prefix or Path(os.path.realpath(self.path)).parent.name or "root"
             package = f"{prefix}/{self.path.name}"
             choice = self.readers.choose(self.path.name)
-            return _emit_document(self.path, package, self.window, self.skipped, self.skip_bad_files, choice, True)
+            return _emit_document(
+                self.path, package, self.window, self.skipped, self.skip_bad_files, choice, True, self.documents
+            )
         return read_jsonl(self.path, label=self.label)
 
 
@@ -413,14 +420,14 @@ def _document_records(path: Path, package: str, window: Window, choice: Choice) 
         return []
     metadata = document_metadata(package, choice, document)
     records = []
-    for n, chunk in enumerate(chunks):
+    for n, (chunk, chunk_id) in enumerate(zip(chunks, chunk_ids(package, chunks), strict=True)):
         meta = dict(metadata)
         if chunk.heading:
             meta["heading"] = HEADING_SEPARATOR.join(chunk.heading)
         if chunk.page is not None:
             meta["page"] = chunk.page
         try:
-            record = ChunkRecord(chunk_id=f"{package}#{n}", package_path=package, text=chunk.text, metadata=meta)
+            record = ChunkRecord(chunk_id=chunk_id, package_path=package, text=chunk.text, metadata=meta)
         except ValidationError as exc:
             raise _BadFile(str(path), f"cannot index this document: {describe_validation_error(exc)}") from exc
         records.append((f"{path}#{n}", record))
@@ -435,9 +442,10 @@ def _emit_document(
     skip_bad_files: bool,
     choice: Choice,
     alone: bool = False,
+    documents: set[str] | None = None,
 ) -> Iterator[tuple[str, ChunkRecord]]:
     """The records of one document; ``alone`` (named on its own) makes a file not of its reader's kind
-    a bad file, as a walk does not."""
+    a bad file, as a walk does not. A document read (empty or not) has its package added to ``documents``."""
     try:
         records = _document_records(path, package, window, choice)
     except _NotText as exc:
@@ -453,6 +461,8 @@ def _emit_document(
         return
     if not records and skipped is not None:
         skipped.append(Skipped(str(path), EMPTY))
+    if documents is not None:
+        documents.add(package)
     yield from records
 
 
@@ -465,11 +475,14 @@ def read_folder(
     prefix: str | None = None,
     readers: Readers | None = None,
     window: Window | None = None,
+    documents: set[str] | None = None,
 ) -> Iterator[tuple[str, ChunkRecord]]:
     """Chunks of every document under ``folder``, at most ``window`` long (else ``max_chars`` characters),
     read by ``readers`` (by default the built-in and registered ones); package_path is
     ``<prefix>/<relative path>`` (the prefix being the folder's name unless given) and chunk ids are
-    ``<package_path>#<n>``, stable as long as the document is unchanged. Each chunk carries :func:`document_metadata`.
+    anchored in each chunk's heading path and text (:func:`~ragstore.ingest.chunker.chunk_ids`), so an
+    edit changes the ids of the chunks it touches only. Each chunk carries :func:`document_metadata`; the
+    package of every document read goes to ``documents``.
 
     A bad document (unreadable, not UTF-8, NUL bytes, a path too long for a chunk id) raises InvalidInput
     naming it, or with ``skip_bad_files`` goes to ``skipped`` with the reason, as do empty documents and
@@ -494,7 +507,8 @@ def read_folder(
     for path in paths:
         package = f"{prefix}/{path.relative_to(folder).as_posix()}"
         before = len(mine)
-        yield from _emit_document(path, package, window, mine, skip_bad_files, readers.choose(path.name))
+        choice = readers.choose(path.name)
+        yield from _emit_document(path, package, window, mine, skip_bad_files, choice, False, documents)
         if len(mine) == before or mine[-1].reason == EMPTY:
             read += 1
     left_out = mine[start:]

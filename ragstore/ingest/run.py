@@ -10,6 +10,7 @@ import psycopg
 from ragstore.caches import caches_for
 from ragstore.db.connection import db_errors, second_connection
 from ragstore.embed.base import Backend
+from ragstore.embed.cache import cache_key, seed_from_positional_ids, uses_cache
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, backend_for, check_fts_config, get_family
 from ragstore.ingest.chunker import window_for
@@ -159,6 +160,8 @@ def index_sources(
         # Folders and documents are never streamed: nothing is written before their prefixes are claimed.
         assert not (roots and stream is not None and stream.started)
         claimed = claim_roots(conn, family_name, roots, replace=replace_root)
+        documents = sorted(set().union(*(source.documents for source in sources)))
+        _seed_moved_documents(conn, family, chosen, documents)
         streamed = None
         if stream is not None and stream.started:
             streamed = stream.finish(found, prune=prune, prune_prefixes=prefixes, progress=progress)
@@ -173,12 +176,23 @@ def index_sources(
             progress=progress,
             fts_config=config,
             batch_size=batch_size,
+            documents=documents,
             second=(lender or (lambda: second_connection(conn))) if connections >= 2 else None,
         )
     # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
     report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)
     report.sources = claimed
     return report
+
+
+def _seed_moved_documents(conn: Conn, family: Family, backend: Backend, documents: list[str]) -> None:
+    """Documents still stored under positional ids (``<package>#<n>``, before ids were anchored in
+    content) have their vectors put in the embedding cache first: moving them embeds nothing."""
+    if not documents or not uses_cache(backend):
+        return
+    with db_errors():
+        seed_from_positional_ids(conn, cache_key(backend), family.name, family.table, family.model, documents)
+        conn.commit()
 
 
 class RecordOptions(TypedDict, total=False):

@@ -296,8 +296,12 @@ class Writer:
         try:
             for attempt in _transient_retry():
                 with attempt:
+                    # A retry runs alone: under the family's exclusive df lock, no other merge holds a row.
+                    alone = attempt.retry_state.attempt_number > 1
                     try:
-                        changed, emb_inserted, emb_updated = self._merge(batch, chunk_rows, embed_rows, vectors)
+                        changed, emb_inserted, emb_updated = self._merge(
+                            batch, chunk_rows, embed_rows, vectors, alone=alone
+                        )
                     except _TRANSIENT:
                         _rollback(self.conn)
                         self.report.retries += 1
@@ -336,7 +340,7 @@ class Writer:
         return out
 
     def _merge(
-        self, batch: _Batch, chunk_rows: list[int], embed_rows: list[int], vectors: np.ndarray
+        self, batch: _Batch, chunk_rows: list[int], embed_rows: list[int], vectors: np.ndarray, *, alone: bool = False
     ) -> tuple[set[str], set[str], set[str]]:
         if self.direct:
             try:
@@ -351,6 +355,8 @@ class Writer:
         inserted: set[str] = set()
         updated: set[str] = set()
         with conn.transaction(), conn.cursor() as cur:
+            if (chunk_rows or alone) and not citus:
+                self._lock_term_df(cur, batch, chunk_rows, alone=alone)
             if chunk_rows:
                 with cur.copy(query("ingest", "copy_chunks")) as copy:
                     copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])
@@ -378,8 +384,6 @@ class Writer:
                     for chunk_id, was_inserted in cur.execute(self._merge_existing).fetchall():
                         (inserted if was_inserted else updated).add(chunk_id)
             if chunk_rows:
-                if not citus:
-                    self._lock_term_df(cur, batch, chunk_rows)
                 merged = cur.execute(query("ingest", "merge_chunks"), {"family": self.family.name})
                 changed = {row[0] for row in merged.fetchall()}
             else:
@@ -391,13 +395,21 @@ class Writer:
                 self._sync_package_paths(cur, changed)
         return changed, inserted, updated
 
-    def _lock_term_df(self, cur: psycopg.Cursor[Any], batch: _Batch, chunk_rows: list[int]) -> None:
-        """The family's df lock before the chunk merge: exclusive when the merge may both insert and update
-        chunks (two df upserts, see ``term_df_lock`` in ragstore/sql/ingest.sql), shared otherwise."""
+    def _lock_term_df(
+        self, cur: psycopg.Cursor[Any], batch: _Batch, chunk_rows: list[int], *, alone: bool = False
+    ) -> None:
+        """The family's df lock, the merge transaction's first lock: exclusive when the merge may both insert
+        and update chunks (two df upserts, see ``term_df_lock`` in ragstore/sql/ingest.sql) or when ``alone``
+        (a retry after a conflict), shared otherwise.
+
+        Taken before any row lock, so a transaction waiting for it holds nothing another waits for. Merges
+        under the shared lock may still deadlock on rows (a chunk another writer committed after this batch's
+        lookup is locked by the first embedding merge, before the chunk merge); the retry takes the
+        exclusive lock and runs while no other merge of the family holds a row, so it cannot conflict."""
         stored = batch.stored
         # A batch never looked up (a direct COPY that met a row already there) may hold either kind.
         kinds = {True, False} if stored is None else {batch.rows.ids[i] in stored for i in chunk_rows}
-        name = "term_df_lock" if len(kinds) > 1 else "term_df_lock_shared"
+        name = "term_df_lock" if alone or len(kinds) > 1 else "term_df_lock_shared"
         cur.execute(query("ingest", name), {"family": self.family.name})
 
     def _copy_direct(self, batch: _Batch, vectors: np.ndarray) -> tuple[set[str], set[str], set[str]]:
@@ -456,11 +468,11 @@ class Writer:
         cur.execute(sql.SQL(query("ingest", "sync_package_path")).format(table=table))
 
     # -- the end of a run ----------------------------------------------------------------------
-    def prune(self, prefixes: Iterable[str] = ()) -> int:
-        """Delete this family's chunks of this run's packages (or under ``prefixes``) that the input no
-        longer holds; other families' chunks are never touched."""
+    def prune(self, prefixes: Iterable[str] = (), packages: Iterable[str] | None = None) -> int:
+        """Delete this family's chunks of this run's packages (or of ``packages``, or under ``prefixes``)
+        that the input no longer holds; other families' chunks are never touched."""
         like = [like_prefix(p) for p in prefixes]
-        packages = sorted(self.report.packages)
+        packages = sorted(self.report.packages if packages is None else set(packages))
         if not packages and not like:
             return 0
         if on_citus(self.conn):
@@ -637,19 +649,22 @@ def write_prepared(
     progress: Progress | None = None,
     fts_config: str | None = None,
     batch_size: int = DEFAULT_BATCH,
+    documents: Iterable[str] = (),
     second: Lender | None = None,
 ) -> IndexReport:
     """Write what the one pass (:mod:`ragstore.ingest.fast`) kept: its batches, plus the counts and ids of
     the records it found unchanged, duplicated or blank (which ``--prune`` must know). Batches the pass
     left small (a re-run where few records changed) are written together, up to ``batch_size`` records
     a transaction. With ``second`` (a lender of a second connection), the batches are written on two
-    connections at once (:mod:`ragstore.ingest.parallel`)."""
+    connections at once (:mod:`ragstore.ingest.parallel`). Without ``prune``, the stored chunks of
+    ``documents`` (package paths of documents read whole) that they no longer hold are deleted: their ids
+    are anchored in content, so an edited chunk is a new id and its former one would stay behind."""
 
     def work(writer: Writer) -> None:
         _take_pass_counts(writer, found, progress)
         write_batches(writer, coalesced(batches, batch_size), progress, second)
 
-    return _write_run(conn, family, backend, work, found.to_write, prune, prune_prefixes, fts_config)
+    return _write_run(conn, family, backend, work, found.to_write, prune, prune_prefixes, fts_config, None, documents)
 
 
 def coalesced(batches: Iterable[Prepared], size: int) -> Iterator[Prepared]:
@@ -723,6 +738,7 @@ def _write_run(
     prune_prefixes: Iterable[str],
     fts_config: str | None,
     writer: Writer | None = None,
+    documents: Iterable[str] = (),
 ) -> IndexReport:
     """Run ``work`` with a writer (``writer``, else a new one), then prune and finish the family's index."""
     started = time.perf_counter()
@@ -743,6 +759,8 @@ def _write_run(
         work(writer)
         if prune:
             writer.prune(prune_prefixes)
+        else:
+            writer.prune(packages=documents)
     except BaseException:
         if bulk:
             # Build the index over what was committed; the original error matters more than this one.

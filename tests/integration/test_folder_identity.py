@@ -18,6 +18,7 @@ from ragstore.cli.main import cli
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import Conflict, InvalidInput
+from tests.ids import doc
 from tests.integration.test_roles import _login_role
 
 
@@ -40,7 +41,7 @@ def two_roots(tmp_path: Path) -> tuple[Path, Path]:
 
 def stored(conn: Any) -> dict[str, str]:
     rows = conn.execute("SELECT chunk_id, text FROM ragstore.chunks ORDER BY chunk_id").fetchall()
-    return {str(chunk_id): str(text) for chunk_id, text in rows}
+    return {doc(str(chunk_id)): str(text) for chunk_id, text in rows}
 
 
 def test_a_second_folder_of_the_same_name_is_refused_before_anything_is_written(
@@ -51,7 +52,7 @@ def test_a_second_folder_of_the_same_name_is_refused_before_anything_is_written(
     first = runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(a), "--prune"])
     assert first.exit_code == 0, first.output
     before = stored(conn)
-    assert set(before) == {"docs/LICENSE.md#0", "docs/README.md#0"}
+    assert set(before) == {"docs/LICENSE.md#", "docs/README.md#"}
     refused = runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(b), "--prune"])
     assert refused.exit_code == 1, refused.output
     lines = refused.output.strip().splitlines()
@@ -74,14 +75,14 @@ def test_as_names_the_second_folder_apart_and_prune_touches_only_its_own_prefix(
     assert report["sources"] == [
         {"prefix": "projb", "root": str(b.resolve()), "host": report["sources"][0]["host"], "registered": "new"}
     ]
-    assert set(stored(conn)) == {"docs/LICENSE.md#0", "docs/README.md#0", "projb/README.md#0"}
+    assert set(stored(conn)) == {"docs/LICENSE.md#", "docs/README.md#", "projb/README.md#"}
     # a rerun of A with --prune after deleting its LICENSE prunes A's file only
     (a / "LICENSE.md").unlink()
     again = runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(a), "--prune", "--json"])
     assert again.exit_code == 0, again.output
     assert json.loads(again.output)["pruned"] == 1
     assert json.loads(again.output)["sources"][0]["registered"] == "same"
-    assert set(stored(conn)) == {"docs/README.md#0", "projb/README.md#0"}
+    assert set(stored(conn)) == {"docs/README.md#", "projb/README.md#"}
 
 
 def test_replace_root_takes_the_prefix_over_and_family_show_lists_the_sources(
@@ -93,9 +94,10 @@ def test_replace_root_takes_the_prefix_over_and_family_show_lists_the_sources(
     done = runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(b), "--replace-root", "--prune", "--json"])
     assert done.exit_code == 0, done.output
     report = json.loads(done.output)
-    assert (report["updated"], report["pruned"]) == (1, 1)
+    # B's README is another text: a new id; A's README and LICENSE pruned
+    assert (report["inserted"], report["updated"], report["pruned"]) == (1, 0, 2)
     assert report["sources"][0]["registered"] == "replaced"
-    assert stored(conn) == {"docs/README.md#0": "# Project B\n\nB's readme about bananas"}
+    assert stored(conn) == {"docs/README.md#": "# Project B\n\nB's readme about bananas"}
     shown = runner.invoke(cli, ["--dsn", dsn, "family", "show", "docs", "--json"])
     assert shown.exit_code == 0, shown.output
     sources = json.loads(shown.output)["sources"]
@@ -113,7 +115,7 @@ def test_a_single_document_follows_its_folders_rule(dsn: str, conn: Any, family:
     assert runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(a / "README.md")]).exit_code == 0
     refused = runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(b / "README.md")])
     assert refused.exit_code == 1, refused.output
-    assert stored(conn)["docs/README.md#0"].startswith("# Project A")
+    assert stored(conn)["docs/README.md#"].startswith("# Project A")
     # the folder that holds the document is the same root: accepted
     assert runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(a)]).exit_code == 0
 
@@ -150,8 +152,8 @@ def test_store_index_files_holds_the_same_guarantee(dsn: str, conn: Any, family:
         with pytest.raises(InvalidInput, match="as_"):
             store.index_files([b], "docs", as_="x/y")
         taken = store.index_files([b], "docs", prune=True, replace_root=True)
-        assert (taken.updated, taken.pruned) == (1, 1)
-    assert set(stored(conn)) == {"docs/README.md#0", "projb/README.md#0"}
+        assert (taken.inserted, taken.updated, taken.pruned) == (1, 0, 2)  # a new text: a new id
+    assert set(stored(conn)) == {"docs/README.md#", "projb/README.md#"}
 
 
 def test_the_app_role_registers_its_roots_and_the_reader_reads_them_but_writes_none(
@@ -221,4 +223,4 @@ def test_async_store_index_files_refuses_another_root_and_takes_name(
             return [(s.prefix, s.root) for s in await store.sources("docs")]
 
     assert asyncio.run(scenario()) == [("docs", str(a.resolve())), ("projb", str(b.resolve()))]
-    assert set(stored(conn)) == {"docs/LICENSE.md#0", "docs/README.md#0", "projb/README.md#0"}
+    assert set(stored(conn)) == {"docs/LICENSE.md#", "docs/README.md#", "projb/README.md#"}

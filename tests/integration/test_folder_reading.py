@@ -19,6 +19,7 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources, skipped_files
+from tests.ids import doc
 
 
 @pytest.fixture
@@ -117,8 +118,11 @@ def test_folder_chunks_carry_path_title_extension_format_reader_and_heading(
     index_sources(conn, "docs", sources)
     assert len(skipped_files(sources)) == 4
     rows = conn.execute("SELECT chunk_id, metadata FROM ragstore.chunks ORDER BY chunk_id").fetchall()
-    metadata = {chunk_id: meta for chunk_id, meta in rows}
-    assert metadata["docs/intro.md#0"] == {
+    # intro.md's two chunks told apart by their heading
+    metadata = {
+        doc(chunk_id) + ("" if "intro" not in chunk_id else meta.get("heading", "")): meta for chunk_id, meta in rows
+    }
+    assert metadata["docs/intro.md#"] == {
         "path": "docs/intro.md",
         "title": "The Introduction",
         "extension": ".md",
@@ -126,12 +130,12 @@ def test_folder_chunks_carry_path_title_extension_format_reader_and_heading(
         "reader": "markdown",
     }
     # the section under the heading is a chunk of its own, with its heading path
-    assert metadata["docs/intro.md#1"]["heading"] == "The Introduction"
-    assert metadata["docs/index.html#0"]["reader"] == "html"
-    assert metadata["docs/api/old.txt.gz#0"]["extension"] == ".txt.gz"
-    assert metadata["docs/guide.rst#0"]["title"] == "Guide"  # the overline is not the title
-    assert metadata["docs/guide.rst#0"]["format"] == "rst"
-    assert metadata["docs/README#0"] == {
+    assert metadata["docs/intro.md#The Introduction"]["heading"] == "The Introduction"
+    assert metadata["docs/index.html#"]["reader"] == "html"
+    assert metadata["docs/api/old.txt.gz#"]["extension"] == ".txt.gz"
+    assert metadata["docs/guide.rst#"]["title"] == "Guide"  # the overline is not the title
+    assert metadata["docs/guide.rst#"]["format"] == "rst"
+    assert metadata["docs/README#"] == {
         "path": "docs/README",
         "title": "The project's readme about cherries",
         "extension": "",
@@ -144,7 +148,7 @@ def test_folder_chunks_carry_path_title_extension_format_reader_and_heading(
     )
     assert found.exit_code == 0, found.output
     hits = json.loads(found.output)["hits"]
-    assert sorted(hit["chunk_id"] for hit in hits) == ["docs/api/notes.rst#0", "docs/guide.rst#0"]
+    assert sorted(doc(hit["chunk_id"]) for hit in hits) == ["docs/api/notes.rst#", "docs/guide.rst#"]
 
 
 def test_a_document_chunk_is_cited_by_its_path_once(dsn: str, family: Any, tmp_path: Path) -> None:
@@ -154,9 +158,9 @@ def test_a_document_chunk_is_cited_by_its_path_once(dsn: str, family: Any, tmp_p
     with Store(dsn, pool_size=1) as store:
         store.index_files([docs], "docs")
         hits = store.search("docs", "file system", mode="exact", k=1)
-    assert hits[0].citation == "[docs/fs.md#0]"
+    assert hits[0].citation == f"[{hits[0].chunk_id}]" and doc(hits[0].chunk_id) == "docs/fs.md#"
     table = CliRunner().invoke(cli, ["--dsn", dsn, "search", "docs", "file system", "--mode", "exact"])
-    assert "[docs/fs.md#0]" in table.output and "fs.md#docs" not in table.output
+    assert f"[{hits[0].chunk_id}]" in table.output and "fs.md#docs" not in table.output
 
 
 def test_an_extensionless_file_named_on_its_own_is_one_document_and_a_binary_one_is_refused(
