@@ -140,6 +140,8 @@ MEASURED = (
     Measured("halfvec", "MiniLM passages of local documentation, 18.7k", 384, "all-MiniLM-L6-v2", 0.998),
     Measured("bit", "clustered synthetic vectors, 100k", 384, None, 0.340),
     Measured("bit", "MiniLM passages of local documentation, 18.7k", 384, "all-MiniLM-L6-v2", 0.970),
+    Measured("halfvec", "clustered synthetic vectors, 30k", 768, None, 0.996),
+    Measured("bit", "clustered synthetic vectors, 30k", 768, None, 0.619),
 )
 
 
