@@ -12,20 +12,17 @@ from ragstore import families
 from ragstore.cli.app import CliError, app, emit_json, human_size, terminal_safe
 from ragstore.embed.registry import BACKENDS, backend_settings, default_backend, make_backend
 from ragstore.errors import mask_secrets
-from ragstore.families.storage import DEFAULT_RERANK_FACTOR, MAX_RERANK_FACTOR, STORAGES
+from ragstore.families.storage import (
+    DEFAULT_RERANK_FACTOR,
+    MAX_RERANK_FACTOR,
+    STORAGES,
+    measured_caveat,
+)
 
 
 @click.group("family")
 def family_group() -> None:
     """Embedding families: one backend + model + dimension, each with its own table."""
-
-
-# What `family create --storage bit` says (the figures: benchmarks/README.md, "Index storage").
-BIT_NOTE = (
-    "bit storage keeps recall only where the model's binary codes keep neighbours (on clustered synthetic "
-    "384-d vectors it fell well short of vector's recall at the default rerank factor); run "
-    "`ragstore check-recall` on this family once loaded, and raise --rerank-factor or use halfvec if it is short"
-)
 
 
 @family_group.command("create")
@@ -100,8 +97,9 @@ def family_create(
         )
     if note is not None:
         click.echo(f"note: {note}", err=True)
-    if family.storage == "bit":
-        click.echo(f"note: {BIT_NOTE}", err=True)
+    caveat = measured_caveat(family.storage, family.model, family.dim)
+    if caveat is not None:
+        click.echo(f"note: {caveat}", err=True)
     if as_json:
         emit_json(_family_dict(family))
     else:

@@ -16,13 +16,16 @@ is the one place where that expression is written (:func:`order_expression`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ragstore.errors import InvalidInput
 
 STORAGES = ("vector", "halfvec", "bit")
 # The bit storage's default candidate multiplier: the index returns k × this many rows by Hamming distance,
-# re-ranked exactly by cosine (benchmarks/storage.py measures recall against it; docs/guide/storage.md).
+# re-ranked exactly by cosine. From benchmarks/storage.py (benchmarks/README.md, "Index storage"): on MiniLM
+# passages recall@10 was .902 / .970 / .988 / .996 at factors 4 / 10 / 20 / 40, at p50 0.92 / 1.04 / 3.09 /
+# 4.20 times vector's: 10 is the first factor over 0.95, at vector's latency.
 DEFAULT_RERANK_FACTOR = 10
 MAX_RERANK_FACTOR = 100
 # pgvector's HNSW dimension limits per indexed type.
@@ -115,3 +118,47 @@ def candidates(storage: str, rerank_factor: int, k: int) -> int:
     if storage != "bit":
         return k
     return max(k, min(k * rerank_factor, 1000))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One row of benchmarks/storage.py's table: recall@10 of ``storage`` (default ef_search and rerank
+    factor) on ``data`` of ``dim`` dimensions, embedded by ``model`` (None: synthetic vectors)."""
+
+    storage: str
+    data: str
+    dim: int
+    model: str | None
+    recall: float
+
+
+# Recall below this is what `family create` warns of.
+MEASURED_FLOOR = 0.95
+# benchmarks/README.md, "Index storage" (one run each, the same rows for each storage).
+MEASURED = (
+    Measured("halfvec", "clustered synthetic vectors, 100k", 384, None, 0.989),
+    Measured("halfvec", "MiniLM passages of local documentation, 18.7k", 384, "all-MiniLM-L6-v2", 0.998),
+    Measured("bit", "clustered synthetic vectors, 100k", 384, None, 0.340),
+    Measured("bit", "MiniLM passages of local documentation, 18.7k", 384, "all-MiniLM-L6-v2", 0.970),
+    Measured("halfvec", "clustered synthetic vectors, 30k", 768, None, 0.996),
+    Measured("bit", "clustered synthetic vectors, 30k", 768, None, 0.619),
+)
+
+
+def measured_caveat(storage: str, model: str, dim: int) -> str | None:
+    """What ``family create`` says of ``storage`` for a family of ``model`` and ``dim``: None where every
+    measurement of it kept recall@10 over MEASURED_FLOOR, else the figures, and whether this model is one
+    of them."""
+    rows = [m for m in MEASURED if m.storage == storage]
+    if not rows or all(m.recall >= MEASURED_FLOOR for m in rows):
+        return None
+    figures = "; ".join(f"{m.recall:.2f} on {m.data} ({m.dim}-d)" for m in rows)
+    own = [m for m in rows if m.model == model and m.dim == dim]
+    if own and all(m.recall >= MEASURED_FLOOR for m in own):
+        verdict = f"this model ({model}) measured well, but your data is not the benchmark's"
+    else:
+        verdict = f"not measured for {model} ({dim}-d); raise --rerank-factor or use halfvec if it falls short"
+    return (
+        f"{storage} storage measured recall@10 {figures} at the default rerank factor {DEFAULT_RERANK_FACTOR} "
+        f"(benchmarks/README.md); {verdict}: run `ragstore check-recall` on this family once loaded"
+    )

@@ -11,7 +11,9 @@ recall of 1.0 that a CI gate would pass.
 The HNSW search reads the family's index in its storage (``vector``, ``halfvec``, or ``bit`` with its
 re-rank: ragstore.families.storage), so the figure is that of the storage as configured; it is recorded on
 the family (option ``recall``, shown by ``ragstore family show``) when the role may update the registry,
-and forgotten when the storage or the model changes.
+and forgotten when the storage or the model changes. The reads of a call made outside any transaction are
+committed before that write; on Citus, a call inside the caller's transaction records nothing (Citus refuses
+a registry write after parallel reads of the shards in one transaction).
 
 Latency: every HNSW query is timed; the exact path (:func:`ragstore.search.exact.exact_hits`, a full
 scan per query) is timed on the first ``exact_timings`` queries only, and the report says how many.
@@ -28,9 +30,11 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from ragstore.common.stats import p95
+from ragstore.db.citus import on_citus
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput
@@ -119,6 +123,7 @@ def check_recall(
     if min_recall is not None and not 0.0 <= float(min_recall) <= 1.0:
         raise InvalidInput(f"min_recall must be in [0, 1], got {min_recall!r}")
     flt = make_filter(package, metadata)
+    ours = conn.info.transaction_status == TransactionStatus.IDLE  # no transaction of the caller's is open
     fam = get_family(conn, family)
     if queries:
         from ragstore.caches import caches_for
@@ -168,6 +173,10 @@ def check_recall(
     )
     if not record:
         return report
+    if ours and conn.info.transaction_status == TransactionStatus.INTRANS:
+        conn.commit()  # the reads this call began: on Citus a registry write may not follow them in one transaction
+    elif on_citus(conn) and not ours:
+        return report  # the caller's transaction read the shards in parallel: Citus refuses the registry write
     return replace(report, recorded=record_recall(conn, fam, report, filtered=flt.active, texts=bool(queries)))
 
 
