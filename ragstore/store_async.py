@@ -291,12 +291,15 @@ class AsyncStore:
         return await asyncio.to_thread(self.store.sync_alter, family, table, **changes)
 
     async def sync_list(self, families: Sequence[str] | None = None) -> list[SyncSource]:
+        """:meth:`Store.sync_list` in a worker thread."""
         return await asyncio.to_thread(self.store.sync_list, families)
 
     async def sync_show(self, family: str, table: str) -> dict[str, Any]:
+        """:meth:`Store.sync_show` in a worker thread."""
         return await asyncio.to_thread(self.store.sync_show, family, table)
 
     async def sync_remove(self, family: str, table: str, *, delete_chunks: bool = False) -> tuple[SyncSource, int]:
+        """:meth:`Store.sync_remove` in a worker thread."""
         return await asyncio.to_thread(self.store.sync_remove, family, table, delete_chunks=delete_chunks)
 
     async def sync_run(self, families: Sequence[str] | None = None, **options: Any) -> RunReport:
@@ -304,6 +307,7 @@ class AsyncStore:
         return await asyncio.to_thread(self.store.sync_run, families, **options)
 
     async def sync_status(self) -> list[dict[str, Any]]:
+        """:meth:`Store.sync_status` in a worker thread."""
         return await asyncio.to_thread(self.store.sync_status)
 
     async def delete(self, family: str, **options: Any) -> DeleteReport:

@@ -19,7 +19,7 @@ from ragstore.ingest.run import index_sources
 from ragstore.search.api import search
 from ragstore.search.recall import check_recall
 from ragstore.search.vector import query_param
-from tests.integration.test_storage import DIM, INDEX_DEFINITION, ROWS, clustered, write_chunks
+from tests.toolkit.storage import DIM, INDEX_DEFINITION, ROWS, clustered, write_chunks
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow, pytest.mark.xdist_group("citus")]
 

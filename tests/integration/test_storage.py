@@ -15,33 +15,7 @@ from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search import api, filters, vector
 from ragstore.search.filters import make_filter
-
-DIM = 32
-ROWS = 600
-STORAGES = ["vector", "halfvec", "bit"]
-
-
-def clustered(n, dim=DIM, seed=7):
-    """Unit vectors around 12 centres, as embeddings of a few topics are."""
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((12, dim))
-    points = centres[rng.integers(0, 12, n)] + 0.35 * rng.standard_normal((n, dim))
-    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
-
-
-def write_chunks(path, matrix):
-    words = ["copy", "move", "remove", "list", "find", "sort"]
-    with path.open("w") as out:
-        for i, row in enumerate(matrix):
-            record = {
-                "chunk_id": f"c{i:04d}",
-                "package_path": "small/" if i < 30 else "big/",
-                "text": f"{words[i % 6]} files {i}",
-                "metadata": {"tag": i % 10},
-                "vector": [float(x) for x in row],
-            }
-            out.write(json.dumps(record) + "\n")
-    return path
+from tests.toolkit.storage import DIM, INDEX_DEFINITION, ROWS, STORAGES, clustered, write_chunks
 
 
 @pytest.fixture
@@ -74,13 +48,6 @@ def exact_top(matrix, q, k, keep=None):
     scores = matrix @ q
     order = [i for i in np.argsort(-scores, kind="stable") if keep is None or keep(i)]
     return [f"c{i:04d}" for i in order[:k]]
-
-
-INDEX_DEFINITION = {
-    "vector": "USING hnsw (embedding vector_cosine_ops)",
-    "halfvec": "USING hnsw (((embedding)::halfvec(32)) halfvec_cosine_ops)",
-    "bit": "USING hnsw (((binary_quantize(embedding))::bit(32)) bit_hamming_ops)",
-}
 
 
 @pytest.mark.parametrize("storage", STORAGES)

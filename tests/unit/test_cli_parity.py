@@ -1,5 +1,5 @@
-"""Every command of the command line has its Store and AsyncStore method (issue 27: the CLI parses, calls
-one Store method, prints).
+"""Every command of the command line has its Store and AsyncStore method (the CLI parses, calls one Store
+method, prints).
 
 The click command tree is walked whole (the lazy top-level group included); each command is either
 mapped to the Store methods that do its work, or exempt with a reason. A new command with neither fails
@@ -49,6 +49,13 @@ METHODS: dict[str, tuple[str, ...]] = {
     "memory revoke": ("memory.revoke",),
     "migrate": ("migrate", "migration_status"),
     "search": ("search",),
+    "sync add": ("sync_add",),
+    "sync alter": ("sync_alter",),
+    "sync list": ("sync_list",),
+    "sync remove": ("sync_remove",),
+    "sync run": ("sync_run",),
+    "sync show": ("sync_show",),
+    "sync status": ("sync_status",),
     "token create": ("create_token",),
     "token list": ("tokens",),
     "token revoke": ("revoke_token",),
@@ -59,8 +66,6 @@ METHODS: dict[str, tuple[str, ...]] = {
 EXEMPT: dict[str, str] = {
     "serve": "runs the HTTP server, a long-lived process over its own pool (ragstore/serve/), not one call",
     "mcp": "runs the MCP server on stdio, a long-lived process (ragstore/mcpserver/), not one call",
-    # Store.sync_* and AsyncStore.sync_* exist (the sync work of issue 27); to map here once each has its docstring
-    "sync": "the table-sync methods belong to the sync work of issue 27 (ragstore/sync/)",
     "cluster": "builds a local Citus cluster of processes for tests and demos (ragstore/db/cluster.py)",
     "server": "starts and stops the embedded server's process; Store.embedded() is the library's door to it",
 }
