@@ -101,7 +101,12 @@ def truth(data: np.ndarray, qs: np.ndarray, mask: np.ndarray | None = None) -> l
     return out
 
 
-def load(dsn: str, data: np.ndarray) -> families.Family:
+def load(
+    dsn: str, data: np.ndarray, *, build_index: bool = True, meta_of: Callable[[int], dict[str, Any]] | None = None
+) -> families.Family:
+    """The bench family with ``data`` loaded (see the module docstring); without ``build_index`` its HNSW
+    index is left for the caller to build; ``meta_of`` gives row i's metadata (default ``{"tag": tag_of(i)}``)."""
+    meta_of = meta_of or (lambda i: {"tag": tag_of(i)})
     n, dim = data.shape
     with connect(dsn) as conn:
         fam = families.create_family(conn, "bench", BenchBackend(dim))  # type: ignore[arg-type]
@@ -115,7 +120,7 @@ def load(dsn: str, data: np.ndarray) -> families.Family:
             ) as copy:
                 copy.set_types(["text", "text", "text", "text", "bytea", "bytea", "jsonb"])
                 for i in range(n):
-                    meta = Jsonb({"tag": tag_of(i)})
+                    meta = Jsonb(meta_of(i))
                     copy.write_row((fam.name, f"c{i:07d}", package_of(i), f"chunk {i}", zero, zero, meta))
             table = sql.Identifier(fam.table)
             with cur.copy(
@@ -127,7 +132,7 @@ def load(dsn: str, data: np.ndarray) -> families.Family:
                 copy.set_types(["text", "text", fam.vector_type, "text", "bytea", "jsonb"])
                 wrap = HalfVector if fam.vector_type == "halfvec" else Vector
                 for i in range(n):
-                    meta = Jsonb({"tag": tag_of(i)})  # the copy ragstore's writer keeps beside the vector
+                    meta = Jsonb(meta_of(i))  # the copy ragstore's writer keeps beside the vector
                     copy.write_row((f"c{i:07d}", package_of(i), wrap(data[i]), fam.model, zero, meta))
         conn.commit()
         loaded = time.perf_counter() - started
@@ -135,14 +140,15 @@ def load(dsn: str, data: np.ndarray) -> families.Family:
         families.cluster_by_package(conn, fam)  # what ragstore's writer does after a bulk load
         clustered = time.perf_counter() - started
         started = time.perf_counter()
-        families.ensure_hnsw_index(conn, fam)
+        if build_index:
+            families.ensure_hnsw_index(conn, fam)
         built = time.perf_counter() - started
         conn.autocommit = True
         conn.execute(sql.SQL("VACUUM ANALYZE ragstore.{}").format(table))
         conn.execute("VACUUM ANALYZE ragstore.chunks")
     print(
         f"  load {n:,} rows by binary COPY: {loaded:.1f} s; cluster by package {clustered:.1f} s;"
-        f" HNSW build {built:.1f} s"
+        + (f" HNSW build {built:.1f} s" if build_index else "")
     )
     return fam
 

@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from ragstore.memory.store import AddResult, ForgetResult
     from ragstore.migrate import MigrationResult
     from ragstore.search.recall import RecallReport
+    from ragstore.sync.sources import SyncSource
+    from ragstore.sync.worker import RunReport
 
 Conn = psycopg.Connection[Any]
 P = ParamSpec("P")
@@ -456,6 +458,83 @@ class Store(Closing):
                 chunk_tokens=chunk_tokens,
                 overlap=overlap,
             )
+
+    # -- tables a family follows (ragstore sync, docs/guide/sync.md) -------------------------------
+    def sync_add(
+        self,
+        family: str,
+        table: str,
+        *,
+        id_column: str,
+        text_columns: Sequence[str],
+        metadata_columns: Sequence[str] = (),
+        package: str | None = None,
+        predicate: str | None = None,
+        prefix: str | None = None,
+    ) -> tuple[SyncSource, int]:
+        """Follow ``table`` (``SCHEMA.TABLE``) into ``family`` (``ragstore sync add``): install its triggers
+        and queue its rows; returns the source and the rows queued. Raises NotFound, InvalidInput, Conflict,
+        PermissionDenied (the store's role is not the table's owner)."""
+        from ragstore.sync.sources import add_source
+
+        with self.connection(autocommit=False) as conn:
+            return add_source(
+                conn,
+                family,
+                table,
+                id_column=id_column,
+                text_columns=text_columns,
+                metadata_columns=metadata_columns,
+                package=package,
+                predicate=predicate,
+                prefix=prefix,
+            )
+
+    def sync_alter(self, family: str, table: str, **changes: Any) -> tuple[SyncSource, int]:
+        """Change what ``family`` follows of ``table`` in place (``ragstore sync alter``; the changes are
+        :func:`ragstore.sync.sources.alter_source`'s keywords); returns the source and the rows queued."""
+        from ragstore.sync.sources import alter_source
+
+        with self.connection(autocommit=False) as conn:
+            return alter_source(conn, family, table, **changes)
+
+    def sync_list(self, families: Sequence[str] | None = None) -> list[SyncSource]:
+        """The tables ``families`` (every family by default) follow (``ragstore sync list``)."""
+        from ragstore.sync.sources import list_sources
+
+        with self.connection(autocommit=False) as conn:
+            return list_sources(conn, families)
+
+    def sync_show(self, family: str, table: str) -> dict[str, Any]:
+        """What ``family`` follows of ``table``, with its status (``ragstore sync show``); NotFound."""
+        from ragstore.sync.sources import show_source
+
+        with self.connection(autocommit=False) as conn:
+            return show_source(conn, family, table)
+
+    def sync_remove(self, family: str, table: str, *, delete_chunks: bool = False) -> tuple[SyncSource, int]:
+        """Stop following ``table`` (``ragstore sync remove``); the chunks stay unless ``delete_chunks``.
+        Returns the source and the chunks deleted."""
+        from ragstore.sync.sources import remove_source
+
+        with self.connection(autocommit=False) as conn:
+            return remove_source(conn, family, table, delete_chunks=delete_chunks)
+
+    def sync_run(
+        self, families: Sequence[str] | None = None, *, batch_size: int | None = None, workers: int = 1
+    ) -> RunReport:
+        """Sync what is queued for ``families`` (every followed table by default) until nothing is due, as
+        ``ragstore sync run --once [--workers N]`` does; returns what was written, deleted and embedded."""
+        from ragstore.sync.worker import BATCH, run_workers
+
+        return run_workers(self.dsn, families, batch=batch_size or BATCH, workers=workers)
+
+    def sync_status(self) -> list[dict[str, Any]]:
+        """Per followed table: queue depth, lag, backoff, last error, rows/s (the view ragstore.sync_status)."""
+        from ragstore.sync.sources import status
+
+        with self.connection(autocommit=False) as conn:
+            return status(conn)
 
     # -- what a family holds ----------------------------------------------------------------------
     def delete(

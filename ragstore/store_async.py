@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from ragstore.migrate import MigrationResult
     from ragstore.search.recall import RecallReport
     from ragstore.search.types import Hit
+    from ragstore.sync.sources import SyncSource
+    from ragstore.sync.worker import RunReport
 
 AConn = psycopg.AsyncConnection[Any]
 P = ParamSpec("P")
@@ -237,6 +239,30 @@ class AsyncStore:
         """:meth:`Store.index_files` in a worker thread: the same options (``as_``/``name``,
         ``replace_root``, ``prune``...), the same refusal of a folder another root wrote."""
         return await asyncio.to_thread(self.store.index_files, paths, family, **options)
+
+    async def sync_add(self, family: str, table: str, **options: Any) -> tuple[SyncSource, int]:
+        """:meth:`Store.sync_add` in a worker thread."""
+        return await asyncio.to_thread(self.store.sync_add, family, table, **options)
+
+    async def sync_alter(self, family: str, table: str, **changes: Any) -> tuple[SyncSource, int]:
+        """:meth:`Store.sync_alter` in a worker thread."""
+        return await asyncio.to_thread(self.store.sync_alter, family, table, **changes)
+
+    async def sync_list(self, families: Sequence[str] | None = None) -> list[SyncSource]:
+        return await asyncio.to_thread(self.store.sync_list, families)
+
+    async def sync_show(self, family: str, table: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.store.sync_show, family, table)
+
+    async def sync_remove(self, family: str, table: str, *, delete_chunks: bool = False) -> tuple[SyncSource, int]:
+        return await asyncio.to_thread(self.store.sync_remove, family, table, delete_chunks=delete_chunks)
+
+    async def sync_run(self, families: Sequence[str] | None = None, **options: Any) -> RunReport:
+        """:meth:`Store.sync_run` in a worker thread (its workers open connections of their own)."""
+        return await asyncio.to_thread(self.store.sync_run, families, **options)
+
+    async def sync_status(self) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.store.sync_status)
 
     async def delete(self, family: str, **options: Any) -> DeleteReport:
         """:meth:`Store.delete` in a worker thread (the delete, its lock and the index upkeep are the sync

@@ -2,7 +2,7 @@
 
 import pytest
 
-pytest_plugins = ["tests.fix_db"]
+pytest_plugins = ["tests.fix_db", "tests.fix_storage"]
 
 # Seconds a test marked slow or reliability may take; the others get ``timeout`` from pyproject.toml.
 SLOW_TIMEOUT = 900

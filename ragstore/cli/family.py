@@ -171,6 +171,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         "total_bytes": stats.total_bytes,
         "hnsw_index": stats.hnsw_index,
         "hnsw_bytes": stats.hnsw_bytes,
+        "recall": stats.family.options.get("recall"),
         "filter_keys": list(filter_keys.declared(stats.family)),
         "filter_keys_covering": sorted(filter_keys.covering(stats.family)),
         "sources": [row.as_dict() for row in sources],
@@ -192,7 +193,8 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         f"table:   ragstore.{stats.family.table}\nrows:    {stats.rows}\n"
         f"index:   {index}\nsize:    {_size(stats.total_bytes)}\nstate:   {stats.family.state}\n"
         f"fusion:  {_fusion_line(fusion)} ({'tuned: ragstore family tune' if tuned else 'the default'})\n"
-        f"filter keys: {_keys_line(stats.family)}"
+        f"filter keys: {_keys_line(stats.family)}\n"
+        f"recall:  {_recall_line(stats.family)}"
     )
     for row in sources:
         host = "" if row.host == socket.gethostname() else f" on {row.host}"
@@ -201,6 +203,21 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
                 f"source:  {row.prefix}/ <- {row.root}{host} (last written {row.last_written:%Y-%m-%d %H:%M:%S %Z})"
             )
         )
+
+
+def _recall_line(family: families.Family) -> str:
+    """The last recall check-recall recorded on the family (its storage as configured then), or how to
+    measure one."""
+    measured = family.options.get("recall")
+    if not isinstance(measured, dict) or not isinstance(measured.get("recall"), int | float):
+        return f"not measured in this storage (ragstore check-recall {family.name})"
+    what = "query texts" if measured.get("texts") else "sampled queries"
+    filtered = ", filtered" if measured.get("filtered") else ""
+    at = str(measured.get("measured_at", ""))[:16].replace("T", " ")
+    return (
+        f"{measured['recall']:.4f} @{measured.get('k')}, ef_search {measured.get('ef_search')}, "
+        f"{measured.get('queries')} {what}{filtered} (check-recall, {at} UTC)"
+    )
 
 
 def _fusion_line(settings: Any) -> str:

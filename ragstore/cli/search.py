@@ -15,9 +15,11 @@ from ragstore.cli.app import CliError, app, emit_json, terminal_safe
 from ragstore.cli.second_stage import closing, hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.embed.external import read_vector_file
 from ragstore.errors import FingerprintVectorsWarning
-from ragstore.search.api import MAX_K, MODES, search
+from ragstore.search.api import search_request
+from ragstore.search.explain import explain as explain_search
 from ragstore.search.filters import parse_where
 from ragstore.search.recall import RecallReport, check_recall, sweep_recall
+from ragstore.search.request import MAX_K, MODES, SearchRequest
 from ragstore.search.types import Hit
 
 
@@ -114,6 +116,15 @@ def format_hits(hits: list[Hit], width: int | None = None, mmr_lambda: float | N
 @reranker_options
 @hyde_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document for scripts.")
+@click.option(
+    "--explain",
+    type=click.Choice(["plan", "analyze"]),
+    is_flag=False,
+    flag_value="plan",
+    default=None,
+    help="Print, instead of the hits, the statements the search ran with their parameters inlined (a psql "
+    "script); --explain analyze adds EXPLAIN ANALYZE of each. Put it after QUERY.",
+)
 @click.pass_context
 def search_command(
     ctx: click.Context,
@@ -134,6 +145,7 @@ def search_command(
     fusion: str | None,
     alpha: float | None,
     as_json: bool,
+    explain: str | None,
     rerank_depth: int,
     **remote: Any,
 ) -> None:
@@ -148,27 +160,20 @@ def search_command(
     vector = None if vector_file is None else read_vector_file(vector_file)
     reranker = make_reranker(rerank, remote)
     hyde = make_hyde(remote)
+    request = SearchRequest(
+        family, query, vector=vector, k=k, mode="exact" if exact else mode, min_score=min_score, package=package,
+        metadata=metadata, ef_search=ef_search, rerank=rerank, mmr_lambda=mmr_lambda, fetch_k=fetch_k,
+        fusion=fusion, alpha=alpha, reranker=reranker, rerank_depth=rerank_depth, hyde=hyde,
+    )  # fmt: skip
     with closing(reranker, hyde), app(ctx).connect() as conn, fingerprint_notes() as notes:
-        hits = search(
-            conn,
-            family,
-            query,
-            vector=vector,
-            k=k,
-            mode="exact" if exact else mode,
-            min_score=min_score,
-            package=package,
-            metadata=metadata,
-            ef_search=ef_search,
-            rerank=rerank,
-            mmr_lambda=mmr_lambda,
-            fetch_k=fetch_k,
-            fusion=fusion,
-            alpha=alpha,
-            reranker=reranker,
-            rerank_depth=rerank_depth,
-            hyde=hyde,
-        )
+        if explain is not None:
+            script = explain_search(conn, request, analyze=explain == "analyze")
+        else:
+            hits = search_request(conn, request)
+    if explain is not None:
+        # line by line: the script's lines stay lines, and nothing in a line reaches the terminal raw
+        click.echo("\n".join(terminal_safe(line) for line in script.splitlines()))
+        return
     report = hyde.last if hyde is not None else None
     if report is not None and report.note:
         click.echo(terminal_safe(f"note: {report.note}"), err=True)
@@ -204,13 +209,20 @@ def format_report(report: RecallReport) -> str:
     verdict = "" if report.passed is None else ("  PASS" if report.passed else f"  FAIL (< {report.min_recall})")
     return "\n".join(
         [
-            f"family {report.family}: {report.queries} queries, k={report.k}, ef_search={report.ef_search}",
-            f"recall@{report.k}  {report.recall:.4f}{verdict}",
+            f"family {report.family}: {report.queries} queries, k={report.k}, ef_search={report.ef_search}, "
+            f"{storage_label(report.storage, report.rerank_factor)}",
+            f"recall@{report.k}  {report.recall:.4f}{verdict}"
+            + ("  (recorded on the family: ragstore family show)" if report.recorded else ""),
             f"hnsw   mean {report.hnsw_mean_ms:8.2f} ms   p95 {report.hnsw_p95_ms:8.2f} ms",
             f"exact  mean {report.exact_mean_ms:8.2f} ms   p95 {report.exact_p95_ms:8.2f} ms"
             f"   ({report.exact_timed} queries timed)",
         ]
     )
+
+
+def storage_label(storage: str, rerank_factor: int | None) -> str:
+    """``vector storage``, ``halfvec storage``, ``bit storage (rerank factor 10)``."""
+    return f"{storage} storage" + (f" (rerank factor {rerank_factor})" if rerank_factor is not None else "")
 
 
 @click.command("check-recall")

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 
 import click
 
 from ragstore import config
 from ragstore.cli.app import CliError, app
+from ragstore.cli.second_stage import (
+    HYDE_TABLE,
+    RERANK_OPTIONS,
+    RERANK_TABLE,
+    add_options,
+    closing,
+    make_hyde,
+    make_reranker,
+)
+
+# The second-stage endpoints a request may ask for (``rerank: "cross"``, ``hyde: true``); the depth is the
+# request's own.
+SERVE_RERANK_TABLE = tuple(row for row in RERANK_TABLE if row[0] != "--rerank-depth")
 
 
 def loopback(host: str) -> bool:
@@ -18,6 +32,20 @@ def loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class _OneLine(logging.Filter):
+    """Each record on one line, secrets masked: psycopg_pool's reconnection warnings span two lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from ragstore.errors import mask_secrets
+
+        record.msg, record.args = " ".join(mask_secrets(record.getMessage()).split()), None
+        return True
+
+
+def one_line_pool_logs() -> None:
+    logging.getLogger("psycopg.pool").addFilter(_OneLine())
 
 
 @click.command("serve")
@@ -47,9 +75,19 @@ def loopback(host: str) -> bool:
     show_default=True,
     help="Seconds in-flight requests get on SIGTERM.",
 )
+@click.option(
+    "--pool-timeout",
+    type=click.FloatRange(0.1, 600),
+    default=10.0,
+    show_default=True,
+    help="Seconds a request waits for a database connection before a 503.",
+)
+@lambda f: add_options(f, SERVE_RERANK_TABLE)
+@lambda f: add_options(f, HYDE_TABLE)
 @click.pass_context
 def serve_command(
     ctx: click.Context,
+    /,
     host: str,
     port: int,
     allow_remote: bool,
@@ -57,8 +95,14 @@ def serve_command(
     max_body: int,
     statement_timeout: str,
     shutdown_timeout: int,
+    pool_timeout: float,
+    **remote: object,
 ) -> None:
-    """Serve the HTTP JSON API (search, chunks, families) with bearer tokens; each request runs as its token's role."""
+    """Serve the HTTP JSON API (families, search, chunks, agent memory, context packs) with bearer tokens;
+    each request runs as its token's database role.
+
+    With --reranker-url a request may ask for "rerank": "cross", with --hyde for "hyde": true; a request
+    never names an endpoint itself."""
     try:
         import uvicorn
 
@@ -76,16 +120,32 @@ def serve_command(
         )
     os.environ.setdefault(config.TIMEOUT_ENV, statement_timeout)
     checked_timeout()  # a malformed value stops here, in one line
-    settings = Settings(dsn=resolve_dsn(app(ctx).dsn), pool_size=pool_size, max_body=max_body)
+    options = dict(remote)
+    if not options.get("reranker_url"):
+        given = [name for name in RERANK_OPTIONS if options.get(name) not in (None, "cohere")]
+        if given:
+            raise click.UsageError(f"--{given[0].replace('_', '-')} is used only with --reranker-url")
+    reranker = make_reranker("cross" if options.get("reranker_url") else None, options)
+    hyde = make_hyde(options)
+    settings = Settings(
+        dsn=resolve_dsn(app(ctx).dsn),
+        pool_size=pool_size,
+        pool_timeout=pool_timeout,
+        max_body=max_body,
+        reranker=reranker,
+        hyde=hyde,
+    )
+    one_line_pool_logs()
     click.echo(
         f"ragstore serve: http://{host}:{port} (Ctrl-C or SIGTERM stops it after the requests in flight)", err=True
     )
-    uvicorn.run(
-        asgi_app(settings),
-        host=host,
-        port=port,
-        log_level="info" if app(ctx).debug else "warning",
-        access_log=app(ctx).debug,
-        timeout_graceful_shutdown=shutdown_timeout,
-        server_header=False,
-    )
+    with closing(reranker, hyde):
+        uvicorn.run(
+            asgi_app(settings),
+            host=host,
+            port=port,
+            log_level="info" if app(ctx).debug else "warning",
+            access_log=app(ctx).debug,
+            timeout_graceful_shutdown=shutdown_timeout,
+            server_header=False,
+        )

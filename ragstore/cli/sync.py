@@ -1,4 +1,4 @@
-"""``ragstore sync add|list|remove|run|status``: families that follow tables of the same database."""
+"""``ragstore sync add|alter|list|show|remove|run|status``: families that follow tables of the same database."""
 
 from __future__ import annotations
 
@@ -56,6 +56,61 @@ def sync_add(
     click.echo(terminal_safe(f"{source.family} follows {source.name}; {queued} rows queued (run `ragstore sync run`)"))
 
 
+@sync_group.command("alter")
+@click.argument("family")
+@click.option("--table", required=True, help="The followed table, SCHEMA.TABLE.")
+@click.option("--text", "text_columns", multiple=True, help="The text columns, replacing the old ones (repeat).")
+@click.option("--metadata", "metadata_columns", multiple=True, help="The metadata columns, replacing the old ones.")
+@click.option("--no-metadata", is_flag=True, help="Store no metadata column any more.")
+@click.option("--package", default=None, help="A column or an SQL expression whose value is the package_path.")
+@click.option("--no-package", is_flag=True, help="The package_path is <table>/<id> again.")
+@click.option("--where", "predicate", default=None, help="A new SQL expression: follow only those rows.")
+@click.option("--no-where", is_flag=True, help="Follow every row again.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sync_alter(
+    ctx: click.Context,
+    family: str,
+    table: str,
+    text_columns: tuple[str, ...],
+    metadata_columns: tuple[str, ...],
+    no_metadata: bool,
+    package: str | None,
+    no_package: bool,
+    predicate: str | None,
+    no_where: bool,
+    as_json: bool,
+) -> None:
+    """Change what FAMILY follows of TABLE in place; only the rows the change concerns are queued again."""
+    from ragstore.errors import InvalidInput
+    from ragstore.sync.sources import alter_source
+
+    for given, flag, other in (
+        (metadata_columns, "--no-metadata", no_metadata),
+        (package, "--no-package", no_package),
+        (predicate, "--no-where", no_where),
+    ):
+        if given and other:
+            raise InvalidInput(f"sync alter: {flag} and a value for the same setting: give one")
+    changes: dict[str, Any] = {}
+    if text_columns:
+        changes["text_columns"] = list(text_columns)
+    if metadata_columns or no_metadata:
+        changes["metadata_columns"] = list(metadata_columns)
+    if package is not None or no_package:
+        changes["package"] = package
+    if predicate is not None or no_where:
+        changes["predicate"] = predicate
+    if not changes:
+        raise InvalidInput("sync alter: nothing to change (give --text, --metadata, --package or --where)")
+    with app(ctx).connect() as conn:
+        source, queued = alter_source(conn, family, table, **changes)
+    if as_json:
+        emit_json(source.as_dict() | {"queued": queued})
+        return
+    click.echo(terminal_safe(f"{source.family} follows {source.name} as altered; {queued} rows queued again"))
+
+
 @sync_group.command("list")
 @click.argument("families", nargs=-1)
 @click.option("--json", "as_json", is_flag=True)
@@ -82,14 +137,11 @@ def sync_list(ctx: click.Context, families: tuple[str, ...], as_json: bool) -> N
 @click.pass_context
 def sync_show(ctx: click.Context, family: str, table: str) -> None:
     """What FAMILY follows of TABLE (columns, predicate, followed columns) and its status, as JSON."""
-    from ragstore.sync.sources import get_source, status
+    from ragstore.sync.sources import show_source
 
     with app(ctx).connect() as conn:
-        source = get_source(conn, family, table)
-        state = [
-            s for s in status(conn) if (s["family"], s["schema"], s["table"]) == (family, source.schema, source.table)
-        ]
-    emit_json(source.as_dict() | {"status": state[0] if state else None})
+        shown = show_source(conn, family, table)
+    emit_json(shown)
 
 
 @sync_group.command("remove")
@@ -112,12 +164,16 @@ def sync_remove(ctx: click.Context, family: str, table: str, delete_chunks: bool
 @click.option("--once", "mode", flag_value="once", default=True, help="Sync what is queued, then exit (default).")
 @click.option("--follow", "mode", flag_value="follow", help="Keep syncing, woken by the triggers' NOTIFY.")
 @click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@click.option(
+    "--workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Workers (connections) at once."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def sync_run(ctx: click.Context, families: tuple[str, ...], mode: str, batch_size: int, as_json: bool) -> None:
+def sync_run(
+    ctx: click.Context, families: tuple[str, ...], mode: str, batch_size: int, workers: int, as_json: bool
+) -> None:
     """Write the queued rows of FAMILIES (all by default) as `ragstore index` would; delete deleted rows' chunks."""
-    from ragstore.db.connection import connect
-    from ragstore.sync.worker import RunReport, follow, run_once
+    from ragstore.sync.worker import RunReport, follow_workers, run_workers
 
     def show(report: RunReport) -> None:
         if as_json:
@@ -125,21 +181,26 @@ def sync_run(ctx: click.Context, families: tuple[str, ...], mode: str, batch_siz
         else:
             click.echo(terminal_safe(report.summary()))
 
-    with app(ctx).connect() as conn:
-        if mode == "once":
-            show(run_once(conn, families or None, batch=batch_size))
-            return
-        stopping = {"now": False}
+    if mode == "once":
+        show(run_workers(app(ctx).dsn, families or None, batch=batch_size, workers=workers))
+        return
+    stopping = {"now": False}
 
-        def stop(*_: Any) -> None:
-            stopping["now"] = True
+    def stop(*_: Any) -> None:
+        stopping["now"] = True
 
-        signal.signal(signal.SIGTERM, stop)
-        with connect(app(ctx).dsn, autocommit=True) as listener:
-            try:
-                follow(conn, listener, families or None, batch=batch_size, stop=lambda: stopping["now"], on_report=show)
-            except KeyboardInterrupt:
-                return
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        follow_workers(
+            app(ctx).dsn,
+            families or None,
+            batch=batch_size,
+            workers=workers,
+            stop=lambda: stopping["now"],
+            on_report=show,
+        )
+    except KeyboardInterrupt:
+        stopping["now"] = True
 
 
 @sync_group.command("status")

@@ -319,8 +319,12 @@ class Writer:
         try:
             for attempt in _transient_retry():
                 with attempt:
+                    # A retry runs alone: under the family's exclusive df lock, no other merge holds a row.
+                    alone = attempt.retry_state.attempt_number > 1
                     try:
-                        changed, emb_inserted, emb_updated = self._merge(batch, chunk_rows, embed_rows, vectors)
+                        changed, emb_inserted, emb_updated = self._merge(
+                            batch, chunk_rows, embed_rows, vectors, alone=alone
+                        )
                     except _TRANSIENT:
                         _rollback(self.conn)
                         self.report.retries += 1
@@ -380,7 +384,7 @@ class Writer:
         return {text: min(n, limit) for text, n in zip(texts, counts, strict=True)}
 
     def _merge(
-        self, batch: _Batch, chunk_rows: list[int], embed_rows: list[int], vectors: np.ndarray
+        self, batch: _Batch, chunk_rows: list[int], embed_rows: list[int], vectors: np.ndarray, *, alone: bool = False
     ) -> tuple[set[str], set[str], set[str]]:
         if self.direct:
             try:
@@ -395,6 +399,8 @@ class Writer:
         inserted: set[str] = set()
         updated: set[str] = set()
         with conn.transaction(), conn.cursor() as cur:
+            if (chunk_rows or alone) and not citus:
+                self._lock_term_df(cur, batch, chunk_rows, alone=alone)
             if chunk_rows:
                 with cur.copy(query("ingest", "copy_chunks")) as copy:
                     copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])
@@ -422,8 +428,6 @@ class Writer:
                     for chunk_id, was_inserted in cur.execute(self._merge_existing).fetchall():
                         (inserted if was_inserted else updated).add(chunk_id)
             if chunk_rows:
-                if not citus:
-                    self._lock_term_df(cur, batch, chunk_rows)
                 merged = cur.execute(query("ingest", "merge_chunks"), {"family": self.family.name})
                 changed = {row[0] for row in merged.fetchall()}
             else:
@@ -435,13 +439,21 @@ class Writer:
                 self._sync_package_paths(cur, changed)
         return changed, inserted, updated
 
-    def _lock_term_df(self, cur: psycopg.Cursor[Any], batch: _Batch, chunk_rows: list[int]) -> None:
-        """The family's df lock before the chunk merge: exclusive when the merge may both insert and update
-        chunks (two df upserts, see ``term_df_lock`` in ragstore/sql/ingest.sql), shared otherwise."""
+    def _lock_term_df(
+        self, cur: psycopg.Cursor[Any], batch: _Batch, chunk_rows: list[int], *, alone: bool = False
+    ) -> None:
+        """The family's df lock, the merge transaction's first lock: exclusive when the merge may both insert
+        and update chunks (two df upserts, see ``term_df_lock`` in ragstore/sql/ingest.sql) or when ``alone``
+        (a retry after a conflict), shared otherwise.
+
+        Taken before any row lock, so a transaction waiting for it holds nothing another waits for. Merges
+        under the shared lock may still deadlock on rows (a chunk another writer committed after this batch's
+        lookup is locked by the first embedding merge, before the chunk merge); the retry takes the
+        exclusive lock and runs while no other merge of the family holds a row, so it cannot conflict."""
         stored = batch.stored
         # A batch never looked up (a direct COPY that met a row already there) may hold either kind.
         kinds = {True, False} if stored is None else {batch.rows.ids[i] in stored for i in chunk_rows}
-        name = "term_df_lock" if len(kinds) > 1 else "term_df_lock_shared"
+        name = "term_df_lock" if alone or len(kinds) > 1 else "term_df_lock_shared"
         cur.execute(query("ingest", name), {"family": self.family.name})
 
     def _copy_direct(self, batch: _Batch, vectors: np.ndarray) -> tuple[set[str], set[str], set[str]]:

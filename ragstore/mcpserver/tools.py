@@ -89,9 +89,13 @@ def search(
     filter: dict[str, Any] | None,
     package: str | None,
     max_chars: int,
+    rerank: str | None = None,
+    mmr_lambda: float = 0.5,
 ) -> str:
     check_max_chars(max_chars)
-    hits = store.search(family, query, k=k, mode=mode, metadata=filter, package=package)
+    hits = store.search(
+        family, query, k=k, mode=mode, metadata=filter, package=package, rerank=rerank, mmr_lambda=mmr_lambda
+    )
     items = [
         {
             **cite(hit.chunk_id, hit.package_path, hit.citation, hit.metadata),
@@ -101,7 +105,10 @@ def search(
         }
         for hit in hits
     ]
-    return bounded({"family": family, "mode": mode}, "hits", items, max_chars)
+    head: dict[str, Any] = {"family": family, "mode": mode}
+    if rerank:
+        head["rerank"] = rerank
+    return bounded(head, "hits", items, max_chars)
 
 
 def list_families(store: Store, max_chars: int) -> str:
@@ -126,11 +133,7 @@ def get_chunks(store: Store, family: str, ids: Sequence[str], max_chars: int) ->
     result = store.get(family, list(ids))
     items = []
     for chunk in result.chunks:
-        citation = (
-            f"[{chunk.chunk_id}]"
-            if chunk.chunk_id.startswith(f"{chunk.package_path}#")
-            else f"[{chunk.package_path}#{chunk.chunk_id}]"
-        )
+        citation = _citation(chunk.chunk_id, chunk.package_path)
         items.append(
             {
                 **cite(chunk.chunk_id, chunk.package_path, citation, chunk.metadata),
@@ -196,3 +199,149 @@ def memory_compose(
         return text
     note = f"\n… (cut to stay within max_chars={max_chars}; recall by query with memory_recall)"
     return text[: max_chars - len(note)] + note
+
+
+CHARS_PER_TOKEN = 4  # the context pack's own estimate (ragstore/context/canonical.py)
+SHED_ROUNDS = 6
+
+
+def context_pack(
+    store: Store,
+    brief: str,
+    family: str | None,
+    query: str | None,
+    k: int,
+    mode: str,
+    rerank: str | None,
+    mmr_lambda: float,
+    summaries: Sequence[str],
+    constraints: Sequence[str],
+    artifacts: Sequence[str],
+    max_tokens: int | None,
+    fmt: str,
+    max_chars: int,
+) -> str:
+    """A context pack (``ragstore context-pack``) built from the hits of ``query`` in ``family`` (its L3
+    snippets) and the given summaries, constraints and artifacts; nothing is read from the server's disk.
+
+    The pack's budget is ``max_tokens`` (default ``max_chars / 4``) and is enforced by the pack's own
+    shedding (lowest-ranked snippets first, then whole layers, never L0); when the answer is still over
+    ``max_chars`` the budget is lowered and the pack shed again. The answer cites every snippet kept.
+    """
+    from ragstore.context.builder import BuildError, build_context_pack
+    from ragstore.context.render import render_markdown
+    from ragstore.context.retrieval import hits_to_snippets
+    from ragstore.context.shed import shed_within_layers
+
+    check_max_chars(max_chars)
+    if (family is None) != (query is None):
+        raise InvalidInput("context_pack: give family and query together to retrieve snippets, or neither")
+    hits = []
+    if family is not None and query is not None:
+        hits = store.search(family, query, k=k, mode=mode, rerank=rerank, mmr_lambda=mmr_lambda)
+    lam = mmr_lambda if rerank == "mmr" else None
+    snippets = hits_to_snippets(hits, query or "", mode, rerank, lam)
+    cited = {hit.citation: cite(hit.chunk_id, hit.package_path, hit.citation, hit.metadata) for hit in hits}
+    budget = max_tokens if max_tokens is not None else max(1, max_chars // CHARS_PER_TOKEN)
+    spec = {
+        "brief": brief,
+        "snippets": snippets,
+        "summaries": list(summaries),
+        "constraints": list(constraints),
+        "artifacts": list(artifacts),
+        "max_tokens": budget,
+    }
+    built = build_context_pack(spec)
+    if isinstance(built, BuildError):
+        raise InvalidInput(built.message())
+    whole = built.pack
+    answer = ""
+    for _ in range(SHED_ROUNDS):
+        pack = shed_within_layers(whole, budget)
+        snippets_kept = pack.layers.L3 or []
+        head: dict[str, Any] = {
+            "pack_id": pack.pack_id,
+            "budget": pack.budget.model_dump(),
+            "citations": [cited[s.ref] for s in snippets_kept if s.ref in cited],
+        }
+        if pack.shed is not None and (pack.shed.dropped_items or pack.shed.dropped_layers):
+            head["shed"] = {
+                "dropped_snippets": [item.ref for item in pack.shed.dropped_items if item.layer == "L3"],
+                "dropped_layers": list(pack.shed.dropped_layers),
+            }
+        body = render_markdown(pack) if fmt == "markdown" else pack.model_dump(mode="json")
+        answer = dumps({**head, "markdown" if fmt == "markdown" else "pack": body})
+        if len(answer) <= max_chars:
+            return answer
+        budget = max(1, int(budget * max_chars / len(answer) * 0.9))
+    return _fit(answer, len(snippets), len(snippets), max_chars)
+
+
+MAX_TEXTS = 100
+MAX_TEXT_CHARS = 200_000
+
+
+def index_text(store: Store, family: str, texts: Sequence[dict[str, Any]]) -> str:
+    """Index ``texts`` (each ``package_path``, ``text``, optional ``chunk_id`` and ``metadata``) into
+    ``family`` through :meth:`Store.index`: validated whole before anything is written, never pruning.
+    A text without ``chunk_id`` gets ``<package_path>#<first 16 hex of its SHA-256>``, so sending the same
+    text again changes nothing."""
+    import hashlib
+
+    if not texts:
+        raise InvalidInput("texts: give at least one text")
+    if len(texts) > MAX_TEXTS:
+        raise InvalidInput(f"texts: at most {MAX_TEXTS} in one call, not {len(texts)}")
+    records = []
+    for n, item in enumerate(texts, start=1):
+        text = str(item.get("text") or "")
+        if len(text) > MAX_TEXT_CHARS:
+            raise InvalidInput(f"record {n}: text: at most {MAX_TEXT_CHARS} characters in one call")
+        record = {key: value for key, value in item.items() if value is not None}
+        if not record.get("chunk_id"):
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+            record["chunk_id"] = f"{item.get('package_path')}#{digest}"
+        records.append(record)
+    report = store.index(records, family).as_dict()
+    report.pop("sources", None)
+    return dumps({**report, "chunk_ids": [r["chunk_id"] for r in records]})
+
+
+FAMILIES_URI = "ragstore://families"
+FAMILY_URI = "ragstore://families/{name}"
+RESOURCE_CHUNKS = 100  # chunk ids a family's resource lists (its first page; get_chunks fetches them)
+
+
+def families_resource(store: Store) -> str:
+    """The ``ragstore://families`` resource: each family with the URI of its own resource."""
+    items = [
+        {"name": f.name, "uri": FAMILY_URI.format(name=f.name), "backend": f.backend, "model": f.model, "dim": f.dim}
+        for f in store.families()
+    ]
+    return bounded({}, "families", items, DEFAULT_MAX_CHARS)
+
+
+def family_resource(store: Store, name: str) -> str:
+    """The ``ragstore://families/{name}`` resource: the family's settings, its counts and its first chunks."""
+    family = store.family(name)
+    page = store.list_chunks(name, limit=RESOURCE_CHUNKS)
+    head = {
+        "name": family.name,
+        "backend": family.backend,
+        "model": family.model,
+        "dim": family.dim,
+        "state": family.state,
+        "chunks_total": page.total,
+        "packages": page.packages,
+    }
+    items = [
+        {"chunk_id": c.chunk_id, "package_path": c.package_path, "citation": _citation(c.chunk_id, c.package_path)}
+        for c in page.chunks
+    ]
+    if page.next is not None:
+        head["more"] = f"{page.total - len(items)} more chunks; search the family or fetch ids with get_chunks"
+    return bounded(head, "chunks", items, DEFAULT_MAX_CHARS)
+
+
+def _citation(chunk_id: str, package_path: str) -> str:
+    return f"[{chunk_id}]" if chunk_id.startswith(f"{package_path}#") else f"[{package_path}#{chunk_id}]"

@@ -351,9 +351,10 @@ def forget(conn: Conn, agent: str, record_id: str, reason: str) -> ForgetResult:
 
 
 def memory_layers(
-    conn: Conn, profile_path: str | Path, task_hint: str | None, now: datetime
+    conn: Conn, profile_path: str | Path | AgentProfile, task_hint: str | None, now: datetime
 ) -> tuple[list[str], dict[str, Any]]:
-    """The composed memory of the agent in ``profile_path`` as context-pack layers: ``(L4, L5)``.
+    """The composed memory of the agent in ``profile_path`` (a profile file, or the profile itself) as
+    context-pack layers: ``(L4, L5)``.
 
     L4 gets one line per kept record, store by store in canonical order, newest first:
     ``"memory/<store> <at> [<id>] <content>"``. L5 gets ``{"memory": {...}}`` with the agent, the
@@ -362,7 +363,7 @@ def memory_layers(
     Raises what :func:`~ragstore.memory.models.load_profile` raises (NotFound, InvalidInput) and
     InvalidInput for a naive ``now``; a failing store is reported in L5, not raised.
     """
-    profile = load_profile(profile_path)
+    profile = profile_path if isinstance(profile_path, AgentProfile) else load_profile(profile_path)
     bundle = compose_from_db(conn, profile, now=now, task_hint=task_hint)
     summaries = [
         f"memory/{record.store.value} {format_at(record.at)} [{record.id}] {record.content.strip()}"

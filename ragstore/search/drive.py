@@ -1,7 +1,7 @@
 """The synchronous driver of search plans: runs each step of a plan on one psycopg connection.
 
-Errors are mapped here, once (:func:`ragstore.db.connection.db_errors`), and thrown into the plan, which
-may handle them (a stale cached family is read again) or let them out.
+Errors are mapped and thrown into the plan by :func:`ragstore.search.steps.advance`, the one loop both
+drivers turn; the plan may handle them (a stale cached family is read again) or let them out.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 from psycopg import pq
 
 from ragstore.db.citus import on_citus
-from ragstore.db.connection import Conn, db_errors, run_isolated
+from ragstore.db.connection import Conn, run_isolated
 from ragstore.search import vector as _vector
-from ragstore.search.steps import Call, InError, Pipeline, Plan, Rows, Step, WithConnection
+from ragstore.search.steps import Call, Done, InError, Outcome, Pipeline, Plan, Rows, Step, WithConnection, advance
 
 __all__ = ["citus_of", "run"]
 
@@ -28,20 +28,16 @@ def citus_of(conn: Conn) -> bool:
 
 def run(conn: Conn, plan: Plan[T], *, on_step: Callable[[Step], None] | None = None) -> T:
     """Drive ``plan`` on ``conn`` to its answer; ``on_step`` sees each step before it runs (``--explain``)."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = plan.send(value) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
+    step = advance(plan, Outcome())
+    while not isinstance(step, Done):
         if on_step is not None:
             on_step(step)
         try:
-            value = execute(conn, step)
+            outcome = Outcome(execute(conn, step))
         except Exception as exc:  # thrown into the plan, which decides
-            error = exc
+            outcome = Outcome(error=exc)
+        step = advance(plan, outcome)
+    return step.value  # type: ignore[no-any-return]
 
 
 def execute(conn: Conn, step: Step) -> Any:
@@ -53,8 +49,7 @@ def execute(conn: Conn, step: Step) -> Any:
             return _vector.run_with_settings(conn, step.statement, params, ef_search=ef_search, iterative=iterative)
         if step.isolated:
             return run_isolated(conn, [(step.statement, dict(step.params))], binary=step.binary)[0]
-        with db_errors():
-            return conn.execute(step.statement, dict(step.params), binary=step.binary).fetchall()
+        return conn.execute(step.statement, dict(step.params), binary=step.binary).fetchall()
     if isinstance(step, Pipeline):
         return run_isolated(conn, [(text, dict(params)) for text, params in step.statements])
     if isinstance(step, Call):

@@ -2,10 +2,11 @@
 
 The same plans as :mod:`ragstore.search.drive`, the same statements, the same isolation: a statement runs
 as its own transaction in autocommit, else between a savepoint and its rollback; on Citus the HNSW settings
-are ``SET LOCAL`` in a transaction rolled back after. Errors are mapped here, once, and thrown into the
-plan. What is no SQL (:class:`~ragstore.search.steps.Call`: embedding, a reranker) runs in a worker thread;
-so does :class:`~ragstore.search.steps.WithConnection` (the numpy exact scan's server-side cursor, HyDE's
-cache), on a connection that ``blocking`` lends.
+are ``SET LOCAL`` in a transaction rolled back after. Errors are mapped and thrown into the plan by
+:func:`ragstore.search.steps.advance`, as in the sync driver. What is no SQL
+(:class:`~ragstore.search.steps.Call`: embedding, a reranker) runs in a worker thread; so does
+:class:`~ragstore.search.steps.WithConnection` (the numpy exact scan's server-side cursor, HyDE's cache),
+on a connection that ``blocking`` lends.
 """
 
 from __future__ import annotations
@@ -18,10 +19,22 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import pq
 
-from ragstore.db.connection import db_errors, map_db_error
+from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.search import vector as _vector
-from ragstore.search.steps import Call, InError, Pipeline, Plan, Rows, Step, Text, WithConnection
+from ragstore.search.steps import (
+    Call,
+    Done,
+    InError,
+    Outcome,
+    Pipeline,
+    Plan,
+    Rows,
+    Step,
+    Text,
+    WithConnection,
+    advance,
+)
 
 __all__ = ["Blocking", "citus_of", "run"]
 
@@ -46,18 +59,14 @@ async def citus_of(conn: AConn) -> bool:
 
 async def run(conn: AConn, plan: Plan[T], blocking: Blocking) -> T:
     """Drive ``plan`` on ``conn`` to its answer."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
+    step = advance(plan, Outcome())
+    while not isinstance(step, Done):
         try:
-            step = plan.send(value) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = await execute(conn, step, blocking)
+            outcome = Outcome(await execute(conn, step, blocking))
         except Exception as exc:  # thrown into the plan, which decides
-            error = exc
+            outcome = Outcome(error=exc)
+        step = advance(plan, outcome)
+    return step.value  # type: ignore[no-any-return]
 
 
 async def execute(conn: AConn, step: Step, blocking: Blocking) -> Any:
@@ -67,9 +76,8 @@ async def execute(conn: AConn, step: Step, blocking: Blocking) -> Any:
             return await _on_citus(conn, step)
         if step.isolated:
             return (await _isolated(conn, [(step.statement, step.params)], binary=step.binary))[0]
-        with db_errors():
-            cur = await conn.execute(step.statement, dict(step.params), binary=step.binary)
-            return await cur.fetchall()
+        cur = await conn.execute(step.statement, dict(step.params), binary=step.binary)
+        return await cur.fetchall()
     if isinstance(step, Pipeline):
         return await _isolated(conn, step.statements, binary=False)
     if isinstance(step, Call):
@@ -88,9 +96,8 @@ async def _isolated(
     isolated = not (conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE)
     if not isolated and len(statements) == 1:
         statement, params = statements[0]
-        with db_errors():
-            cur = await conn.execute(statement, dict(params), binary=binary)
-            return [await cur.fetchall()]
+        cur = await conn.execute(statement, dict(params), binary=binary)
+        return [await cur.fetchall()]
     # As in run_isolated: an error raised inside the pipeline block is kept and the block ends normally
     # (psycopg would otherwise log "error ignored terminating" on the exit's sync).
     first: psycopg.Error | None = None
@@ -117,7 +124,8 @@ async def _isolated(
             await conn.execute("RELEASE SAVEPOINT ragstore_isolated")
         except psycopg.Error:
             pass
-    map_db_error(first)
+    assert first is not None
+    raise first  # mapped by steps.advance, as every step's error
 
 
 async def _on_citus(conn: AConn, step: Rows) -> list[tuple[Any, ...]]:
@@ -126,11 +134,10 @@ async def _on_citus(conn: AConn, step: Rows) -> list[tuple[Any, ...]]:
     assert step.hnsw is not None
     ef_search, iterative = step.hnsw
     rows: list[tuple[Any, ...]] = []
-    with db_errors():
-        async with conn.transaction():
-            for setting in _vector.citus_settings(ef_search=ef_search, iterative=iterative):
-                await conn.execute(setting)
-            cur = await conn.execute(step.statement, dict(step.params), binary=step.binary)
-            rows = await cur.fetchall()
-            raise psycopg.Rollback()
+    async with conn.transaction():
+        for setting in _vector.citus_settings(ef_search=ef_search, iterative=iterative):
+            await conn.execute(setting)
+        cur = await conn.execute(step.statement, dict(step.params), binary=step.binary)
+        rows = await cur.fetchall()
+        raise psycopg.Rollback()
     return rows

@@ -8,6 +8,11 @@ recall@k = |HNSW ∩ exact| / |exact|, averaged over queries with a non-empty tr
 one (an empty family, a filter that keeps no row) nothing was measured: InvalidInput says so, never a
 recall of 1.0 that a CI gate would pass.
 
+The HNSW search reads the family's index in its storage (``vector``, ``halfvec``, or ``bit`` with its
+re-rank: ragstore.families.storage), so the figure is that of the storage as configured; it is recorded on
+the family (option ``recall``, shown by ``ragstore family show``) when the role may update the registry,
+and forgotten when the storage or the model changes.
+
 Latency: every HNSW query is timed; the exact path (:func:`ragstore.search.exact.exact_hits`, a full
 scan per query) is timed on the first ``exact_timings`` queries only, and the report says how many.
 """
@@ -16,13 +21,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from ragstore.common.stats import p95
 from ragstore.db.connection import Conn, db_errors
@@ -51,6 +57,9 @@ class RecallReport:
     exact_timed: int
     min_recall: float | None
     passed: bool | None
+    storage: str = "vector"
+    rerank_factor: int | None = None
+    recorded: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {key: (round(v, 4) if isinstance(v, float) else v) for key, v in asdict(self).items()}
@@ -93,9 +102,11 @@ def check_recall(
     seed: int = 0,
     min_recall: float | None = None,
     exact_timings: int = 20,
+    record: bool = True,
 ) -> RecallReport:
     """Measure HNSW recall@k against the exact top k; see the module docstring.
 
+    With ``record``, the result is written on the family (:func:`record_recall`) where the role may.
     Raises NotFound (family), InvalidInput (k, samples, min_recall outside [0, 1], no query evaluated),
     DatabaseUnavailable.
     """
@@ -139,7 +150,7 @@ def check_recall(
             f"{k} to compare with; nothing was measured"
         )
     recall = float(np.mean(recalls))
-    return RecallReport(
+    report = RecallReport(
         family=fam.name,
         k=k,
         queries=len(matrix),
@@ -152,7 +163,41 @@ def check_recall(
         exact_timed=len(exact_ms),
         min_recall=min_recall,
         passed=None if min_recall is None else recall >= min_recall,
+        storage=fam.storage,
+        rerank_factor=fam.rerank_factor if fam.storage == "bit" else None,
     )
+    if not record:
+        return report
+    return replace(report, recorded=record_recall(conn, fam, report, filtered=flt.active, texts=bool(queries)))
+
+
+def record_recall(conn: Conn, family: Family, report: RecallReport, *, filtered: bool, texts: bool) -> bool:
+    """Write ``report``'s figure on ``family`` as option ``recall`` (what ``family show`` prints): recall,
+    k, ef_search, the number of queries, whether they were filtered or query texts, the storage and rerank
+    factor, and the time. Only for a role that may update the registry, and only while the family has the
+    storage it was measured in; True when written."""
+    measured = {
+        "recall": round(report.recall, 4),
+        "k": report.k,
+        "ef_search": report.ef_search,
+        "queries": report.queries,
+        "filtered": filtered,
+        "texts": texts,
+        "storage": report.storage,
+        "rerank_factor": report.rerank_factor,
+    }
+    params = {
+        "recall": Jsonb(measured),
+        "name": family.name,
+        "table": family.table,
+        "storage": None if "storage" not in family.options else Jsonb(family.options["storage"]),
+        "rerank_factor": None if "rerank_factor" not in family.options else Jsonb(family.options["rerank_factor"]),
+    }
+    with conn.transaction(), db_errors():
+        may = conn.execute(query("search", "may_record_recall")).fetchone()
+        if not (may and may[0]):
+            return False
+        return conn.execute(query("search", "record_recall"), params).fetchone() is not None
 
 
 def sweep_recall(conn: Conn, family: str, ef_values: Sequence[int], **options: Any) -> list[RecallReport]:
@@ -162,4 +207,4 @@ def sweep_recall(conn: Conn, family: str, ef_values: Sequence[int], **options: A
         raise InvalidInput("give at least one ef_search value to sweep")
     options.pop("min_recall", None)
     options.pop("ef_search", None)
-    return [check_recall(conn, family, ef_search=ef, exact_timings=0, **options) for ef in ef_values]
+    return [check_recall(conn, family, ef_search=ef, exact_timings=0, record=False, **options) for ef in ef_values]

@@ -3,8 +3,10 @@
 A plan (:mod:`ragstore.search.plan`) is a generator: it yields a step, the driver does it and sends the
 result back (or throws the step's error into the plan, mapped to ragstore's error tree), until the plan
 returns its answer. The plan holds no connection; the drivers hold it: :func:`ragstore.search.drive.run` on a
-psycopg connection, :func:`ragstore.search.drive_async.run` on an async one. A step is plain data, so
-``ragstore search --explain`` prints the statements the plan yields.
+psycopg connection, :func:`ragstore.search.drive_async.run` on an async one. Both turn the crank with
+:func:`advance`, which is where a step's error is mapped (:func:`ragstore.db.connection.map_db_error`) and
+thrown into the plan: the drivers only do steps. A step is plain data, so ``ragstore search --explain``
+prints the statements the plan yields.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
-__all__ = ["Call", "InError", "Pipeline", "Plan", "Rows", "Step", "WithConnection"]
+from ragstore.db.connection import map_db_error
+from ragstore.errors import RagstoreError
+
+__all__ = ["Call", "Done", "InError", "Outcome", "Pipeline", "Plan", "Rows", "Step", "WithConnection", "advance"]
 
 T = TypeVar("T")
 Text = str | sql.SQL | sql.Composed
@@ -70,3 +75,41 @@ class InError:
 
 Step = Rows | Pipeline | Call | WithConnection | InError
 Plan = Generator[Step, Any, T]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the driver got doing a step: its ``value``, or the ``error`` it raised."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class Done:
+    """The plan returned: its answer."""
+
+    value: Any
+
+
+def advance(plan: Plan[Any], outcome: Outcome) -> Step | Done:
+    """The plan's next step after ``outcome`` of the last (``Outcome()`` to start), or :class:`Done`.
+
+    A database error of the step is thrown into the plan as the RagstoreError that
+    :func:`~ragstore.db.connection.map_db_error` makes of it (caused by it), whichever driver ran the step; the
+    plan handles it (a stale cached family is read again) or lets it out to the driver's caller."""
+    try:
+        if outcome.error is None:
+            return plan.send(outcome.value)
+        return plan.throw(_mapped(outcome.error))
+    except StopIteration as stop:
+        return Done(stop.value)
+
+
+def _mapped(error: BaseException) -> BaseException:
+    if isinstance(error, psycopg.Error):
+        try:
+            map_db_error(error)
+        except RagstoreError as mapped:
+            return mapped
+    return error

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -41,6 +41,8 @@ from ragstore.errors import (
     mask_secrets,
 )
 from ragstore.search.api import MAX_K
+from ragstore.search.hyde import Hyde
+from ragstore.search.rerank import DEFAULT_DEPTH, HttpReranker
 from ragstore.serve import tokens
 from ragstore.store_async import AsyncStore
 
@@ -62,11 +64,16 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 @dataclass(frozen=True)
 class Settings:
     """``dsn`` the server logs in with (already resolved: no embedded start here); ``pool_size`` each
-    role's pool; ``max_body`` bytes of a request body."""
+    role's pool; ``pool_timeout`` seconds a request waits for a connection (then 503: a database that is
+    down answers fast); ``max_body`` bytes of a request body; ``reranker`` and ``hyde`` the second-stage
+    endpoints the server was started with (a request asks for them, it never names an endpoint)."""
 
     dsn: str
     pool_size: int = 4
     max_body: int = MAX_BODY_BYTES
+    reranker: HttpReranker | None = None
+    hyde: Hyde | None = None
+    pool_timeout: float = 10.0
 
 
 class Unauthorized(Exception):
@@ -117,7 +124,8 @@ class Stores:
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
-        self._login = await AsyncStore(self.settings.dsn, pool_size=2, worker_pool_size=1).open()
+        timeout = self.settings.pool_timeout
+        self._login = await AsyncStore(self.settings.dsn, pool_size=2, worker_pool_size=1, timeout=timeout).open()
 
     @property
     def login(self) -> AsyncStore:
@@ -161,7 +169,11 @@ class Stores:
                 map_db_error(exc)
             if row is None or not row[0]:
                 raise PermissionDenied(f"permission denied: the server's login role may not act as role {role!r}")
-            store = AsyncStore(role_dsn(self.settings.dsn, role), pool_size=self.settings.pool_size)
+            store = AsyncStore(
+                role_dsn(self.settings.dsn, role),
+                pool_size=self.settings.pool_size,
+                timeout=self.settings.pool_timeout,
+            )
             await store.open()
             self._roles[role] = store
             return store
@@ -213,9 +225,13 @@ class SearchBody(Body):
     )
     min_score: float | None = None
     ef_search: int | None = Field(None, ge=1, le=1000)
-    rerank: Literal["mmr"] | None = None
+    rerank: Literal["mmr", "cross"] | None = Field(
+        None, description="mmr: diversity; cross: the cross-encoder the server was started with (--reranker-url)."
+    )
     mmr_lambda: float = Field(0.5, ge=0, le=1)
     fetch_k: int = Field(50, ge=1, le=MAX_K)
+    rerank_depth: int = Field(DEFAULT_DEPTH, ge=1, le=MAX_K, description="First-stage hits the cross-encoder reorders.")
+    hyde: bool = Field(False, description="Search with a hypothetical answer (the server's --hyde endpoint).")
     fusion: Literal["rrf", "cc"] | None = None
     alpha: float | None = Field(None, ge=0, le=1)
 
@@ -234,6 +250,49 @@ class RecallBody(Body):
     )
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(8, ge=1, le=MAX_K)
+
+
+MemoryStore = Literal["episodic", "semantic", "procedural", "decision", "transcript"]
+
+
+class ComposeBody(Body):
+    stores: list[MemoryStore] = Field(min_length=1, description="The stores to compose (the agent's profile).")
+    task_hint: str | None = Field(
+        None, max_length=MAX_QUERY_CHARS, description="Keep semantic/procedural records containing this text."
+    )
+    format: Literal["json", "markdown"] = Field("json", description="json: the bundle; markdown: for a prompt.")
+
+
+class PackRetrieve(Body):
+    family: str = Field(min_length=1, description="The family L3's snippets come from.")
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(8, ge=1, le=MAX_K)
+    mode: Literal["auto", "hnsw", "exact", "fts", "hybrid"] = "hybrid"
+    rerank: Literal["mmr", "cross"] | None = None
+    mmr_lambda: float = Field(0.5, ge=0, le=1)
+    rerank_depth: int = Field(DEFAULT_DEPTH, ge=1, le=MAX_K)
+    hyde: bool = False
+
+
+class PackMemory(Body):
+    agent: str = Field(min_length=1, description="L4/L5: this agent's composed memory (as its token may read).")
+    stores: list[MemoryStore] = Field(min_length=1)
+    task_hint: str | None = Field(None, max_length=MAX_QUERY_CHARS)
+
+
+class PackBody(Body):
+    brief: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="L0: the task in one line.")
+    max_tokens: int = Field(ge=1, le=10_000_000, description="The token budget (reported; enforced with shed).")
+    retrieve: PackRetrieve | None = Field(None, description="L3: the hits of this search.")
+    memory: PackMemory | None = None
+    summaries: list[str] = Field([], max_length=MAX_RECORDS, description="L4: compressed summaries.")
+    state: dict[str, Any] = Field({}, description="L5: debate/phase state.")
+    artifacts: list[str] = Field([], max_length=MAX_RECORDS, description="L6: artifacts, by reference.")
+    constraints: list[str] = Field([], max_length=MAX_RECORDS, description="L6: constraints.")
+    shed: Literal["layers", "within-layers"] | None = Field(
+        None, description="layers: drop L7, L6, ... until it fits; within-layers: low-ranked snippets first."
+    )
+    format: Literal["json", "markdown"] = Field("json", description="markdown adds the rendered pack.")
 
 
 class RecordsBody(Body):
@@ -293,11 +352,11 @@ def create_app(settings: Settings) -> FastAPI:
                 metadata=body.where,
                 min_score=body.min_score,
                 ef_search=body.ef_search,
-                rerank=body.rerank,
                 mmr_lambda=body.mmr_lambda,
                 fetch_k=body.fetch_k,
                 fusion=body.fusion,
                 alpha=body.alpha,
+                **second_stage(settings, body.rerank, body.rerank_depth, body.hyde),
             )
         return {"family": family, "query": body.query, "hits": [_hit_dict(h) for h in hits]}
 
@@ -332,11 +391,45 @@ def create_app(settings: Settings) -> FastAPI:
         "/v1/memory/{agent}/recall", summary="The agent's k records nearest the query, as `ragstore memory recall`."
     )
     async def memory_recall(agent: str, body: RecallBody, store: Caller) -> dict[str, Any]:
-        from ragstore.memory import AgentProfile
-
-        profile = _checked(lambda: AgentProfile.model_validate({"agent": agent, "stores": body.stores}))
+        profile = _profile(agent, body.stores)
         result = await store.memory.recall(profile, body.query, body.k)
         return dict(result.to_dict())
+
+    @app.post(
+        "/v1/memory/{agent}/compose",
+        summary="The agent's composed memory (floors, caps, newest first), as `ragstore memory compose`.",
+    )
+    async def memory_compose(agent: str, body: ComposeBody, store: Caller) -> dict[str, Any]:
+        profile = _profile(agent, body.stores)
+        bundle = await store.memory.compose(profile, task_hint=body.task_hint)
+        if body.format == "markdown":
+            return {"agent": bundle.agent, "bundle_id": bundle.bundle_id, "markdown": bundle.to_markdown()}
+        return {**bundle.to_dict(), "bundle_id": bundle.bundle_id}
+
+    @app.post(
+        "/v1/context-pack",
+        summary="A layered context pack (L0-L7): brief, search hits, agent memory, as `ragstore context-pack`.",
+    )
+    async def context_pack(body: PackBody, store: Caller) -> dict[str, Any]:
+        from ragstore.serve.pack import build_pack
+
+        hits = None
+        if body.retrieve is not None:
+            r = body.retrieve
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FingerprintVectorsWarning)
+                hits = await store.search(
+                    r.family,
+                    r.query,
+                    k=r.k,
+                    mode=r.mode,
+                    mmr_lambda=r.mmr_lambda,
+                    **second_stage(settings, r.rerank, r.rerank_depth, r.hyde),
+                )
+        memory = body.memory
+        profile = _profile(memory.agent, memory.stores) if memory is not None else None
+        task_hint = memory.task_hint if memory is not None else None
+        return await asyncio.to_thread(build_pack, store.store, body, hits, profile, task_hint)
 
     @app.post(
         "/v1/memory/{agent}/records", summary="Append records to the agent's memory, as `ragstore memory import`."
@@ -348,6 +441,28 @@ def create_app(settings: Settings) -> FastAPI:
         return {"agent": agent, "added": result.added, "existing": result.existing}
 
     return app
+
+
+def second_stage(settings: Settings, rerank: str | None, depth: int, hyde: bool) -> dict[str, Any]:
+    """The search options of a request's ``rerank`` and ``hyde``: the server's own reranker and HyDE
+    client (a request never names an endpoint), or InvalidInput when the server was started without."""
+    options: dict[str, Any] = {"rerank": rerank}
+    if rerank == "cross":
+        if settings.reranker is None:
+            raise InvalidInput("rerank cross: this server has no reranker (start ragstore serve with --reranker-url)")
+        options.update(reranker=settings.reranker, rerank_depth=depth)
+    if hyde:
+        if settings.hyde is None:
+            raise InvalidInput("hyde: this server has no HyDE endpoint (start ragstore serve with --hyde --hyde-url)")
+        options["hyde"] = settings.hyde
+    return options
+
+
+def _profile(agent: str, stores: Sequence[str]) -> Any:
+    """The AgentProfile of ``agent`` reading ``stores`` (InvalidInput naming the field when invalid)."""
+    from ragstore.memory import AgentProfile
+
+    return _checked(lambda: AgentProfile.model_validate({"agent": agent, "stores": list(stores)}))
 
 
 def _checked(make: Callable[[], Any]) -> Any:

@@ -113,16 +113,19 @@ ORDER BY m.chunk_id
 {upsert}
 
 -- name: term_df_lock_shared
--- Taken before a statement that changes chunks of one kind only (all inserted, or all updated): its chunk
--- trigger upserts the family's ragstore.chunk_term_df rows in ONE call, in (family, lexeme) order, so two
--- such transactions take those row locks in the same order and never deadlock (one waits for the other).
+-- The first lock of a merge transaction, before any row lock, when the merge changes chunks of one kind
+-- only (all inserted, or all updated): its chunk trigger upserts the family's ragstore.chunk_term_df rows in
+-- ONE call, in (family, lexeme) order, so two such transactions take those row locks in the same order and
+-- never deadlock on them (one waits for the other).
 -- Transaction-level: released at commit or rollback.
 SELECT pg_advisory_xact_lock_shared(hashtext('ragstore.chunk_term_df'), hashtext(%(family)s))
 
 -- name: term_df_lock
 -- Taken before a merge that both inserts and updates chunks: its INSERT and UPDATE triggers upsert the df
 -- rows in two calls, each sorted but not together, which could deadlock with another transaction's; this
--- one waits until no other writer of the family holds df locks, and holds them alone until commit.
+-- one waits until no other writer of the family holds df locks, and holds them alone until commit. A batch
+-- retried after a deadlock takes it too: taken first in its transaction, it then merges while no other
+-- merge of the family holds a row lock, so the retry cannot deadlock again.
 SELECT pg_advisory_xact_lock(hashtext('ragstore.chunk_term_df'), hashtext(%(family)s))
 
 -- name: sync_package_path

@@ -309,22 +309,24 @@ CREATE TABLE ragstore.sync_rows (
 COMMENT ON TABLE ragstore.sync_rows IS
     'ragstore sync: the keys each source wrote chunks for, and an upper bound of their chunk count';
 
--- Per followed table: the queue depth, the age of the oldest change not synced (lag), keys in backoff, the
--- last error and the workers' rows per second (rows synced over the seconds spent syncing them).
+-- Per followed table: the queue depth, the age of the oldest change not synced (lag), keys in backoff (a
+-- failed batch's, waiting for their retry), the last error, the workers' rows per second (rows synced over
+-- the seconds spent syncing them) and keys leased (a worker syncing them now).
 CREATE VIEW ragstore.sync_status AS
 SELECT s.family, s.schema_name, s.table_name, s.prefix,
        count(q.key) AS queued,
-       count(q.key) FILTER (WHERE q.not_before > now()) AS backing_off,
+       count(q.key) FILTER (WHERE q.attempts > 0 AND q.not_before > now()) AS backing_off,
        coalesce(extract(epoch FROM now() - min(q.queued_at)), 0)::double precision AS lag_seconds,
        (SELECT count(*) FROM ragstore.sync_rows r WHERE r.source_id = s.id) AS synced_keys,
        s.synced_rows,
        CASE WHEN s.synced_seconds > 0 THEN s.synced_rows / s.synced_seconds END AS rows_per_second,
-       s.last_error, s.last_error_at
+       s.last_error, s.last_error_at,
+       count(q.key) FILTER (WHERE q.attempts = 0 AND q.not_before > now()) AS leased
 FROM ragstore.sync_sources s
 LEFT JOIN ragstore.sync_queue q ON q.source_id = s.id
 GROUP BY s.id;
 COMMENT ON VIEW ragstore.sync_status IS
-    'ragstore sync: per followed table the queue depth, lag (seconds), keys backing off, last error, rows/s';
+    'ragstore sync: per followed table the queue depth, lag (seconds), keys backing off and leased, last error, rows/s';
 
 -- ---------------------------------------------------------------------------------------------------
 -- Bookkeeping of `ragstore migrate`

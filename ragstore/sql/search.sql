@@ -124,3 +124,19 @@ FROM ragstore.{table} AS e
 {where}
 ORDER BY md5(e.chunk_id || %(seed)s::text), e.chunk_id
 LIMIT %(n)s
+
+-- name: may_record_recall
+-- check-recall records its figure only for a role that may update the registry (the owner side).
+SELECT has_table_privilege('ragstore.families', 'UPDATE')
+
+-- name: record_recall
+-- check-recall: the last recall measured, as family option "recall" (with the time of the measurement),
+-- written only while the family still serves the table and the storage it measured (a migration meanwhile
+-- made the figure stale). Returns the family's name, none when nothing was written.
+UPDATE ragstore.families
+SET options = options || jsonb_build_object('recall', %(recall)s::jsonb || jsonb_build_object(
+    'measured_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')))
+WHERE name = %(name)s AND table_name = %(table)s AND state = 'ready'
+  AND options -> 'storage' IS NOT DISTINCT FROM %(storage)s::jsonb
+  AND options -> 'rerank_factor' IS NOT DISTINCT FROM %(rerank_factor)s::jsonb
+RETURNING name

@@ -16,11 +16,23 @@ FROM pg_attribute AS a
 WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 
--- name: predicate_view
-CREATE TEMP VIEW {view} AS SELECT 1 AS one FROM {schema}.{table} WHERE ({predicate})
+-- name: columns_of_table
+SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute AS a
+WHERE a.attrelid = (SELECT c.oid FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+                    WHERE n.nspname = %(schema)s AND c.relname = %(table)s)
+  AND a.attnum > 0 AND NOT a.attisdropped
 
--- name: predicate_columns
--- The columns of the followed table the temporary view made of the predicate reads (its rewrite rule's
+-- name: where_view
+-- A `--where` predicate checked: the database must accept it as the WHERE of a view over the table.
+CREATE TEMP VIEW {view} AS SELECT 1 AS one FROM {schema}.{table} AS t WHERE ({expression})
+
+-- name: value_view
+-- A `--package` expression checked: the database must accept it as a value (made text) of the table's rows.
+CREATE TEMP VIEW {view} AS SELECT ({expression})::text AS value FROM {schema}.{table} AS t
+
+-- name: view_columns
+-- The columns of the followed table the temporary view made of an expression reads (its rewrite rule's
 -- dependencies): they are followed like the others.
 SELECT DISTINCT a.attname
 FROM pg_depend AS d
@@ -63,6 +75,41 @@ INSERT INTO ragstore.sync_queue AS q (source_id, key, seq)
 SELECT %(source)s, to_jsonb(t) ->> %(id)s, nextval('ragstore.sync_queue_seq') FROM {schema}.{table} AS t
 ON CONFLICT (source_id, key) DO NOTHING
 
+-- name: update_source
+-- `sync alter`: what the source follows, changed in place (its id, triggers, queue and chunks stay).
+UPDATE ragstore.sync_sources
+SET text_columns = %(text)s, metadata_columns = %(metadata)s, package = %(package)s, predicate = %(predicate)s,
+    followed = %(followed)s, altered_at = now()
+WHERE id = %(source)s
+
+-- name: lock_source
+SELECT id FROM ragstore.sync_sources WHERE id = %(source)s FOR UPDATE
+
+-- name: requeue_all
+-- `sync alter` of the text columns: every row of the table, and every key with chunks (whose text may now be
+-- blank), queued again; a key a worker holds gets a new seq, so the worker's old write is redone.
+INSERT INTO ragstore.sync_queue AS q (source_id, key, seq)
+SELECT %(source)s, k, nextval('ragstore.sync_queue_seq')
+FROM (SELECT to_jsonb(t) ->> %(id)s AS k FROM {schema}.{table} AS t
+      UNION SELECT r.key FROM ragstore.sync_rows AS r WHERE r.source_id = %(source)s) AS keys
+ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = now()
+
+-- name: requeue_synced
+-- `sync alter` of the metadata columns or the package: the keys with chunks queued again (the writer sees
+-- their text unchanged and embeds nothing).
+INSERT INTO ragstore.sync_queue AS q (source_id, key, seq)
+SELECT r.source_id, r.key, nextval('ragstore.sync_queue_seq')
+FROM ragstore.sync_rows AS r WHERE r.source_id = %(source)s
+ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = now()
+
+-- name: requeue_where_changed
+-- `sync alter` of the predicate: only the rows the old and the new predicate disagree on (entering or
+-- leaving the family) queued again.
+INSERT INTO ragstore.sync_queue AS q (source_id, key, seq)
+SELECT %(source)s, to_jsonb(t) ->> %(id)s, nextval('ragstore.sync_queue_seq') FROM {schema}.{table} AS t
+WHERE coalesce(({old}), false) IS DISTINCT FROM coalesce(({new}), false)
+ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = now()
+
 -- name: sources
 SELECT id, family, prefix, schema_name, table_name, id_column, text_columns, metadata_columns, package,
        predicate, followed
@@ -81,7 +128,7 @@ DELETE FROM ragstore.sync_sources WHERE id = %(source)s
 
 -- name: status
 SELECT family, schema_name, table_name, prefix, queued, backing_off, lag_seconds, synced_keys, synced_rows,
-       rows_per_second, last_error, last_error_at
+       rows_per_second, last_error, last_error_at, leased
 FROM ragstore.sync_status
 ORDER BY family, schema_name, table_name
 
@@ -97,22 +144,54 @@ FROM (SELECT source_id, key FROM ragstore.sync_queue
 WHERE q.source_id = due.source_id AND q.key = due.key
 RETURNING q.key, q.seq
 
+-- name: bulk_due
+-- The keys of the source due now (at most %(most)s), counted only when its family holds no chunk yet: a
+-- backfill that the writer can load in bulk.
+SELECT CASE WHEN EXISTS (SELECT 1 FROM ragstore.{table}) THEN 0
+            ELSE (SELECT count(*) FROM (SELECT 1 FROM ragstore.sync_queue
+                                        WHERE source_id = %(source)s AND not_before <= now()
+                                        LIMIT %(most)s) AS due) END
+
+-- name: renew
+-- A big batch's lease extended (Renewal in ragstore/sync/worker.py), for the keys it claimed that are
+-- still at the seq it claimed and still leased.
+UPDATE ragstore.sync_queue AS q SET not_before = now() + make_interval(secs => %(lease)s)
+FROM unnest(%(keys)s::text[], %(seqs)s::bigint[]) AS c (key, seq)
+WHERE q.source_id = %(source)s AND q.key = c.key AND q.seq = c.seq AND q.not_before > now()
+
 -- name: read_rows
--- The current rows of the claimed keys that the predicate keeps, each with its key (the id's JSON text).
-SELECT to_jsonb(t) ->> %(id_name)s, to_jsonb(t)
+-- The current rows of the claimed keys that the predicate keeps, each with its key (the id's JSON text) and
+-- its package_path value ({package}: the column, the expression, or NULL).
+SELECT to_jsonb(t) ->> %(id_name)s, to_jsonb(t), ({package})::text
 FROM {schema}.{table} AS t
 WHERE t.{id} = ANY (%(keys)s::{id_type}[]) AND ({predicate})
 
 -- name: synced_keys
-SELECT key FROM ragstore.sync_rows WHERE source_id = %(source)s AND key = ANY (%(keys)s::text[])
+SELECT key, chunks FROM ragstore.sync_rows WHERE source_id = %(source)s AND key = ANY (%(keys)s::text[])
 
 -- name: all_synced_keys
-SELECT key FROM ragstore.sync_rows WHERE source_id = %(source)s
+SELECT key, chunks FROM ragstore.sync_rows WHERE source_id = %(source)s
+
+-- name: rows_writing
+-- Before a batch's chunks are written: each key's bound raised to the chunks about to be written, so a
+-- worker killed after writing them leaves no chunk a later delete would not find.
+INSERT INTO ragstore.sync_rows AS r (source_id, key, chunks)
+SELECT %(source)s, k, n FROM unnest(%(keys)s::text[], %(chunks)s::int[]) AS c (k, n)
+ON CONFLICT (source_id, key) DO UPDATE SET chunks = greatest(r.chunks, excluded.chunks)
 
 -- name: rows_written
-INSERT INTO ragstore.sync_rows (source_id, key, chunks)
-SELECT %(source)s, k, 1 FROM unnest(%(keys)s::text[]) AS k
-ON CONFLICT (source_id, key) DO NOTHING
+-- After: each key's exact chunk count (the chunks beyond it were deleted in the same transaction).
+INSERT INTO ragstore.sync_rows AS r (source_id, key, chunks)
+SELECT %(source)s, k, n FROM unnest(%(keys)s::text[], %(chunks)s::int[]) AS c (k, n)
+ON CONFLICT (source_id, key) DO UPDATE SET chunks = excluded.chunks
+
+-- name: rows_unwritten
+-- A failed batch: the keys it recorded that have no chunk after all (%(ids)s are the chunk ids each of
+-- %(owners)s may have) are forgotten again, so the status counts only keys with chunks.
+DELETE FROM ragstore.sync_rows AS r
+WHERE r.source_id = %(source)s AND r.key = ANY (%(keys)s::text[])
+  AND r.key NOT IN (SELECT o.key FROM unnest(%(ids)s::text[], %(owners)s::text[]) AS o (chunk_id, key)
+                    JOIN ragstore.chunks AS c ON c.family = %(family)s AND c.chunk_id = o.chunk_id)
 
 -- name: rows_gone
 DELETE FROM ragstore.sync_rows WHERE source_id = %(source)s AND key = ANY (%(keys)s::text[])

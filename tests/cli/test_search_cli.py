@@ -13,6 +13,8 @@ from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
 from ragstore.search.recall import RecallReport
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 
 @pytest.fixture
 def store(dsn, conn):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from ragstore import families
@@ -13,6 +14,8 @@ from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.families import filter_keys
 from tests.integration.test_roles import app_dsn  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 
 
 def _blob(n: int) -> str:

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.evaluation.datasets import Query
@@ -9,6 +11,8 @@ from ragstore.evaluation.runner import ModeSpec, _CachedBackend, _exact_rankings
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search.api import search
+
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 
 
 def test_batched_exact_rankings_equal_per_query_exact_search(conn, tmp_path):

@@ -25,6 +25,8 @@ from ragstore.search.api import run_vector
 from ragstore.search.filters import make_filter
 from tests.integration.test_search import clustered
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 PERCENT_KEYS = ("a%s", "a%(x)s", "a%%b", "%", "%b", "%t", "{}", "{0}", "%(mf0_v)s")
 N = 40
 MODES = ("auto", "hnsw", "exact", "hybrid")

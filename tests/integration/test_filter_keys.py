@@ -24,6 +24,8 @@ from tests.integration.test_family_migrate import HashBackend
 from tests.integration.test_metafilter import ok
 from tests.integration.test_search import clustered, load
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 N = 240
 KEYS = ("lang", "n", "title", "draft", "tags", "mixed", "missing")
 HOSTILE = ("it's", 'a"b', "back\\slash", "'); DROP TABLE ragstore.chunks; --", "é ∑ 🙂", "new\nline", " ", "a.b[0]")

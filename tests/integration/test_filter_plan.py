@@ -14,6 +14,8 @@ from ragstore.ingest.run import index_sources
 from ragstore.search import api, filters, search, vector
 from ragstore.search.filters import RowEstimate, make_filter
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 
 @pytest.fixture
 def docs(conn, tmp_path):

@@ -16,6 +16,8 @@ from ragstore.ingest.writer import write_records
 from ragstore.search.fusion import DEFAULT_FUSION, NORMALIZATIONS, FusionSettings, fuse, settings_of, store_settings
 from ragstore.search.hybrid import fusion_candidates, hybrid_search
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 
 def vec(*xy: float) -> list[float]:
     v = np.zeros(16, dtype=np.float32)

@@ -17,6 +17,8 @@ from ragstore.ingest.writer import write_records
 from ragstore.search.fusion import Candidate, FusionSettings, fuse
 from ragstore.search.hybrid import blended_search, fts_search, hybrid_search, parse_weights
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 RRF = FusionSettings(fusion="rrf")
 
 

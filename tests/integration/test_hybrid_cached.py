@@ -18,6 +18,8 @@ from ragstore.search.fusion import FusionSettings, store_settings
 from ragstore.search.hybrid import hybrid_search, hybrid_search_if_current, resolve_settings
 from tests.integration.test_hybrid import family  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 
 def _ids_scores(hits: list[Any]) -> list[tuple[str, float]]:
     return [(h.chunk_id, h.score) for h in hits]

@@ -19,6 +19,8 @@ from ragstore.search.api import search
 from ragstore.search.hybrid import hybrid_search
 from tests.integration.test_hybrid import QUERY, family  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -17,6 +17,8 @@ from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 AWARE = dt.datetime(2024, 5, 1, 12, 30, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))
 NAIVE = dt.datetime(2024, 5, 1, 12, 30, 0, 250000)
 UID = uuid.UUID("12345678-1234-5678-1234-567812345678")

@@ -11,6 +11,8 @@ from ragstore.search.api import run_vector
 from ragstore.search.filters import make_filter
 from tests.integration.test_search import clustered, load
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 N = 300
 
 

@@ -73,3 +73,55 @@ def test_old_table_drop_gives_up_while_busy_and_drops_once_free(
         other.rollback()
     assert family_migrate._drop_old_table(conn, "retired_old") is True
     assert conn.execute("SELECT to_regclass('ragstore.retired_old')").fetchone() == (None,)
+
+
+def test_a_batch_retried_after_a_deadlock_merges_alone_under_the_exclusive_df_lock(
+    conn: Any, dsn: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Merges of overlapping batches can deadlock on rows (retried); the retry must not be able to deadlock
+    # again, so it takes the family's df lock exclusively, first in its transaction: here it waits for another
+    # transaction holding the shared lock, then writes everything, having retried once.
+    import json
+    import threading
+
+    from ragstore import families
+    from ragstore.embed.offline import OfflineBackend
+    from ragstore.ingest.readers import open_sources
+    from ragstore.ingest.run import index_sources
+
+    families.create_family(conn, "docs", OfflineBackend())
+    path = tmp_path / "in.jsonl"
+    records = ({"chunk_id": f"c{i}", "package_path": "p.md", "text": f"text {i}"} for i in range(20))
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    original = writer.Writer._merge
+    calls: list[bool] = []
+
+    def merge_once_deadlocked(self: writer.Writer, *args: Any, alone: bool = False, **kwargs: Any) -> Any:
+        calls.append(alone)
+        if len(calls) == 1:
+            raise pgerrors.DeadlockDetected("deadlock detected")
+        return original(self, *args, alone=alone, **kwargs)
+
+    monkeypatch.setattr(writer.Writer, "_merge", merge_once_deadlocked)
+    results: list[Any] = []
+    with psycopg.connect(dsn) as other:
+        other.execute("SELECT pg_advisory_xact_lock_shared(hashtext('ragstore.chunk_term_df'), hashtext('docs'))")
+        pid = conn.info.backend_pid
+        thread = threading.Thread(target=lambda: results.append(index_sources(conn, "docs", open_sources([str(path)]))))
+        thread.start()
+        waiting = None
+        for _ in range(600):  # the retry waits for the lock `other` holds, in exclusive mode
+            waiting = other.execute(
+                "SELECT mode FROM pg_locks WHERE pid = %s AND locktype = 'advisory' AND NOT granted", (pid,)
+            ).fetchone()
+            if waiting or not thread.is_alive():
+                break
+            time.sleep(0.05)
+        assert waiting == ("ExclusiveLock",)
+        assert thread.is_alive()
+        other.rollback()
+    thread.join(timeout=120)
+    assert calls == [False, True]
+    report = results[0]
+    assert (report.inserted, report.retries) == (20, 1)
+    assert conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'docs'").fetchone() == (20,)

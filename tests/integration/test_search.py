@@ -15,6 +15,9 @@ from ragstore.search import api, exact, plan, search
 from ragstore.search import vector as vec
 from ragstore.search.filters import Filter
 from ragstore.search.mmr import mmr
+from tests.fix_storage import exhaustive_rerank
+
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 
 
 class OtherBackend(OfflineBackend):
@@ -60,6 +63,7 @@ def family(conn):
 
 def test_hits_carry_text_metadata_citation_in_score_then_id_order(conn, family):
     load(conn, family, clustered(200), metadata=[{"n": i} for i in range(200)])
+    exhaustive_rerank(conn, "docs")  # bit: MMR's wider fetch would otherwise find more of the exact top 10
     q = clustered(1, seed=9)[0]
     hits = search(conn, "docs", vector=q, k=10)
     assert len(hits) == 10
@@ -129,6 +133,11 @@ def test_settings_are_transaction_local_and_never_leak(conn, family):
 
 @pytest.mark.slow
 def test_the_statement_applies_its_own_ef_search_and_iterative_scan(conn, family):
+    if family.storage == "bit":  # bit reads k x its rerank factor candidates: 1 leaves the scan ef_search wide
+        from ragstore.families.storage_migrate import migrate_storage
+
+        migrate_storage(conn, "docs", "bit", rerank_factor=1)
+        family = families.get_family(conn, "docs")
     n = 3000
     load(conn, family, clustered(n), packages=[f"pkg/{i % 100:02d}/doc" for i in range(n)])
     conn.execute(f"DROP INDEX ragstore.{family.package_index}")  # leave the planner the HNSW index only
@@ -337,6 +346,7 @@ def test_streaming_with_tiny_batches_equals_one_batch_byte_for_byte(conn, family
 @pytest.mark.slow
 def test_hnsw_agrees_with_exact_on_a_small_family(conn, family):
     load(conn, family, clustered(1000))
+    exhaustive_rerank(conn, "docs")
     for seed in range(5):
         q = clustered(1, seed=100 + seed)[0]
         assert [h.chunk_id for h in search(conn, "docs", vector=q)] == [

@@ -12,6 +12,8 @@ from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search import api
 
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
+
 
 @pytest.fixture
 def docs(conn, tmp_path):

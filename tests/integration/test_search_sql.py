@@ -13,6 +13,9 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
 from ragstore.search import search
+from tests.fix_storage import exhaustive_rerank
+
+pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 
 
 class ElsewhereBackend(OfflineBackend):
@@ -55,6 +58,7 @@ def sql_search(conn, family, vector, k):
 
 
 def test_sql_search_returns_the_library_hnsw_and_exact_results(conn, docs):
+    exhaustive_rerank(conn, "docs")
     for seed in range(5):
         q = clustered(1, seed=50 + seed)[0]
         rows = sql_search(conn, "docs", q, 10)

@@ -304,3 +304,57 @@ def test_create_with_bit_storage_prints_the_measured_caveat(dsn, conn):
     assert "note: bit storage keeps recall only where" in made.output and "check-recall" in made.output
     family = families.get_family(conn, "ext")
     assert (family.storage, family.rerank_factor) == ("bit", 8)
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_check_recall_measures_the_storage_as_configured_and_family_show_reports_it(
+    dsn, conn, tmp_path, matrix, storage
+):
+    from ragstore.search.recall import check_recall
+
+    make(conn, tmp_path, matrix, storage, **({"rerank_factor": 1} if storage == "bit" else {}))
+    report = check_recall(conn, "ext", k=10, samples=40)
+    assert (report.storage, report.recorded) == (storage, True)
+    assert report.rerank_factor == (1 if storage == "bit" else None)
+    recorded = families.get_family(conn, "ext").options["recall"]
+    assert recorded["recall"] == pytest.approx(report.recall, abs=1e-4) and recorded["storage"] == storage
+    assert (recorded["k"], recorded["queries"], recorded["filtered"]) == (10, 40, False)
+    conn.commit()
+    shown = run_cli(dsn, "family", "show", "ext")
+    assert shown.exit_code == 0 and f"recall:  {report.recall:.4f} @10, ef_search 100, 40 sampled" in shown.output
+    assert json.loads(run_cli(dsn, "family", "show", "ext", "--json").output)["recall"]["recall"] == recorded["recall"]
+    if storage == "bit":
+        # bit with a rerank factor of 1 reads only k candidates by Hamming distance: the check sees the
+        # storage's loss, which a wider re-rank (the default) wins back.
+        wider = check_recall(conn, "ext", k=10, samples=40)  # the same queries: the same figure
+        assert wider.recall == report.recall
+        conn.commit()
+        assert run_cli(dsn, "family", "migrate", "ext", "--storage", "bit", "--rerank-factor", "20").exit_code == 0
+        assert "recall" not in families.get_family(conn, "ext").options  # it measured another factor
+        assert check_recall(conn, "ext", k=10, samples=40).recall > report.recall
+    else:
+        conn.commit()
+        assert run_cli(dsn, "family", "migrate", "ext", "--storage", "bit").exit_code == 0
+        assert "recall" not in families.get_family(conn, "ext").options  # it measured the old storage
+        conn.commit()
+        assert "recall:  not measured in this storage" in run_cli(dsn, "family", "show", "ext").output
+
+
+def test_check_recall_through_the_cli_names_the_storage_and_a_reader_records_nothing(dsn, conn, tmp_path, matrix):
+    from psycopg.conninfo import make_conninfo
+
+    from ragstore.db.connection import connect
+    from ragstore.search.recall import check_recall
+    from tests.integration.test_roles import _login_role
+
+    make(conn, tmp_path, matrix, "halfvec")
+    conn.commit()
+    done = run_cli(dsn, "check-recall", "ext", "--samples", "30")
+    assert done.exit_code == 0, done.output
+    assert "halfvec storage" in done.output and "recorded on the family" in done.output
+    before = families.get_family(conn, "ext").options["recall"]
+    for name in _login_role(dsn, "ragstore_reader"):
+        with connect(make_conninfo(dsn, user=name)) as reader:
+            report = check_recall(reader, "ext", k=5, samples=20)
+            assert report.recorded is False and report.storage == "halfvec"
+    assert families.get_family(conn, "ext").options["recall"] == before  # the reader's figure was not written

@@ -1,15 +1,17 @@
-"""``ragstore mcp`` through the official SDK client over stdio: a real server process on a real database.
+"""``ragstore mcp`` through the official SDK client, over stdio and over streamable HTTP: a real server
+process on a real database.
 
-Each test spawns ``.venv/bin/ragstore mcp`` with the test database's DSN in its environment, as an MCP
-host would, and talks to it with ``mcp.client.stdio.stdio_client`` and ``ClientSession``.
+Each test runs once per transport: it spawns ``.venv/bin/ragstore mcp`` with the test database's DSN in its
+environment, as an MCP host would, and talks to it with ``ClientSession`` on ``stdio_client`` or, for
+``--transport http``, on ``streamable_http_client`` at ``http://127.0.0.1:<port>/mcp``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ pytest.importorskip("mcp")
 
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.mcp.http_server import http_session
 
 RAGSTORE = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "ragstore"
 pytestmark = pytest.mark.slow  # each test starts a server process (about a second or more under load)
@@ -51,13 +55,22 @@ def seeded(dsn: str) -> str:
 
 
 @asynccontextmanager
-async def session(dsn: str, *args: str) -> AsyncIterator[ClientSession]:
+async def stdio_session(dsn: str, *args: str) -> AsyncIterator[ClientSession]:
     env = {"RAGSTORE_DSN": dsn, "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
     params = StdioServerParameters(command=str(RAGSTORE), args=["mcp", *args], env=env)
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as client:
             await client.initialize()
             yield client
+
+
+Session = Callable[..., AbstractAsyncContextManager[ClientSession]]
+
+
+@pytest.fixture(params=["stdio", "http"])
+def session(request: pytest.FixtureRequest) -> Session:
+    """Opens a client session on a fresh ``ragstore mcp`` process, over the transport of the test's run."""
+    return stdio_session if request.param == "stdio" else http_session
 
 
 def text_of(result: Any) -> str:
@@ -70,41 +83,87 @@ async def call(client: ClientSession, name: str, **arguments: Any) -> Any:
     return json.loads(text_of(result))
 
 
-async def test_tools_are_listed_with_schemas_and_memory_add_only_with_allow_writes(seeded: str) -> None:
+READ_TOOLS = {"search", "list_families", "get_chunks", "context_pack", "memory_recall", "memory_compose"}
+
+
+async def test_tools_are_listed_with_schemas_and_writes_only_with_allow_writes(seeded: str, session: Session) -> None:
+    text = {"package_path": "notes/n.md", "text": "written without leave"}
     async with session(seeded) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(listed) == {"search", "list_families", "get_chunks", "memory_recall", "memory_compose"}
+        assert set(listed) == READ_TOOLS
         schema = listed["search"].input_schema
         assert schema["required"] == ["family", "query"]
         assert schema["properties"]["k"]["maximum"] == 100
-        assert listed["search"].description
+        assert all(tool.description and tool.annotations.read_only_hint for tool in listed.values())
         refused = await client.call_tool("memory_add", {"agent": "ana", "store_name": "episodic", "content": "x"})
         assert refused.is_error
+        refused = await client.call_tool("index_text", {"family": "other", "texts": [text]})
+        assert refused.is_error
     async with session(seeded, "--allow-writes") as client:
-        assert "memory_add" in {tool.name for tool in (await client.list_tools()).tools}
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(listed) == READ_TOOLS | {"memory_add", "index_text"}
+        assert listed["index_text"].annotations.read_only_hint is False
+    with psycopg.connect(seeded) as conn:
+        assert conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'other'").fetchone() == (1,)
+        assert conn.execute("SELECT count(*) FROM ragstore.memory").fetchone() == (0,)
 
 
-async def test_search_gives_the_librarys_hits_with_citations(seeded: str) -> None:
-    modes = ("fts", "auto", "exact")
-    with Store(seeded, pool_size=1) as store:
-        expected = {mode: store.search("docs", "topic 3 copies", k=5, mode=mode) for mode in modes}
+def cli_search(dsn: str, *args: str) -> Any:
+    """The hits of ``ragstore search ... --json`` on ``dsn``, or its one-line error."""
+    import subprocess
+
+    env = {**os.environ, "RAGSTORE_DSN": dsn}
+    done = subprocess.run(
+        [str(RAGSTORE), "search", *args, "--json"], capture_output=True, text=True, env=env, timeout=120
+    )
+    if done.returncode:
+        return done.stderr.strip()
+    return json.loads(done.stdout)["hits"]
+
+
+async def test_search_gives_the_same_hits_as_ragstore_search(seeded: str, session: Session) -> None:
+    modes = ("fts", "auto", "exact", "hybrid")
+    expected = {mode: cli_search(seeded, "docs", "topic 3 copies", "-k", "5", "--mode", mode) for mode in modes}
+    # The offline family's fingerprint vectors refuse MMR: the same refusal reaches the model.
+    mmr = cli_search(seeded, "docs", "topic 3 copies", "-k", "5", "--mode", "exact", "--rerank", "mmr")
+    assert isinstance(mmr, str) and mmr.startswith("error: --rerank mmr cannot run on family 'docs'")
     async with session(seeded) as client:
         families = await call(client, "list_families")
         assert [f["name"] for f in families["families"]] == ["docs", "other"]
         answers = {
             mode: await call(client, "search", family="docs", query="topic 3 copies", k=5, mode=mode) for mode in modes
         }
+        reranked = await client.call_tool(
+            "search", {"family": "docs", "query": "topic 3 copies", "k": 5, "mode": "exact", "rerank": "mmr"}
+        )
     for mode in modes:
         hits = answers[mode]["hits"]
         assert len(hits) == 5, mode
-        assert [h["chunk_id"] for h in hits] == [h.chunk_id for h in expected[mode]], mode
-        assert [h["citation"] for h in hits] == [h.citation for h in expected[mode]], mode
-        assert [h["score"] for h in hits] == [round(h.score, 6) for h in expected[mode]], mode
-        assert all(h["package_path"] and h["text"] for h in hits)
+        assert [h["chunk_id"] for h in hits] == [h["chunk_id"] for h in expected[mode]], mode
+        assert [h["citation"] for h in hits] == [h["citation"] for h in expected[mode]], mode
+        assert [h["score"] for h in hits] == [round(h["score"], 6) for h in expected[mode]], mode
+        assert [h["text"] for h in hits] == [h["text"] for h in expected[mode]], mode
+        assert all(h["package_path"] for h in hits)
         assert "truncated" not in answers[mode]
+    assert reranked.is_error and text_of(reranked).endswith(mmr.removeprefix("error: "))
 
 
-async def test_get_chunks_cites_heading_and_page_and_names_the_missing(seeded: str) -> None:
+async def test_search_filters_by_metadata_and_package_as_ragstore_search(seeded: str, session: Session) -> None:
+    where = {"n": {"$gte": 5}}
+    arguments = ("docs", "topic copies", "-k", "10", "--mode", "fts")
+    filtered = cli_search(seeded, *arguments, "--where", json.dumps(where))
+    by_package = cli_search(seeded, *arguments, "--package", "ref/")
+    async with session(seeded) as client:
+        common = {"family": "docs", "query": "topic copies", "k": 10, "mode": "fts"}
+        got_filtered = await call(client, "search", **common, filter=where)
+        got_package = await call(client, "search", **common, package="ref/")
+    assert filtered and all(h["metadata"]["n"] >= 5 for h in filtered)
+    assert by_package and all(h["package_path"].startswith("ref/") for h in by_package)
+    assert [h["chunk_id"] for h in got_filtered["hits"]] == [h["chunk_id"] for h in filtered]
+    assert [h["chunk_id"] for h in got_package["hits"]] == [h["chunk_id"] for h in by_package]
+
+
+async def test_get_chunks_cites_heading_and_page_and_names_the_missing(seeded: str, session: Session) -> None:
     async with session(seeded) as client:
         answer = await call(client, "get_chunks", family="other", ids=["h1", "nope"])
     assert answer["missing"] == ["nope"]
@@ -117,7 +176,7 @@ async def test_get_chunks_cites_heading_and_page_and_names_the_missing(seeded: s
     )
 
 
-async def test_a_hostile_filter_or_family_is_a_one_line_tool_error(seeded: str) -> None:
+async def test_a_hostile_filter_or_family_is_a_one_line_tool_error(seeded: str, session: Session) -> None:
     password_dsn = make_conninfo(seeded, password="s3cret-pw")
     async with session(password_dsn) as client:
         for arguments in (
@@ -137,7 +196,7 @@ async def test_a_hostile_filter_or_family_is_a_one_line_tool_error(seeded: str) 
     assert row is not None and row[0] == len(records())
 
 
-async def test_max_chars_bounds_the_answer_with_a_note(seeded: str) -> None:
+async def test_max_chars_bounds_the_answer_with_a_note(seeded: str, session: Session) -> None:
     async with session(seeded) as client:
         full = await call(client, "search", family="docs", query="chunk copies files", k=20, mode="fts")
         small = await client.call_tool(
@@ -151,7 +210,7 @@ async def test_max_chars_bounds_the_answer_with_a_note(seeded: str) -> None:
     assert [h["chunk_id"] for h in answer["hits"]] == [h["chunk_id"] for h in full["hits"][: len(answer["hits"])]]
 
 
-async def test_writes_and_memory_obey_the_role_of_the_dsn(seeded: str) -> None:
+async def test_writes_and_memory_obey_the_role_of_the_dsn(seeded: str, session: Session) -> None:
     for reader in _login_role(seeded, "ragstore_reader"):
         async with session(make_conninfo(seeded, user=reader), "--allow-writes") as client:
             families = await call(client, "list_families")
@@ -169,7 +228,7 @@ async def test_writes_and_memory_obey_the_role_of_the_dsn(seeded: str) -> None:
     assert [h["record"]["content"] for h in recalled["hits"]] == ["deploys on fridays"]
 
 
-async def test_an_agents_memory_is_out_of_reach_of_a_role_bound_to_another(seeded: str) -> None:
+async def test_an_agents_memory_is_out_of_reach_of_a_role_bound_to_another(seeded: str, session: Session) -> None:
     from ragstore.memory.principals import grant_agent
 
     with Store(seeded, pool_size=1) as store:
@@ -206,3 +265,72 @@ def test_an_unreachable_database_is_one_line_without_the_password() -> None:
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: cannot connect to ")
     assert "s3cret-pw" not in done.stderr + done.stdout and "***" in done.stderr
+
+
+async def test_context_pack_cites_the_hits_it_keeps_within_the_budget(seeded: str, session: Session) -> None:
+    query = "topic 3 copies"
+    expected = cli_search(seeded, "docs", query, "-k", "8", "--mode", "hybrid")
+    arguments = {"brief": "explain the copies", "family": "docs", "query": query, "constraints": ["cite sources"]}
+    async with session(seeded) as client:
+        whole = await call(client, "context_pack", **arguments)
+        small = await client.call_tool("context_pack", {**arguments, "max_chars": 2500})
+        canonical = await call(client, "context_pack", **arguments, format="json")
+    assert [c["citation"] for c in whole["citations"]] == [h["citation"] for h in expected]
+    assert all(c["citation"] in whole["markdown"] for c in whole["citations"])
+    assert "explain the copies" in whole["markdown"] and "cite sources" in whole["markdown"]
+    assert "shed" not in whole and whole["budget"]["within_budget"]
+    assert [s["ref"] for s in canonical["pack"]["layers"]["L3"]] == [h["citation"] for h in expected]
+    assert canonical["pack_id"] == whole["pack_id"]
+    text = text_of(small)
+    assert not small.is_error and len(text) <= 2500
+    cut = json.loads(text)
+    kept = [c["citation"] for c in cut["citations"]]
+    assert kept == [h["citation"] for h in expected[: len(kept)]] and len(kept) < len(expected)
+    # The pack sheds the lowest-ranked snippet first, and reports them in that order.
+    assert cut["shed"]["dropped_snippets"] == [h["citation"] for h in reversed(expected[len(kept) :])]
+    assert all(c in cut["markdown"] for c in kept)
+
+
+async def test_index_text_writes_only_its_family_as_the_roles_rules_allow(seeded: str, session: Session) -> None:
+    texts = [
+        {"package_path": "notes/deploy.md", "text": "we deploy on fridays", "metadata": {"heading": "Deploys"}},
+        {"package_path": "notes/deploy.md", "text": "rollbacks take ten minutes", "chunk_id": "notes/deploy.md#r"},
+    ]
+    for reader in _login_role(seeded, "ragstore_reader"):
+        async with session(make_conninfo(seeded, user=reader), "--allow-writes") as client:
+            denied = await client.call_tool("index_text", {"family": "other", "texts": texts})
+            assert denied.is_error and "permission denied" in text_of(denied).lower()
+    async with session(seeded, "--allow-writes") as client:
+        first = await call(client, "index_text", family="other", texts=texts)
+        again = await call(client, "index_text", family="other", texts=texts)
+        found = await call(client, "search", family="other", query="deploy fridays", k=1, mode="fts")
+        bad = await client.call_tool("index_text", {"family": "other", "texts": [{"package_path": "x", "text": ""}]})
+    assert (first["inserted"], again["unchanged"], again["inserted"]) == (2, 2, 0)
+    assert first["chunk_ids"][1] == "notes/deploy.md#r" and first["chunk_ids"][0].startswith("notes/deploy.md#")
+    (hit,) = found["hits"]
+    assert (hit["chunk_id"], hit["heading"], hit["citation"]) == (
+        first["chunk_ids"][0],
+        "Deploys",
+        f"[{first['chunk_ids'][0]}]",
+    )
+    assert bad.is_error
+    with psycopg.connect(seeded) as conn:
+        rows = conn.execute("SELECT family, count(*) FROM ragstore.chunks GROUP BY family ORDER BY family").fetchall()
+    assert rows == [("docs", len(records())), ("other", 3)]
+
+
+async def test_families_are_resources(seeded: str, session: Session) -> None:
+    async with session(seeded) as client:
+        assert [str(r.uri) for r in (await client.list_resources()).resources] == ["ragstore://families"]
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["ragstore://families/{name}"]
+        index = json.loads((await client.read_resource("ragstore://families")).contents[0].text)
+        other = json.loads((await client.read_resource("ragstore://families/other")).contents[0].text)
+        with pytest.raises(Exception, match="other2"):
+            await client.read_resource("ragstore://families/other2")
+    assert [(f["name"], f["uri"]) for f in index["families"]] == [
+        ("docs", "ragstore://families/docs"),
+        ("other", "ragstore://families/other"),
+    ]
+    assert (other["name"], other["backend"], other["chunks_total"], other["packages"]) == ("other", "offline", 1, 1)
+    assert other["chunks"] == [{"chunk_id": "h1", "package_path": "guide/a.md", "citation": "[guide/a.md#h1]"}]

@@ -1,4 +1,4 @@
-"""The HTTP API through a real client (httpx on the app's ASGI interface) on a real database: every
+"""The HTTP API through a real client (httpx to uvicorn on 127.0.0.1) on a real database: every
 endpoint, the token roles' rights as the database grants them, the limits, and hostile input."""
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
 from ragstore import Store
 from ragstore.cli.search import _hit_dict
 from ragstore.serve import tokens
-from ragstore.serve.app import MAX_BODY_BYTES, BodyLimit, Settings, create_app
+from ragstore.serve.app import MAX_BODY_BYTES, Settings
 from tests.integration.test_chunks import records
 from tests.integration.test_roles import _login_role
-
-pytest.importorskip("fastapi")
+from tests.serve.live import serving
 
 
 @pytest.fixture
@@ -37,11 +39,12 @@ def token(dsn: str, role: str, name: str | None = None) -> str:
         return tokens.create(conn, role, name).token
 
 
-async def client_for(login_dsn: str, max_body: int = MAX_BODY_BYTES) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(Settings(dsn=login_dsn, pool_size=2, max_body=max_body))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=BodyLimit(app, max_body))
-        async with httpx.AsyncClient(transport=transport, base_url="http://ragstore.test") as client:
+async def client_for(
+    login_dsn: str, max_body: int = MAX_BODY_BYTES, **options: Any
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client of the API served by uvicorn on 127.0.0.1 (tests/serve/live.py)."""
+    with serving(Settings(dsn=login_dsn, pool_size=2, max_body=max_body, **options)) as base:
+        async with httpx.AsyncClient(base_url=base, timeout=120) as client:
             yield client
 
 
@@ -74,7 +77,13 @@ async def test_no_token_a_wrong_one_or_a_revoked_one_is_a_bare_401(client: httpx
     assert (await client.get("/v1/families", headers=bearer(good))).status_code == 200
     token_id, secret = tokens.parse(good) or (0, "")
     wrong = f"rst_{token_id}_{secret[::-1]}"
-    for headers in ({}, bearer(""), bearer(wrong), bearer("rst_1_' OR 1=1 --"), {"Authorization": good}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer"},
+        bearer(wrong),
+        bearer("rst_1_' OR 1=1 --"),
+        {"Authorization": good},
+    ):
         answer = await client.get("/v1/families", headers=headers)
         assert answer.status_code == 401, headers
         assert answer.json() == {"error": "unauthorized"}

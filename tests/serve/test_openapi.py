@@ -21,6 +21,15 @@ def test_the_committed_document_is_the_apps() -> None:
     )
 
 
+def test_the_document_is_valid_openapi() -> None:
+    validator = pytest.importorskip("openapi_spec_validator")
+    doc = json.loads(DOC.read_text(encoding="utf-8"))
+    validator.validate(doc)  # raises naming the first violation of the OpenAPI 3.1 schema
+    broken = {**doc, "info": {"title": "ragstore"}}
+    with pytest.raises(Exception, match="version"):
+        validator.validate(broken)  # the validator does refuse a document that breaks the schema
+
+
 def test_the_document_names_every_endpoint_and_its_schemas() -> None:
     doc = json.loads(DOC.read_text(encoding="utf-8"))
     assert doc["openapi"].startswith("3.")
@@ -33,7 +42,9 @@ def test_the_document_names_every_endpoint_and_its_schemas() -> None:
         ("/v1/families/{family}/chunks", "post"),
         ("/v1/families/{family}/chunks", "delete"),
         ("/v1/memory/{agent}/recall", "post"),
+        ("/v1/memory/{agent}/compose", "post"),
         ("/v1/memory/{agent}/records", "post"),
+        ("/v1/context-pack", "post"),
     }
     schemas = doc["components"]["schemas"]
     search = schemas["SearchBody"]

@@ -111,3 +111,17 @@ def test_a_non_loopback_host_is_refused_without_allow_remote(seeded: str) -> Non
     result = CliRunner().invoke(cli, ["--dsn", seeded, "serve", "--host", "0.0.0.0"])
     assert result.exit_code == 1
     assert "not a loopback address" in result.output and "--allow-remote" in result.output
+
+
+def test_second_stage_options_without_their_endpoint_are_usage_errors(seeded: str) -> None:  # noqa: F811
+    from click.testing import CliRunner
+
+    from ragstore.cli.main import cli
+
+    for args, message in (
+        (["--reranker-model", "m"], "--reranker-model is used only with --reranker-url"),
+        (["--hyde-url", "http://127.0.0.1:9/v1"], "--hyde-url is used only with --hyde"),
+        (["--hyde"], "--hyde needs --hyde-url"),
+    ):
+        result = CliRunner().invoke(cli, ["--dsn", seeded, "serve", *args])
+        assert result.exit_code == 2 and message in result.output, result.output

@@ -1,0 +1,140 @@
+"""The database dies under a running ``ragstore serve`` and comes back: while it is gone every answer is a
+503 with one JSON line (no token, no traceback), and once it returns the server answers the library's
+hits again by itself, without a restart. The server's own embedded PostgreSQL, killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from ragstore import Store, migrate
+from ragstore.db.server import EmbeddedServer
+from ragstore.serve import tokens
+from tests.integration.test_chunks import records
+from tests.serve.test_serve_process import answers, free_port, until
+
+pytest.importorskip("uvicorn")
+
+pytestmark = pytest.mark.reliability
+
+QUERY = {"query": "copies files to topic 3", "k": 5, "mode": "hybrid"}
+
+
+@pytest.fixture
+def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    server = EmbeddedServer(Path(tmp_path_factory.mktemp("serve-pg")))
+    server.ensure_running()
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        except Exception:
+            pid = server.running_pid()
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+
+
+class Load:
+    """Clients searching in threads until stopped; each answer kept as (status, JSON or text)."""
+
+    def __init__(self, base: str, token: str, clients: int = 4) -> None:
+        self.answers: list[tuple[int, object]] = []
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(base, token)) for _ in range(clients)]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, base: str, token: str) -> None:
+        with httpx.Client(base_url=base, timeout=120, headers={"Authorization": f"Bearer {token}"}) as client:
+            while not self._stop.is_set():
+                try:
+                    answer = client.post("/v1/families/docs/search", json=QUERY)
+                except httpx.TransportError as exc:  # the server itself must never go away
+                    self.failures.append(repr(exc))
+                    continue
+                body = answer.json() if answer.headers.get("content-type") == "application/json" else answer.text
+                self.answers.append((answer.status_code, body))
+
+    def count(self, status: int, since: int = 0) -> int:
+        return sum(1 for code, _ in self.answers[since:] if code == status)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=180)
+
+
+def test_killing_the_database_mid_load_gives_503s_and_the_server_recovers_by_itself(
+    own_server: EmbeddedServer, tmp_path: Path
+) -> None:
+    dsn = own_server.dsn()
+    migrate.upgrade(dsn)
+    with Store(dsn, pool_size=1) as store:
+        store.create_family("docs", "offline")
+        store.index(records(), "docs")
+        expected = [h.chunk_id for h in store.search("docs", QUERY["query"], k=5, mode="hybrid")]
+    with psycopg.connect(dsn) as conn:
+        reader = tokens.create(conn, "ragstore_reader").token
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "ragstore.cli", "--dsn", dsn, "serve", "--port", str(port)]
+    command += ["--pool-size", "2", "--pool-timeout", "2"]
+    env = {**os.environ, "RAGSTORE_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    load: Load | None = None
+    try:
+        until(lambda: answers(f"{base}/healthz"), "/healthz answered", proc)
+        load = Load(base, reader)
+        running = load
+        until(lambda: running.count(200) >= 20, "20 searches answered", proc)
+
+        pid = own_server.running_pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        killed = len(load.answers)
+        until(lambda: running.count(503, killed) >= 8, "8 answers of 503 after the kill", proc, attempts=1200)
+        health = httpx.get(f"{base}/healthz", timeout=120)
+        assert health.status_code == 503 and set(health.json()) == {"error"}
+
+        own_server.ensure_running()
+        back = len(load.answers)
+
+        def recovered() -> bool:
+            tail = running.answers[back:]
+            return len(tail) >= 10 and all(code == 200 for code, _ in tail[-10:])
+
+        until(recovered, "10 searches in a row answered after the database returned", proc, attempts=1800)
+        load.stop()
+        assert proc.poll() is None, "the server exited"
+        assert load.failures == []
+        for code, body in load.answers:
+            assert code in (200, 503), (code, body)
+            if code == 200:
+                assert isinstance(body, dict) and [h["chunk_id"] for h in body["hits"]] == expected
+            else:
+                assert isinstance(body, dict) and set(body) == {"error"}, body
+                message = str(body["error"])
+                assert "\n" not in message and message.startswith(("database unavailable", "no connection")), message
+                assert reader not in message
+        after = [code for code, _ in load.answers[back:]]
+        assert after[-10:] == [200] * 10
+    finally:
+        if load is not None:
+            load.stop()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    log = (out + err).decode()
+    assert "Traceback" not in log, log[-3000:]
+    assert reader not in log and (tokens.parse(reader) or (0, reader))[1] not in log
