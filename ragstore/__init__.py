@@ -4,6 +4,8 @@ Applications start from :class:`ragstore.Store` (a pool of connections; thread-s
 :class:`ragstore.AsyncStore` (asyncio). The exceptions are imported with the package (they need only
 the standard library); the other public names on first use (``ragstore.connect`` loads psycopg then), so
 that importing a submodule such as the command line does not pay for the whole library.
+``ragstore.connect(dsn)`` follows the Store's rule: the DSN given, else ``$RAGSTORE_DSN``, else
+DatabaseUnavailable; it never starts the embedded server (``ragstore.embedded.start()`` does).
 
 ``ragstore.__version__`` is the installed distribution's version (``importlib.metadata``), the one
 ``pip show ragstore`` and ``ragstore --version`` print.
@@ -36,7 +38,7 @@ except PackageNotFoundError:  # a source tree on sys.path that pip never install
     __version__ = "0+unknown"
 
 if TYPE_CHECKING:
-    from ragstore.db.connection import connect
+    from ragstore.db.connection import connect_given as connect
     from ragstore.families import Family, create_family, get_family, list_families
     from ragstore.ingest.records import ChunkRecord, IndexRow
     from ragstore.ingest.run import index_sources
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
 
 # public name -> the module that defines it
 _LAZY: dict[str, str] = {
-    "connect": "ragstore.db.connection",
+    "connect": "ragstore.db.connection",  # as connect_given (_RENAMED): the Store's rule, no server started
     "Family": "ragstore.families",
     "create_family": "ragstore.families",
     "get_family": "ragstore.families",
@@ -63,6 +65,8 @@ _LAZY: dict[str, str] = {
     "Store": "ragstore.store",
     "AsyncStore": "ragstore.store_async",
 }
+# public name -> its name in its module, where the two differ
+_RENAMED: dict[str, str] = {"connect": "connect_given"}
 
 __all__ = [
     "AsyncStore",
@@ -97,7 +101,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'ragstore' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
     globals()[name] = value
     return value
 

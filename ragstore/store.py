@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack, cast
+from typing import IO, TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypedDict, TypeVar, Unpack, cast
 
 import psycopg
 
-from ragstore import config
 from ragstore.caches import Caches
 from ragstore.common.closing import Closing
-from ragstore.db.connection import mask_dsn, register_vector, statement_timeout
+from ragstore.db.connection import NO_DATABASE as NO_DATABASE_OF
+from ragstore.db.connection import given_dsn, mask_dsn, register_vector, statement_timeout
 from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput
 from ragstore.ingest.programs import records_source
 from ragstore.ingest.records import ChunkRecord
@@ -41,21 +41,30 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
     from ragstore.context.models import ContextPack
+    from ragstore.context.verify import VerifyReport
     from ragstore.embed.base import Backend
+    from ragstore.embed.similarity import RankedText
     from ragstore.evaluation.datasets import Qrels, Query
     from ragstore.evaluation.runner import EvalResult, ModeSpec
+    from ragstore.evaluation.tune import Tuned
     from ragstore.families import Family, FamilyStats
     from ragstore.families.chunks import ChunkPage, DeleteReport, ExportReport, GetResult
     from ragstore.families.filter_keys import FilterKey
+    from ragstore.families.migrate import DryRunReport as FamilyMigrationPlan
+    from ragstore.families.migrate import MigrationReport as FamilyMigration
+    from ragstore.families.storage_migrate import StorageMigration
     from ragstore.families.vacuum import VacuumReport
     from ragstore.ingest.readers import Source
     from ragstore.ingest.roots import SourceRow
     from ragstore.ingest.writer import IndexReport
     from ragstore.memory.models import AgentProfile, MemoryRecord
+    from ragstore.memory.principals import Principal
     from ragstore.memory.recall import RecallResult
     from ragstore.memory.store import AddResult, ForgetResult
-    from ragstore.migrate import MigrationResult
+    from ragstore.migrate import MigrationResult, MigrationStatus
     from ragstore.search.recall import RecallReport
+    from ragstore.search.rerank import Reranker
+    from ragstore.serve.tokens import NewToken, TokenInfo
     from ragstore.sync.sources import SyncSource
     from ragstore.sync.worker import RunReport
 
@@ -65,17 +74,11 @@ R = TypeVar("R")
 
 DEFAULT_POOL_SIZE = 10
 DEFAULT_APPLICATION_NAME = "ragstore"
-NO_DATABASE = (
-    "no database given: pass Store(dsn=...), set RAGSTORE_DSN, or use Store.embedded() to start (or reuse) "
-    "ragstore's embedded PostgreSQL under $RAGSTORE_HOME"
-)
+NO_DATABASE = NO_DATABASE_OF.format(door="Store", embedded="Store.embedded()")
 
 
 def _dsn_or_refuse(dsn: str | None) -> str:
-    chosen = dsn or config.dsn_from_env()
-    if not chosen:
-        raise DatabaseUnavailable(NO_DATABASE)
-    return chosen
+    return given_dsn(dsn, "Store", "Store.embedded()")
 
 
 def check_pool_sizes(pool_size: int, min_size: int) -> None:
@@ -159,6 +162,22 @@ def _pooled(fn: Callable[Concatenate[Conn, P], R]) -> Callable[Concatenate[Store
 CLOSED = "the {what} is closed (close() was called, or its `with` block ended): open a new {what}"
 
 
+class Lender(Protocol):
+    """What a Store asks of its connections' source: ``psycopg_pool.ConnectionPool``, or
+    :class:`ragstore.db.direct.DirectConnections` for :meth:`Store.direct`."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def getconn(self, timeout: float | None = None) -> Conn: ...
+
+    def putconn(self, conn: Conn) -> None: ...
+
+    def drain(self) -> None: ...
+
+    def close(self, timeout: float = 5.0) -> None: ...
+
+
 class Store(Closing):
     """ragstore on a pool of at most ``pool_size`` connections; see the module docstring.
 
@@ -181,14 +200,15 @@ class Store(Closing):
         def configure(conn: Conn) -> None:
             configure_connection(conn, statement_timeout_ms)
 
-        self._pool: ConnectionPool[Conn] = ConnectionPool(
+        pool: ConnectionPool[Conn] = ConnectionPool(
             self.dsn, configure=configure, open=False, name=settings.application_name, **settings.pool_kwargs()
         )
         try:
-            self._pool.open(wait=True, timeout=self._timeout)
+            pool.open(wait=True, timeout=self._timeout)
         except PoolTimeout as exc:
-            self._pool.close()
+            pool.close()
             raise DatabaseUnavailable(f"cannot connect to {mask_dsn(self.dsn)}: {exc}") from exc
+        self._pool: Lender = pool
 
     # -- life cycle -------------------------------------------------------------------------------
     @classmethod
@@ -635,15 +655,22 @@ class Store(Closing):
         *,
         k: int = 10,
         per_leg: int | None = None,
+        reranker: Reranker | None = None,
+        rerank_depth: int | None = None,
     ) -> EvalResult:
         """Score search modes on a test set (``ragstore eval``): ``queries`` and ``qrels`` as
-        :mod:`ragstore.evaluation.datasets` reads them; ``modes`` default to every plain mode."""
+        :mod:`ragstore.evaluation.datasets` reads them; ``modes`` default to every plain mode; ``reranker``
+        (with ``rerank_depth`` candidates) serves the modes that ask for ``rerank="cross"``."""
         from ragstore.evaluation.runner import ModeSpec, run_eval
         from ragstore.search.api import MODES
+        from ragstore.search.rerank import DEFAULT_DEPTH
 
         specs = list(modes) if modes is not None else [ModeSpec(m) for m in MODES if m != "auto"]
+        depth = rerank_depth or DEFAULT_DEPTH
         with self.connection(autocommit=False) as conn:
-            return run_eval(conn, family, queries, qrels, specs, k=k, per_leg=per_leg)
+            return run_eval(
+                conn, family, queries, qrels, specs, k=k, per_leg=per_leg, reranker=reranker, rerank_depth=depth
+            )
 
     @property
     def memory(self) -> Memory:
@@ -686,6 +713,233 @@ class Store(Closing):
             constraints=tuple(constraints),
             snippets=snippets,
         )
+
+    # -- parity with the command line -------------------------------------------------------------
+    # The Store methods of the commands that had none (tests/unit/test_cli_parity.py maps every command
+    # to its methods). Each is one library call on a connection of the pool.
+    @classmethod
+    def direct(cls, dsn: str, *, max_connections: int = 2) -> Store:
+        """A Store for one short-lived, single-threaded caller (the command line: it parses, calls one
+        Store method, prints): no pool, no threads; a connection is opened by
+        :func:`ragstore.db.connection.connect` when a call first needs one (a database that does not
+        answer fails that call at once, with its one-line message) and kept for the next; at most
+        ``max_connections`` are open (two: an index run's second writer)."""
+        from ragstore.db.direct import DirectConnections
+
+        check_pool_sizes(max_connections, 0)
+        store = cls.__new__(cls)
+        store.dsn = dsn
+        store.pool_size = max_connections
+        store.caches = Caches()
+        store._timeout = 0.0
+        store._pool = DirectConnections(dsn, max_connections)
+        return store
+
+    def migration_status(self) -> MigrationStatus:
+        """The database's revision and the head (``ragstore migrate --status``); changes nothing."""
+        from ragstore.migrate import status
+
+        if self._pool.closed:
+            raise DatabaseUnavailable(CLOSED.format(what="Store"))
+        return status(self.dsn)
+
+    def tune_family(
+        self,
+        name: str,
+        queries: Sequence[Query],
+        qrels: Qrels,
+        *,
+        k: int = 10,
+        folds: int = 5,
+        seed: int = 0,
+        min_gain_se: float = 1.0,
+        per_legs: Sequence[int] = (),
+        dry_run: bool = False,
+    ) -> Tuned:
+        """Choose family ``name``'s hybrid fusion on labelled queries by cross-validated nDCG@k and store
+        the choice unless ``dry_run`` (``ragstore family tune``; the rule:
+        :func:`ragstore.evaluation.tune.tune_family`). Raises InvalidInput, NotFound."""
+        from ragstore.evaluation.tune import tune_family
+
+        with self.connection(autocommit=False) as conn:
+            tuned = tune_family(
+                conn,
+                name,
+                queries,
+                qrels,
+                k=k,
+                folds=folds,
+                seed=seed,
+                min_gain_se=min_gain_se,
+                per_legs=per_legs,
+                dry_run=dry_run,
+            )
+        self.caches.forget_family(name)
+        return tuned
+
+    def reset_fusion(self, name: str) -> None:
+        """Forget family ``name``'s tuned fusion: back to the default (``ragstore family tune --reset``)."""
+        from ragstore.families import check_name
+        from ragstore.search.fusion import store_settings
+
+        check_name(name)
+        with self.connection(autocommit=False) as conn:
+            store_settings(conn, name, None)
+            conn.commit()
+        self.caches.forget_family(name)
+
+    def migrate_family(
+        self,
+        name: str,
+        backend: str | Backend,
+        *,
+        model: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        batch_size: int | None = None,
+        on_total: Callable[[int], None] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> FamilyMigration:
+        """Re-embed family ``name`` with ``backend`` (a name, with ``model`` and the recorded ``options``,
+        or a Backend) into a new table, then swap it in one transaction (``ragstore family migrate NAME
+        --backend B``); searches use the old vectors until the swap, and a rerun resumes. ``on_total`` gets
+        the number of chunks to write, ``progress`` each committed batch's size. Raises InvalidInput,
+        NotFound, Conflict (another migration runs)."""
+        from ragstore.families import migrate as family_migrate
+
+        recorded = dict(options or {})
+        made = _backend(backend, model, recorded)
+        with self.connection(autocommit=False) as conn:
+            report = family_migrate.migrate_family(
+                conn,
+                name,
+                made,
+                options=recorded,
+                batch_size=batch_size or family_migrate.DEFAULT_BATCH,
+                on_total=on_total,
+                progress=progress,
+            )
+        self.caches.forget_family(name)
+        return report
+
+    def plan_family_migration(
+        self,
+        name: str,
+        backend: str | Backend,
+        *,
+        model: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        sample: int | None = None,
+    ) -> FamilyMigrationPlan:
+        """What migrating family ``name`` to ``backend`` would embed, timed on ``sample`` texts
+        (``ragstore family migrate --dry-run``); writes nothing."""
+        from ragstore.families import migrate as family_migrate
+
+        recorded = dict(options or {})
+        made = _backend(backend, model, recorded)
+        with self.connection(autocommit=False) as conn:
+            return family_migrate.dry_run(
+                conn, name, made, options=recorded, sample=sample or family_migrate.DRY_RUN_SAMPLE
+            )
+
+    def abort_family_migration(self, name: str) -> Family:
+        """Give up an unfinished migration of family ``name`` and drop its new table (``ragstore family
+        migrate --abort``); the family serves its old model as before. Raises NotFound, Conflict."""
+        from ragstore.families import migrate as family_migrate
+
+        with self.connection(autocommit=False) as conn:
+            family = family_migrate.abort_migration(conn, name)
+        self.caches.forget_family(name)
+        return family
+
+    def migrate_storage(
+        self, name: str, storage: str | None = None, *, rerank_factor: int | None = None
+    ) -> StorageMigration:
+        """Rebuild family ``name``'s HNSW index in ``storage`` (``vector``, ``halfvec``, ``bit``; default:
+        its storage now, to change only ``rerank_factor``) concurrently and swap it in (``ragstore family
+        migrate --storage``); nothing is re-embedded. Raises InvalidInput, NotFound, Conflict."""
+        from ragstore.families import get_family
+        from ragstore.families.storage_migrate import migrate_storage
+
+        with self.connection(autocommit=False) as conn:
+            chosen = storage or get_family(conn, name).storage
+            report = migrate_storage(conn, name, chosen, rerank_factor=rerank_factor)
+            conn.commit()  # a factor-only change is left open by migrate_storage for its caller
+        self.caches.forget_family(name)
+        return report
+
+    def embedder(self, family: str) -> Backend:
+        """The backend that built ``family``, configured as it recorded (``ragstore embed status
+        --family``); kept in the Store's caches."""
+        from ragstore.families import backend_for
+
+        return backend_for(self.family(family), self.caches)
+
+    def embed(self, texts: Sequence[str], *, family: str | None = None, backend: str | Backend | None = None) -> Any:
+        """The vectors of ``texts`` (a numpy matrix, one row a text) as ``family``'s backend or ``backend``
+        (a name or a Backend; default ``offline``) embeds them (``ragstore embed text``)."""
+        return self._embedding_backend(family, backend).embed(list(texts))
+
+    def similarity(self, a: str, b: str, *, family: str | None = None, backend: str | Backend | None = None) -> float:
+        """The cosine similarity of texts ``a`` and ``b`` (``ragstore embed similarity``); the backend as
+        for :meth:`embed`."""
+        from ragstore.embed.similarity import similarity
+
+        return similarity(self._embedding_backend(family, backend), a, b)
+
+    def rank(
+        self,
+        query: str,
+        candidates: Sequence[str],
+        *,
+        family: str | None = None,
+        backend: str | Backend | None = None,
+    ) -> list[RankedText]:
+        """``candidates`` by cosine similarity to ``query``, highest first, ties in input order (``ragstore
+        embed rank``); the backend as for :meth:`embed`."""
+        from ragstore.embed.similarity import rank_texts
+
+        return rank_texts(self._embedding_backend(family, backend), query, candidates)
+
+    def _embedding_backend(self, family: str | None, backend: str | Backend | None) -> Backend:
+        if family is not None and backend is not None:
+            raise InvalidInput("give family or backend, not both: a family names its own backend")
+        if family is not None:
+            return self.embedder(family)
+        return _backend(backend or "offline", None, {})
+
+    def verify_pack(self, pack: str | Path | ContextPack, root: str | Path = ".") -> VerifyReport:
+        """Recompute a saved context pack's ids and manifest against the files under ``root``
+        (``ragstore context-pack --verify``); reads files only, no database."""
+        from ragstore.context.sources import load_pack
+        from ragstore.context.verify import verify
+
+        return verify(load_pack(pack) if isinstance(pack, str | Path) else pack, root)
+
+    def create_token(self, role: str, name: str | None = None) -> NewToken:
+        """A bearer token of ``ragstore serve`` acting as ``role`` (``ragstore token create``); its secret
+        is in the result only, never stored. Owner side only; raises InvalidInput, NotFound."""
+        from ragstore.serve import tokens
+
+        with self.connection() as conn:
+            return tokens.create(conn, role, name)
+
+    def tokens(self) -> list[TokenInfo]:
+        """Every token (id, name, role, created, last used, revoked), never a secret (``ragstore token
+        list``). Owner side only."""
+        from ragstore.serve import tokens
+
+        with self.connection() as conn:
+            return tokens.list_tokens(conn)
+
+    def revoke_token(self, name_or_id: str) -> TokenInfo:
+        """Revoke the live token named (or numbered) ``name_or_id`` (``ragstore token revoke``). Raises
+        NotFound."""
+        from ragstore.serve import tokens
+
+        with self.connection() as conn:
+            return tokens.revoke(conn, name_or_id)
+
+    # -- end of the parity block --------------------------------------------------------------------
 
 
 class Memory:
@@ -730,6 +984,38 @@ class Memory:
         with self._store.connection(autocommit=False) as conn:
             return forget(conn, agent, record_id, reason)
 
+    # -- parity with the command line (ragstore memory import|grant|revoke|principals) -------------
+    def import_file(self, path: str | Path) -> AddResult:
+        """Append the records of a JSONL file in one transaction, every line checked first; idempotent by
+        id (``ragstore memory import``)."""
+        from ragstore.memory.store import import_jsonl
+
+        with self._store.connection(autocommit=False) as conn:
+            return import_jsonl(conn, path)
+
+    def grant(self, agent: str, role: str) -> bool:
+        """Bind ``agent`` to the database role ``role`` (``ragstore memory grant``); False when it was bound
+        already. Owner side only; raises InvalidInput, NotFound (no such role)."""
+        from ragstore.memory.principals import grant_agent
+
+        with self._store.connection(autocommit=False) as conn:
+            return grant_agent(conn, agent, role)
+
+    def revoke(self, agent: str, role: str) -> None:
+        """Remove the binding of ``agent`` to ``role`` (``ragstore memory revoke``); NotFound when none."""
+        from ragstore.memory.principals import revoke_agent
+
+        with self._store.connection(autocommit=False) as conn:
+            revoke_agent(conn, agent, role)
+
+    def principals(self, agent: str | None = None) -> list[Principal]:
+        """Which database roles act for which agents (of ``agent`` only, when given) (``ragstore memory
+        principals``)."""
+        from ragstore.memory.principals import list_principals
+
+        with self._store.connection(autocommit=False) as conn:
+            return list_principals(conn, agent)
+
 
 def _profile(profile: AgentProfile | str | Path) -> AgentProfile:
     from ragstore.memory.models import load_profile
@@ -737,6 +1023,14 @@ def _profile(profile: AgentProfile | str | Path) -> AgentProfile:
     if isinstance(profile, str | Path):
         return load_profile(profile)
     return profile
+
+
+def _backend(backend: str | Backend, model: str | None, options: Mapping[str, Any]) -> Backend:
+    """``backend`` itself, or the backend of that name made with ``model`` and ``options``."""
+    from ragstore.embed.base import Backend as BackendType
+    from ragstore.embed.registry import make_backend
+
+    return backend if isinstance(backend, BackendType) else make_backend(backend, model=model, **options)
 
 
 def pool_size_from_env(default: int = DEFAULT_POOL_SIZE) -> int:

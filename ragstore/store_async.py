@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, 
 import psycopg
 
 from ragstore.errors import DatabaseUnavailable, InvalidInput
-from ragstore.store import CLOSED, PoolOptions, PoolSettings, Store
+from ragstore.store import CLOSED, Memory, PoolOptions, PoolSettings, Store
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -70,6 +70,39 @@ def _coroutine_of(
         return cast("Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, R]]", fn)
 
     return decorate
+
+
+def _in_thread(
+    model: Callable[Concatenate[Store, P], R],
+) -> Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, R]]:
+    """``model`` (a Store method) as an AsyncStore coroutine that runs it in a worker thread on the worker
+    pool: its parameters, result and errors, defined once, in ``model``."""
+    name = model.__name__
+
+    async def method(self: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        call: Callable[P, R] = getattr(self.store, name)
+        return await asyncio.to_thread(call, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__signature__ = inspect.signature(model)  # type: ignore[attr-defined]
+    method.__doc__ = f":meth:`Store.{name}` as a coroutine, in a worker thread (the same arguments, results, errors)."
+    return method
+
+
+def _memory_in_thread(
+    model: Callable[Concatenate[Memory, P], R],
+) -> Callable[Concatenate[AsyncMemory, P], Coroutine[Any, Any, R]]:
+    """``model`` (a :class:`~ragstore.store.Memory` method) as an AsyncMemory coroutine, in a worker thread."""
+    name = model.__name__
+
+    async def method(self: AsyncMemory, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        call: Callable[P, R] = getattr(self._store.store.memory, name)
+        return await asyncio.to_thread(call, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__signature__ = inspect.signature(model)  # type: ignore[attr-defined]
+    method.__doc__ = f":meth:`Memory.{name}` as a coroutine, in a worker thread (the same arguments and results)."
+    return method
 
 
 class AsyncStore:
@@ -194,25 +227,31 @@ class AsyncStore:
 
     # -- the methods run in a worker thread ------------------------------------------------------
     async def migrate(self) -> MigrationResult:
+        """:meth:`Store.migrate` in a worker thread (Alembic is synchronous); drains the async pool after a change."""
         result = await asyncio.to_thread(self.store.migrate)
         if result.changed and self._pool is not None:
             await self._pool.drain()
         return result
 
     async def create_family(self, name: str, backend: str | Backend | None = None, **options: Any) -> Family:
+        """:meth:`Store.create_family` in a worker thread (the DDL and the backend check are the sync path's)."""
         return await asyncio.to_thread(self.store.create_family, name, backend, **options)
 
     async def family(self, name: str) -> Family:
+        """:meth:`Store.family` on the event loop: the family's row, awaited."""
         async with self.connection() as conn:
             return await _fresh_family(conn, self.store.caches, name)
 
     async def families(self) -> list[Family]:
+        """:meth:`Store.families` in a worker thread."""
         return await asyncio.to_thread(self.store.families)
 
     async def family_stats(self, name: str) -> FamilyStats:
+        """:meth:`Store.family_stats` in a worker thread."""
         return await asyncio.to_thread(self.store.family_stats, name)
 
     async def drop_family(self, name: str) -> None:
+        """:meth:`Store.drop_family` in a worker thread."""
         await asyncio.to_thread(self.store.drop_family, name)
 
     async def vacuum(self, family: str | None = None, *, full: bool = False) -> VacuumReport:
@@ -220,12 +259,15 @@ class AsyncStore:
         return await asyncio.to_thread(self.store.vacuum, family, full=full)
 
     async def add_filter_key(self, family: str, key: str, *, covering: bool = False) -> Family:
+        """:meth:`Store.add_filter_key` in a worker thread (the index is built concurrently there)."""
         return await asyncio.to_thread(self.store.add_filter_key, family, key, covering=covering)
 
     async def remove_filter_key(self, family: str, key: str) -> Family:
+        """:meth:`Store.remove_filter_key` in a worker thread."""
         return await asyncio.to_thread(self.store.remove_filter_key, family, key)
 
     async def filter_keys(self, family: str) -> list[FilterKey]:
+        """:meth:`Store.filter_keys` in a worker thread."""
         return await asyncio.to_thread(self.store.filter_keys, family)
 
     async def index(
@@ -306,6 +348,7 @@ class AsyncStore:
         return await asyncio.to_thread(self.store.sources, family)
 
     async def check_recall(self, family: str, **options: Any) -> RecallReport:
+        """:meth:`Store.check_recall` in a worker thread (it times the sync paths it measures)."""
         return await asyncio.to_thread(self.store.check_recall, family, **options)
 
     async def eval(
@@ -316,14 +359,39 @@ class AsyncStore:
         modes: Sequence[ModeSpec] | None = None,
         **options: Any,
     ) -> EvalResult:
+        """:meth:`Store.eval` in a worker thread (it times the sync search paths it scores)."""
         return await asyncio.to_thread(self.store.eval, family, queries, qrels, modes, **options)
 
     async def context_pack(self, **options: Any) -> ContextPack:
+        """:meth:`Store.context_pack` in a worker thread (it reads files from disk)."""
         return await asyncio.to_thread(self.store.context_pack, **options)
 
     @property
     def memory(self) -> AsyncMemory:
+        """Agent memory as coroutines (see :class:`AsyncMemory`)."""
         return AsyncMemory(self)
+
+    # -- parity with the command line -------------------------------------------------------------
+    # Each runs the Store method in a worker thread: every one is a synchronous code path (Alembic, the
+    # tuning's numpy grid over searches, re-embedding and index builds, embedding models, file reads, the
+    # token and storage statements of sync library functions), and a native version would copy its
+    # statements here; AsyncStore keeps no logic of its own.
+    migration_status = _in_thread(Store.migration_status)
+    tune_family = _in_thread(Store.tune_family)
+    reset_fusion = _in_thread(Store.reset_fusion)
+    migrate_family = _in_thread(Store.migrate_family)
+    plan_family_migration = _in_thread(Store.plan_family_migration)
+    abort_family_migration = _in_thread(Store.abort_family_migration)
+    migrate_storage = _in_thread(Store.migrate_storage)
+    embedder = _in_thread(Store.embedder)
+    embed = _in_thread(Store.embed)
+    similarity = _in_thread(Store.similarity)
+    rank = _in_thread(Store.rank)
+    verify_pack = _in_thread(Store.verify_pack)
+    create_token = _in_thread(Store.create_token)
+    tokens = _in_thread(Store.tokens)
+    revoke_token = _in_thread(Store.revoke_token)
+    # -- end of the parity block --------------------------------------------------------------------
 
     # -- search ----------------------------------------------------------------------------------
     @_coroutine_of(Store.search)
@@ -340,7 +408,7 @@ class AsyncStore:
         caches = options.pop("caches", None) or self.store.caches
         request = SearchRequest.of(family, query, **options)
         async with self.connection() as conn:
-            plan = plan_search(request, caches, await drive_async.citus_of(conn))
+            plan = plan_search(request, caches, await drive_async.dialect_of(conn))
             answer = await drive_async.run(conn, plan, self._blocking)
         if answer.note is not None:
             warnings.warn(FingerprintVectorsWarning(answer.note), stacklevel=2)
@@ -363,16 +431,26 @@ class AsyncMemory:
         self._store = store
 
     async def add(self, records: Iterable[Any]) -> Any:
+        """:meth:`Memory.add` in a worker thread."""
         return await asyncio.to_thread(self._store.store.memory.add, list(records))
 
     async def compose(self, profile: Any, **options: Any) -> Any:
+        """:meth:`Memory.compose` in a worker thread."""
         return await asyncio.to_thread(self._store.store.memory.compose, profile, **options)
 
     async def recall(self, profile: Any, query: str, k: int = 8, **options: Any) -> Any:
+        """:meth:`Memory.recall` in a worker thread."""
         return await asyncio.to_thread(self._store.store.memory.recall, profile, query, k, **options)
 
     async def forget(self, agent: str, record_id: str, reason: str) -> Any:
+        """:meth:`Memory.forget` in a worker thread."""
         return await asyncio.to_thread(self._store.store.memory.forget, agent, record_id, reason)
+
+    # -- parity with the command line (ragstore memory import|grant|revoke|principals) -------------
+    import_file = _memory_in_thread(Memory.import_file)
+    grant = _memory_in_thread(Memory.grant)
+    revoke = _memory_in_thread(Memory.revoke)
+    principals = _memory_in_thread(Memory.principals)
 
 
 async def _register_vector_async(conn: AConn) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ragstore import config, migrate
-from ragstore.cli.app import app, echo_stopped, emit_json
+from ragstore.cli.app import app, echo_stopped, emit_json, human_size
 from ragstore.common.fields import fields_dict
 from ragstore.db.connection import mask_dsn
 from ragstore.db.server import EmbeddedServer
@@ -24,16 +24,16 @@ def migrate_command(ctx: click.Context, show_status: bool, offline: bool, on_cit
     if offline:
         click.echo(migrate.offline_sql(on_citus=on_citus), nl=False)
         return
-    dsn = app(ctx).dsn
-    if show_status:
-        status = migrate.status(dsn)
-        if as_json:
-            emit_json({"current": status.current, "head": status.head, "up_to_date": status.up_to_date})
-        else:
-            state = "up to date" if status.up_to_date else "behind head: run `ragstore migrate`"
-            click.echo(f"current: {status.current or '(none)'}  head: {status.head}  ({state})")
-        return
-    result = migrate.upgrade(dsn)
+    with app(ctx).store() as store:
+        if show_status:
+            status = store.migration_status()
+            if as_json:
+                emit_json({"current": status.current, "head": status.head, "up_to_date": status.up_to_date})
+            else:
+                state = "up to date" if status.up_to_date else "behind head: run `ragstore migrate`"
+                click.echo(f"current: {status.current or '(none)'}  head: {status.head}  ({state})")
+            return
+        result = store.migrate()
     if as_json:
         emit_json(
             {
@@ -65,36 +65,25 @@ def vacuum_command(ctx: click.Context, family: str | None, full: bool, as_json: 
 
     With FAMILY: that family's table and the tables all families share; without: every ragstore table.
     """
-    from ragstore.families.vacuum import vacuum
-
-    with app(ctx).connect() as conn:
-        report = vacuum(conn, family, full=full)
+    with app(ctx).store() as store:
+        report = store.vacuum(family, full=full)
     if as_json:
         emit_json(report.as_dict())
         return
     db_before, db_after = report.database
     what = "vacuum --full" if full else "vacuum"
     click.echo(
-        f"{what}: {_size(report.reclaimed)} returned to the disk "
-        f"(database {_size(db_before)} -> {_size(db_after)}, {len(report.tables)} tables)"
+        f"{what}: {human_size(report.reclaimed)} returned to the disk "
+        f"(database {human_size(db_before)} -> {human_size(db_after)}, {len(report.tables)} tables)"
     )
     for name, (before, after) in sorted(report.tables.items()):
         if before != after:
-            click.echo(f"  ragstore.{name}: {_size(before)} -> {_size(after)}")
+            click.echo(f"  ragstore.{name}: {human_size(before)} -> {human_size(after)}")
     if not full:
         click.echo(
             "note: a plain vacuum frees dead rows for reuse and returns only the empty pages at the end of each "
             "table; `ragstore vacuum --full` returns all free space (it locks each table while it rewrites it)"
         )
-
-
-def _size(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "kB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 @click.group("server")

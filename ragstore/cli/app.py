@@ -16,6 +16,8 @@ from ragstore.errors import RagstoreError, mask_secrets
 if TYPE_CHECKING:
     import psycopg
 
+    from ragstore.store import Store
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 1
@@ -67,6 +69,15 @@ class AppContext:
 
         return connect(self.dsn)
 
+    def store(self) -> Store:
+        """The Store a command calls (:meth:`Store.direct`: no pool, a connection opened on first use) on
+        ``--dsn``, else ``$RAGSTORE_DSN``, else the embedded server, started if needed: the command line
+        is the one door that starts it on its own."""
+        from ragstore.db.connection import resolve_dsn
+        from ragstore.store import Store
+
+        return Store.direct(resolve_dsn(self.dsn))
+
 
 class RagstoreGroup(click.Group):
     """A group that turns a RagstoreError into one clear line, and any other exception into one line
@@ -116,6 +127,16 @@ def echo_stopped(what: str, stopped: bool) -> None:
 def emit_json(data: Any) -> None:
     """Machine-readable output: one JSON document on stdout."""
     click.echo(json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2, default=str))
+
+
+def human_size(n: int) -> str:
+    """A byte count as people read it: ``512 B``, ``1.5 kB``, ``20.0 MB``, up to GB (binary steps)."""
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
 
 
 def interactive() -> bool:

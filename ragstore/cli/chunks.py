@@ -29,8 +29,8 @@ def delete_command(
     """Delete chunks of FAMILY by id (--id) or by package_path prefix (--package); other families are untouched."""
     if not ids and not packages:
         raise CliError("say what to delete: --id ID or --package PREFIX (see `ragstore list FAMILY`)")
-    with app(ctx).connect() as conn:
-        report = chunks.delete_chunks(conn, family, ids=ids, prefixes=packages, dry_run=dry_run)
+    with app(ctx).store() as store:
+        report = store.delete(family, ids=ids, packages=packages, dry_run=dry_run)
     if as_json:
         emit_json(report.as_dict())
         return
@@ -50,8 +50,8 @@ def delete_command(
 @click.pass_context
 def get_command(ctx: click.Context, family: str, ids: tuple[str, ...], vectors: bool, as_json: bool) -> None:
     """Print the chunks of FAMILY with these IDS (text and metadata); exit 1 when some are not found."""
-    with app(ctx).connect() as conn:
-        result = chunks.get_chunks(conn, family, ids, vectors=vectors)
+    with app(ctx).store() as store:
+        result = store.get(family, ids, vectors=vectors)
     if as_json:
         emit_json({"family": result.family, "chunks": [c.as_dict() for c in result.chunks], "missing": result.missing})
     else:
@@ -83,8 +83,8 @@ def list_command(
     ctx: click.Context, family: str, package: str | None, limit: int, after: str | None, as_json: bool
 ) -> None:
     """List the chunk ids of FAMILY in (package_path, chunk_id) order, a page at a time, with the counts."""
-    with app(ctx).connect() as conn:
-        page = chunks.list_chunks(conn, family, package=package, limit=limit, after=after)
+    with app(ctx).store() as store:
+        page = store.list_chunks(family, package=package, limit=limit, after=after)
     if as_json:
         emit_json(page.as_dict())
         return
@@ -108,14 +108,13 @@ def export_command(
     ctx: click.Context, family: str, format_: str, output: str, package: str | None, vectors: bool, as_json: bool
 ) -> None:
     """Write FAMILY's chunks as JSONL or Parquet records that `ragstore index` reads back to the same chunks."""
-    with app(ctx).connect() as conn:
+    with app(ctx).store() as store:
         if output == "-":
             if format_ == "parquet" and sys.stdout.isatty():
                 raise CliError("Parquet is binary: give --output FILE")
-            stdout = sys.stdout.buffer
-            chunks.export_chunks(conn, family, stdout, format=format_, package=package, vectors=vectors)
+            store.export(family, sys.stdout.buffer, format=format_, package=package, vectors=vectors)
             return
-        report = chunks.export_chunks(conn, family, output, format=format_, package=package, vectors=vectors)
+        report = store.export(family, output, format=format_, package=package, vectors=vectors)
     if as_json:
         emit_json(report.as_dict())
     else:

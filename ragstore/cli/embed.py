@@ -52,12 +52,12 @@ def _resolve(ctx: click.Context, params: dict[str, Any]) -> tuple[Backend, dict[
     if family_name:
         if params["backend_name"] or params["model"] or settings:
             raise CliError("--family takes the backend and its settings from the family: drop the other options")
-        from ragstore.families import backend_for, backend_options, get_family
+        from ragstore.families import backend_options
 
-        with app(ctx).connect() as conn:
-            family = get_family(conn, family_name)
-        recorded = backend_options(family)
-        return backend_for(family), recorded, family_name
+        with app(ctx).store() as store:
+            recorded = backend_options(store.family(family_name))
+            backend = store.embedder(family_name)
+        return backend, recorded, family_name
     backend = make_backend(params["backend_name"] or "offline", model=params["model"], **settings)
     return backend, settings, None
 

@@ -11,7 +11,7 @@ import click
 from ragstore.cli.app import app
 from ragstore.cli.second_stage import closing, make_reranker, reranker_options
 from ragstore.evaluation.datasets import read_qrels, read_queries
-from ragstore.evaluation.runner import MODES, RERANKS, ModeSpec, format_table, run_eval
+from ragstore.evaluation.runner import MODES, RERANKS, ModeSpec, format_table
 
 
 def _specs(modes: tuple[str, ...], rerank: str | None, weights: tuple[str, ...]) -> list[ModeSpec]:
@@ -87,9 +87,9 @@ def eval_command(
         from ragstore.evaluation.plot import _pyplot
 
         _pyplot()  # fail before the run, not after it, when matplotlib is missing
-    with closing(reranker), app(ctx).connect() as conn:
-        result = run_eval(
-            conn, family, queries, qrels, specs, k=k, per_leg=per_leg, reranker=reranker, rerank_depth=rerank_depth
+    with closing(reranker), app(ctx).store() as store:
+        result = store.eval(
+            family, queries, qrels, specs, k=k, per_leg=per_leg, reranker=reranker, rerank_depth=rerank_depth
         )
     if json_path == "-":
         click.echo(json.dumps(result.as_dict(), sort_keys=True, indent=2))

@@ -9,10 +9,10 @@ from typing import Any
 import click
 
 from ragstore import families
-from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.cli.app import CliError, app, emit_json, human_size, terminal_safe
 from ragstore.embed.registry import BACKENDS, backend_settings, default_backend, make_backend
 from ragstore.errors import mask_secrets
-from ragstore.families.storage import DEFAULT_RERANK_FACTOR, MAX_RERANK_FACTOR, STORAGES, storage_options
+from ragstore.families.storage import DEFAULT_RERANK_FACTOR, MAX_RERANK_FACTOR, STORAGES
 
 
 @click.group("family")
@@ -88,12 +88,16 @@ def family_create(
     if backend_name is None:
         backend_name, note = default_backend()
     options = backend_settings(base_url, dimensions, api_key_env)
-    backend = make_backend(backend_name, model=model, **options)
-    if fts_config != "english":
-        options["fts_config"] = fts_config
-    family_options = {**options, **storage_options(storage, rerank_factor)}
-    with app(ctx).connect() as conn:
-        family = families.create_family(conn, name, backend, options=family_options)
+    backend = make_backend(backend_name, model=model, **options)  # a bad setting fails before the database
+    with app(ctx).store() as store:
+        family = store.create_family(
+            name,
+            backend,
+            options=options,
+            fts_config=fts_config,
+            storage=storage,
+            rerank_factor=rerank_factor,
+        )
     if note is not None:
         click.echo(f"note: {note}", err=True)
     if family.storage == "bit":
@@ -137,8 +141,8 @@ def _masked(value: Any) -> Any:
 @click.pass_context
 def family_list(ctx: click.Context, as_json: bool) -> None:
     """List the families."""
-    with app(ctx).connect() as conn:
-        found = families.list_families(conn)
+    with app(ctx).store() as store:
+        found = store.families()
     if as_json:
         emit_json([_family_dict(f) for f in found])
         return
@@ -156,12 +160,11 @@ def family_list(ctx: click.Context, as_json: bool) -> None:
 def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a family: rows, dimension, model, index and size."""
     from ragstore.families import filter_keys
-    from ragstore.ingest.roots import list_sources
     from ragstore.search.fusion import settings_of
 
-    with app(ctx).connect() as conn:
-        stats = families.family_stats(conn, name)
-        sources = list_sources(conn, name)
+    with app(ctx).store() as store:
+        stats = store.family_stats(name)
+        sources = store.sources(name)
 
     fusion = settings_of(stats.family.options)
     tuned = "fusion" in stats.family.options
@@ -182,7 +185,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
     index = (
         f"{stats.hnsw_index} (hnsw {stats.family.opclass}, {stats.family.storage} storage"
         + (f", rerank factor {stats.family.rerank_factor}" if stats.family.storage == "bit" else "")
-        + f", {_size(stats.hnsw_bytes or 0)})"
+        + f", {human_size(stats.hnsw_bytes or 0)})"
         if stats.hnsw_index
         else "MISSING (an interrupted bulk load? the next `ragstore index` run builds it)"
     )
@@ -191,7 +194,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         f"backend: {stats.family.backend}\nmodel:   {stats.family.model}\n"
         f"dim:     {stats.family.dim} ({stats.family.vector_type})\n"
         f"table:   ragstore.{stats.family.table}\nrows:    {stats.rows}\n"
-        f"index:   {index}\nsize:    {_size(stats.total_bytes)}\nstate:   {stats.family.state}\n"
+        f"index:   {index}\nsize:    {human_size(stats.total_bytes)}\nstate:   {stats.family.state}\n"
         f"fusion:  {_fusion_line(fusion)} ({'tuned: ragstore family tune' if tuned else 'the default'})\n"
         f"filter keys: {_keys_line(stats.family)}\n"
         f"recall:  {_recall_line(stats.family)}"
@@ -276,26 +279,31 @@ def family_tune(
     family uses the default (an earlier tuning is forgotten).
     """
     from ragstore.evaluation.datasets import read_qrels, read_queries
-    from ragstore.evaluation.tune import PER_LEGS, default_grid, tune
-    from ragstore.search.fusion import store_settings
 
     families.check_name(name)
     if reset:
-        with app(ctx).connect() as conn:
-            store_settings(conn, name, None)
+        with app(ctx).store() as store:
+            store.reset_fusion(name)
         click.echo(f"family {name}: fusion back to the default")
         return
     queries = read_queries(queries_path)
     qrels = read_qrels(qrels_path)
-    with app(ctx).connect() as conn:
-        grid = default_grid(per_legs=sorted({*PER_LEGS, *per_legs}))
-        report = tune(conn, name, queries, qrels, k=k, folds=folds, seed=seed, min_gain_se=min_gain_se, grid=grid)
-        stored = not report.kept_default and report.held_out >= report.default_held_out - 1e-12
-        if not dry_run:
-            store_settings(conn, name, report.chosen if stored else None)
+    with app(ctx).store() as store:
+        tuned = store.tune_family(
+            name,
+            queries,
+            qrels,
+            k=k,
+            folds=folds,
+            seed=seed,
+            min_gain_se=min_gain_se,
+            per_legs=per_legs,
+            dry_run=dry_run,
+        )
     if as_json:
-        emit_json(report.as_dict() | {"stored": stored and not dry_run})
+        emit_json(tuned.as_dict())
         return
+    report, stored = tuned.report, tuned.stored
     click.echo(
         f"family {name}: {report.queries} queries ({report.skipped} without a relevant judgement skipped), "
         f"{len(report.grid)} settings, {report.folds}-fold cross-validation, nDCG@{k}; the default is left "
@@ -355,10 +363,8 @@ def filter_keys_group() -> None:
 @click.pass_context
 def filter_keys_add(ctx: click.Context, name: str, key: str, covering: bool) -> None:
     """Declare KEY on family NAME: build its btree index, then record it."""
-    from ragstore.families import filter_keys
-
-    with app(ctx).connect() as conn:
-        family = filter_keys.add_key(conn, name, key, covering=covering)
+    with app(ctx).store() as store:
+        family = store.add_filter_key(name, key, covering=covering)
     click.echo(f"family {name}: filter keys {_keys_line(family)}")
 
 
@@ -368,10 +374,8 @@ def filter_keys_add(ctx: click.Context, name: str, key: str, covering: bool) -> 
 @click.pass_context
 def filter_keys_remove(ctx: click.Context, name: str, key: str) -> None:
     """Forget KEY on family NAME and drop its index (filters on it read the GIN index again)."""
-    from ragstore.families import filter_keys
-
-    with app(ctx).connect() as conn:
-        family = filter_keys.remove_key(conn, name, key)
+    with app(ctx).store() as store:
+        family = store.remove_filter_key(name, key)
     click.echo(f"family {name}: filter keys {_keys_line(family)}")
 
 
@@ -381,10 +385,9 @@ def filter_keys_remove(ctx: click.Context, name: str, key: str) -> None:
 @click.pass_context
 def filter_keys_list(ctx: click.Context, as_json: bool, name: str) -> None:
     """The keys declared on family NAME, each with its index and whether that index is valid."""
-    from ragstore.families.filter_keys import list_keys
-
-    with app(ctx).connect() as conn:
-        _echo_keys(list_keys(conn, name), as_json)
+    with app(ctx).store() as store:
+        found = store.filter_keys(name)
+    _echo_keys(found, as_json)
 
 
 def _echo_keys(found: list[Any], as_json: bool) -> None:
@@ -392,7 +395,7 @@ def _echo_keys(found: list[Any], as_json: bool) -> None:
         emit_json([k.as_dict() for k in found])
         return
     for k in found:
-        state = _size(k.bytes or 0) if k.valid else "MISSING or invalid: run `filter-keys add` again"
+        state = human_size(k.bytes or 0) if k.valid else "MISSING or invalid: run `filter-keys add` again"
         kind = "covering" if k.covering else "btree"
         click.echo(terminal_safe(f"{json.dumps(k.key, ensure_ascii=False)}  {kind} {k.index} ({state})"))
 
@@ -416,19 +419,10 @@ def family_drop(ctx: click.Context, name: str, yes: bool) -> None:
     """Delete a family: its table, its vectors and its chunks (no other family's)."""
     if not yes:
         raise CliError(f"dropping {name!r} deletes its vectors and chunks: pass --yes to confirm")
-    with app(ctx).connect() as conn:
-        families.drop_family(conn, name)
+    with app(ctx).store() as store:
+        store.drop_family(name)
     click.echo(f"dropped family {name}")
     click.echo(
         "note: its table's space is back on the disk; its rows' space in the tables all families share is "
         "reused by later writes, and `ragstore vacuum --full` returns it to the disk"
     )
-
-
-def _size(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "kB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"

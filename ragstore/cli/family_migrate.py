@@ -1,15 +1,16 @@
 """``ragstore family migrate NAME --backend B``: re-embed a family with another model and swap it in;
 ``ragstore family migrate NAME --storage S``: rebuild its index in another storage and swap it in.
 
-The command parses, calls :func:`ragstore.families.migrate.migrate_family` (or ``dry_run`` /
-``abort_migration``) and prints; it is added to the ``family`` group as ``migrate``.
+The command parses, calls one Store method (:meth:`~ragstore.Store.migrate_family`,
+``plan_family_migration``, ``abort_family_migration`` or ``migrate_storage``) and prints; it is added to
+the ``family`` group as ``migrate``.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +18,9 @@ from ragstore.cli.app import CliError, app, count_option, emit_json, interactive
 from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
 from ragstore.families import migrate as family_migrate
 from ragstore.families.storage import MAX_RERANK_FACTOR, STORAGES
+
+if TYPE_CHECKING:
+    from ragstore.store import Store
 
 _progressbar: Any = click.progressbar  # used as a context manager entered by hand
 
@@ -76,8 +80,8 @@ def family_migrate_command(
     if abort:
         if backend_name or dry_run:
             raise CliError("--abort takes no --backend or --dry-run")
-        with app(ctx).connect() as conn:
-            family = family_migrate.abort_migration(conn, name)
+        with app(ctx).store() as store:
+            family = store.abort_family_migration(name)
         if as_json:
             emit_json({"family": name, "aborted": True, "state": family.state})
         else:
@@ -87,9 +91,9 @@ def family_migrate_command(
         raise CliError("say where to migrate: --backend NAME (and --model for openai)")
     options = backend_settings(base_url, dimensions, api_key_env)
     backend = make_backend(backend_name, model=model, **options)
-    with app(ctx).connect() as conn:
+    with app(ctx).store() as store:
         if dry_run:
-            plan = family_migrate.dry_run(conn, name, backend, options=options, sample=sample)
+            plan = store.plan_family_migration(name, backend, options=options, sample=sample)
             if as_json:
                 emit_json(plan.as_dict())
             else:
@@ -100,7 +104,7 @@ def family_migrate_command(
                     f"estimate:  {plan.estimated_seconds:.1f}s of embedding"
                 )
             return
-        report = _run(conn, name, backend, options, batch_size, interactive() if progress is None else progress)
+        report = _run(store, name, backend, options, batch_size, interactive() if progress is None else progress)
     if as_json:
         emit_json(report.as_dict())
     else:
@@ -120,13 +124,10 @@ def family_migrate_command(
 def _storage(
     ctx: click.Context, name: str, storage: str | None, factor: int | None, other: bool, as_json: bool
 ) -> None:
-    from ragstore.families import get_family
-    from ragstore.families.storage_migrate import migrate_storage
-
     if other:
         raise CliError("--storage takes no --backend, --dry-run or --abort (migrate the model separately)")
-    with app(ctx).connect() as conn:
-        report = migrate_storage(conn, name, storage or get_family(conn, name).storage, rerank_factor=factor)
+    with app(ctx).store() as store:
+        report = store.migrate_storage(name, storage, rerank_factor=factor)
     if as_json:
         emit_json(asdict(report))
         return
@@ -141,7 +142,7 @@ def _size(n: int | None) -> str:
     return "none" if n is None else f"{n / 2**20:.1f} MiB"
 
 
-def _run(conn: Any, name: str, backend: Any, options: dict[str, Any], batch_size: int, show_bar: bool) -> Any:
+def _run(store: Store, name: str, backend: Any, options: dict[str, Any], batch_size: int, show_bar: bool) -> Any:
     bar: Any = None
 
     def started(total: int) -> None:
@@ -155,8 +156,8 @@ def _run(conn: Any, name: str, backend: Any, options: dict[str, Any], batch_size
             bar.update(n)
 
     try:
-        return family_migrate.migrate_family(
-            conn, name, backend, options=options, batch_size=batch_size, on_total=started, progress=advance
+        return store.migrate_family(
+            name, backend, options=options, batch_size=batch_size, on_total=started, progress=advance
         )
     finally:
         if bar is not None:

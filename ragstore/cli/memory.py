@@ -17,12 +17,11 @@ from ragstore.cli.app import CliError, app, emit_json, terminal_safe
 from ragstore.common.moments import check_aware
 from ragstore.embed.registry import BACKENDS, make_backend
 from ragstore.memory.models import ALL_STORES, load_profile
-from ragstore.memory.principals import grant_agent, list_principals, revoke_agent
 from ragstore.memory.recall import recall
-from ragstore.memory.store import add_records, compose_from_db, forget, import_jsonl, make_record
+from ragstore.memory.store import add_records, make_record
 
 if TYPE_CHECKING:
-    from ragstore.db.connection import Conn
+    from ragstore.store import Memory
 
 __all__ = ["memory_group"]
 
@@ -93,8 +92,8 @@ def memory_add(ctx: click.Context, /, **opts: Any) -> None:
 @click.pass_context
 def memory_import(ctx: click.Context, file: Path, as_json: bool) -> None:
     """Append the records of FILE (JSONL, one record per line) in one transaction, idempotent by id."""
-    with app(ctx).connect() as conn:
-        result = import_jsonl(conn, file)
+    with app(ctx).store() as store:
+        result = store.memory.import_file(file)
     if as_json:
         emit_json({"file": str(file), "added": result.added, "existing": result.existing})
     else:
@@ -114,8 +113,8 @@ def memory_compose(
     """Compose the agent's memory: per declared store, floors, caps, newest first (byte-stable)."""
     when = _now(now)
     profile = load_profile(profile_path)
-    with app(ctx).connect() as conn:
-        bundle = compose_from_db(conn, profile, now=when, task_hint=task_hint)
+    with app(ctx).store() as store:
+        bundle = store.memory.compose(profile, now=when, task_hint=task_hint)
     if as_json or fmt == "json":
         click.echo(bundle.to_json().decode("utf-8"))
     else:
@@ -161,8 +160,8 @@ def memory_recall(ctx: click.Context, /, **opts: Any) -> None:
 @click.pass_context
 def memory_forget(ctx: click.Context, agent: str, record_id: str, reason: str, as_json: bool) -> None:
     """Erase one record for legal reasons (ragstore_owner only): the one exception to append-only, logged."""
-    with app(ctx).connect() as conn:
-        result = forget(conn, agent, record_id, reason)
+    with app(ctx).store() as store:
+        result = store.memory.forget(agent, record_id, reason)
     if as_json:
         emit_json(result.to_dict())
     else:
@@ -171,7 +170,9 @@ def memory_forget(ctx: click.Context, agent: str, record_id: str, reason: str, a
         )
 
 
-def _binding_command(name: str, summary: str, role_help: str, change: Callable[[Conn, str, str], str]) -> click.Command:
+def _binding_command(
+    name: str, summary: str, role_help: str, change: Callable[[Memory, str, str], str]
+) -> click.Command:
     """``memory NAME --agent A --role R``: ``change`` the binding of A to R, then print what it says."""
 
     @memory_group.command(name, help=summary)
@@ -179,20 +180,20 @@ def _binding_command(name: str, summary: str, role_help: str, change: Callable[[
     @click.option("--role", "role", required=True, help=role_help)
     @click.pass_context
     def command(ctx: click.Context, agent: str, role: str) -> None:
-        with app(ctx).connect() as conn:
-            said = change(conn, agent, role)
+        with app(ctx).store() as store:
+            said = change(store.memory, agent, role)
         click.echo(said)
 
     return command
 
 
-def _grant(conn: Conn, agent: str, role: str) -> str:
-    added = grant_agent(conn, agent, role)
+def _grant(memory: Memory, agent: str, role: str) -> str:
+    added = memory.grant(agent, role)
     return f"{'granted' if added else 'already granted'}: role {role} acts for agent {agent}"
 
 
-def _revoke(conn: Conn, agent: str, role: str) -> str:
-    revoke_agent(conn, agent, role)
+def _revoke(memory: Memory, agent: str, role: str) -> str:
+    memory.revoke(agent, role)
     return f"revoked: role {role} no longer acts for agent {agent}"
 
 
@@ -213,8 +214,8 @@ memory_revoke = _binding_command(
 @click.pass_context
 def memory_principals(ctx: click.Context, agent: str | None, as_json: bool) -> None:
     """List which database roles act for which agents."""
-    with app(ctx).connect() as conn:
-        bindings = list_principals(conn, agent)
+    with app(ctx).store() as store:
+        bindings = store.memory.principals(agent)
     if as_json:
         emit_json([p.to_dict() for p in bindings])
         return

@@ -220,7 +220,7 @@ def sync_status(ctx: click.Context, as_json: bool) -> None:
         fields = [
             r["family"],
             f"{r['schema']}.{r['table']}",
-            f"queued {r['queued']} ({r['backing_off']} backing off)",
+            f"queued {r['queued']} ({r['backing_off']} backing off, {r['leased']} being synced)",
             f"lag {r['lag_seconds']:.1f}s",
             f"{r['synced_keys']} rows synced",
             rate,

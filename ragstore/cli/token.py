@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from ragstore.cli.app import app, emit_json, terminal_safe
-from ragstore.serve import tokens
 
 
 @click.group("token")
@@ -25,8 +24,8 @@ def token_group() -> None:
 @click.pass_context
 def token_create(ctx: click.Context, role: str, name: str | None, as_json: bool) -> None:
     """Make a token for ROLE and print it, once: only its SHA-256 is kept."""
-    with app(ctx).connect() as conn:
-        new = tokens.create(conn, role, name)
+    with app(ctx).store() as store:
+        new = store.create_token(role, name)
     if as_json:
         emit_json({"id": new.id, "name": new.name, "role": new.role, "token": new.token})
         return
@@ -41,8 +40,8 @@ def token_create(ctx: click.Context, role: str, name: str | None, as_json: bool)
 @click.pass_context
 def token_list(ctx: click.Context, as_json: bool) -> None:
     """List the tokens (id, name, role, created, last used, revoked); never a secret."""
-    with app(ctx).connect() as conn:
-        rows = tokens.list_tokens(conn)
+    with app(ctx).store() as store:
+        rows = store.tokens()
     if as_json:
         emit_json([row.as_dict() for row in rows])
         return
@@ -61,6 +60,6 @@ def token_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def token_revoke(ctx: click.Context, name_or_id: str) -> None:
     """Revoke the live token NAME_OR_ID: the server refuses it (401) from its next request on."""
-    with app(ctx).connect() as conn:
-        row = tokens.revoke(conn, name_or_id)
+    with app(ctx).store() as store:
+        row = store.revoke_token(name_or_id)
     click.echo(terminal_safe(f"revoked token {row.name} (id {row.id})"))

@@ -23,13 +23,12 @@ The layout (``ragstore/sql/citus.sql`` says the same for DBAs):
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from ragstore.db.connection import db_errors
+from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
 
 Conn = psycopg.Connection[Any]
@@ -49,17 +48,9 @@ def is_citus(conn: Conn) -> bool:
     return bool(row and row[0])
 
 
-_CITUS: weakref.WeakKeyDictionary[Conn, bool] = weakref.WeakKeyDictionary()
-
-
 def on_citus(conn: Conn) -> bool:
-    """:func:`is_citus`, asked once per connection (the search path calls it on every query)."""
-    known = _CITUS.get(conn)
-    if known is None:
-        with db_errors():
-            known = is_citus(conn)
-        _CITUS[conn] = known
-    return known
+    """:func:`is_citus`, asked once per connection (the answer of :func:`ragstore.db.dialect.dialect_of`)."""
+    return dialect_of(conn).name == "citus"
 
 
 def sequential(conn: Conn) -> None:

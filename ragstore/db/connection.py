@@ -95,6 +95,30 @@ def connect(dsn: str | None = None, *, autocommit: bool = False) -> psycopg.Conn
     return conn
 
 
+# What a library door says when no database is named: neither ``connect()`` nor ``Store()`` starts the
+# embedded server behind the caller's back (only the command line does, through resolve_dsn).
+NO_DATABASE = (
+    "no database given: pass {door}(dsn=...), set RAGSTORE_DSN, or use {embedded} to start (or reuse) "
+    "ragstore's embedded PostgreSQL under $RAGSTORE_HOME"
+)
+
+
+def given_dsn(dsn: str | None, door: str, embedded: str) -> str:
+    """``dsn``, else ``$RAGSTORE_DSN``; with neither, DatabaseUnavailable naming ``door`` and ``embedded``
+    (the explicit way to the embedded server). The rule of every library door."""
+    chosen = dsn or config.dsn_from_env()
+    if not chosen:
+        raise DatabaseUnavailable(NO_DATABASE.format(door=door, embedded=embedded))
+    return chosen
+
+
+def connect_given(dsn: str | None = None, *, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
+    """``ragstore.connect()``: :func:`connect` to ``dsn`` or ``$RAGSTORE_DSN``, the Store's rule. With
+    neither it raises DatabaseUnavailable naming ``ragstore.embedded.start()`` (which starts or reuses the
+    embedded server and returns its DSN) instead of starting the server itself."""
+    return connect(given_dsn(dsn, "connect", "connect(ragstore.embedded.start())"), autocommit=autocommit)
+
+
 @contextlib.contextmanager
 def second_connection(conn: Conn) -> Iterator[Conn | None]:
     """A second connection like ``conn`` for the block, or None when it cannot be opened (the caller goes

@@ -18,6 +18,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragstore.db.hybrid_text import expand
+
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 SCHEMA_FILE = SQL_DIR / "schema.sql"
 FUNCTIONS_DIR = SQL_DIR / "functions"
@@ -64,9 +66,10 @@ def section(name: str) -> str:
 
 
 def functions() -> list[Replaceable]:
-    """Every function file, by file name (``<function>.sql``), in name order."""
+    """Every function file, by file name (``<function>.sql``), in name order; the hybrid statement put in
+    where a file marks it (:func:`ragstore.db.hybrid_text.expand`), so its hash follows ``hybrid.sql`` too."""
     return [
-        Replaceable(path.name, path.read_text(encoding="utf-8").strip().rstrip(";"))
+        Replaceable(path.name, expand(path.read_text(encoding="utf-8")).strip().rstrip(";"))
         for path in sorted(FUNCTIONS_DIR.glob("*.sql"))
     ]
 

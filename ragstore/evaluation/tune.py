@@ -55,6 +55,7 @@ __all__ = [
     "FoldResult",
     "Selection",
     "TuneReport",
+    "Tuned",
     "cross_validate",
     "cross_validate_scores",
     "default_grid",
@@ -63,6 +64,7 @@ __all__ = [
     "score_grid",
     "select",
     "tune",
+    "tune_family",
     "with_default",
 ]
 
@@ -225,6 +227,45 @@ def tune(
         min_gain_se=float(min_gain_se),
         asked=len(queries),
     )
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """What :func:`tune_family` did: the report, and whether its choice is now stored on the family."""
+
+    report: TuneReport
+    stored: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.report.as_dict() | {"stored": self.stored}
+
+
+def tune_family(
+    conn: Conn,
+    family: str,
+    queries: Sequence[Query],
+    qrels: Qrels,
+    *,
+    k: int = 10,
+    folds: int = 5,
+    seed: int = 0,
+    min_gain_se: float = MIN_GAIN_SE,
+    per_legs: Sequence[int] = (),
+    dry_run: bool = False,
+) -> Tuned:
+    """:func:`tune` ``family`` on the default grid (plus the depths ``per_legs``), then store the choice
+    (``ragstore family tune``): the rule's choice is stored when it is not the default and does not lose
+    held out against the default; otherwise the family goes back to the default (an earlier tuning is
+    forgotten). With ``dry_run`` nothing is stored (``stored`` is False)."""
+    from ragstore.search.fusion import store_settings
+
+    grid = default_grid(per_legs=sorted({*PER_LEGS, *per_legs}))
+    report = tune(conn, family, queries, qrels, k=k, folds=folds, seed=seed, min_gain_se=min_gain_se, grid=grid)
+    keep = not report.kept_default and report.held_out >= report.default_held_out - 1e-12
+    if not dry_run:
+        store_settings(conn, family, report.chosen if keep else None)
+        conn.commit()  # outside autocommit the searches' transaction holds the change until here
+    return Tuned(report, keep and not dry_run)
 
 
 def fetch_candidates(

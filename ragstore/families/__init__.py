@@ -357,6 +357,14 @@ def family_stats(conn: Conn, name: str) -> FamilyStats:
     return FamilyStats(family, int(rows), int(total), index, None if index_bytes is None else int(index_bytes))
 
 
+def missing_vector(family: Family) -> str:
+    """Why a record without a vector cannot go into ``family`` of the ``external`` backend."""
+    return (
+        f"missing; family {family.name!r} uses the external backend ({family.model}, {family.dim}-d), "
+        "which embeds nothing: every record needs its vector"
+    )
+
+
 def drop_family(conn: Conn, name: str) -> None:
     """Remove the family, its table (and the table a model migration was building) and its chunks, in one
     transaction. Other families' rows are never touched: each family holds its own chunks."""

@@ -38,7 +38,7 @@ from ragstore.common.closing import Closing
 from ragstore.db.connection import db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput, ModelMismatch
-from ragstore.families import Family
+from ragstore.families import Family, missing_vector
 from ragstore.ingest.records import (
     FTS_SAFE_BYTES,
     MAX_ID_BYTES,
@@ -407,8 +407,6 @@ class OnePass(Closing):
                 continue
             chunk_id, package, text, metadata = p.fields
             if p.vector is None and external:
-                from ragstore.ingest.writer import missing_vector
-
                 raise InvalidInput(f"{p.where}: vector: {missing_vector(family)}")
             if p.model is not None and p.model != family.model:
                 raise ModelMismatch(

@@ -49,6 +49,7 @@ from ragstore.families import (
     ensure_hnsw_index,
     filter_keys,
     has_hnsw_index,
+    missing_vector,
 )
 from ragstore.ingest.fast import PassResult, Prepared
 from ragstore.ingest.parallel import write_batches
@@ -642,14 +643,6 @@ def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> No
         )
     except ValidationError as exc:
         raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
-
-
-def missing_vector(family: Family) -> str:
-    """Why a record without a vector cannot go into ``family`` of the ``external`` backend."""
-    return (
-        f"missing; family {family.name!r} uses the external backend ({family.model}, {family.dim}-d), "
-        "which embeds nothing: every record needs its vector"
-    )
 
 
 def write_records(

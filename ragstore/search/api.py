@@ -132,7 +132,7 @@ def search_request(
     """The hits of ``request`` on ``conn`` (its plan run by the sync driver); a search on offline fingerprint
     vectors issues a :class:`~ragstore.errors.FingerprintVectorsWarning`."""
     memo = caches if caches is not None else caches_for(conn)
-    answer = drive.run(conn, plan_search(request, memo, drive.citus_of(conn)))
+    answer = drive.run(conn, plan_search(request, memo, drive.dialect_of(conn)))
     if answer.note is not None:
         warnings.warn(FingerprintVectorsWarning(answer.note), stacklevel=stacklevel)
     return answer.hits
@@ -169,6 +169,6 @@ def run_vector(
     memo = caches if caches is not None else caches_for(conn)
     steps = plan_vector(
         family, query_vector, k=k, flt=flt, exact=exact, ef_search=ef_search, plan=plan, vectors=vectors,
-        memo=memo, citus=drive.citus_of(conn),
+        memo=memo, dialect=drive.dialect_of(conn),
     )  # fmt: skip
     return drive.run(conn, steps)

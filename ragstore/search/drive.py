@@ -11,19 +11,14 @@ from typing import Any, TypeVar
 
 from psycopg import pq
 
-from ragstore.db.citus import on_citus
 from ragstore.db.connection import Conn, run_isolated
+from ragstore.db.dialect import dialect_of
 from ragstore.search import vector as _vector
 from ragstore.search.steps import Call, Done, InError, Outcome, Pipeline, Plan, Rows, Step, WithConnection, advance
 
-__all__ = ["citus_of", "run"]
+__all__ = ["dialect_of", "run"]
 
 T = TypeVar("T")
-
-
-def citus_of(conn: Conn) -> bool:
-    """The dialect a plan is made for: whether ``conn`` is on Citus (asked once per connection)."""
-    return on_citus(conn)
 
 
 def run(conn: Conn, plan: Plan[T], *, on_step: Callable[[Step], None] | None = None) -> T:

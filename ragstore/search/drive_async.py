@@ -20,8 +20,8 @@ import psycopg
 from psycopg import pq
 
 from ragstore.db.connection import db_errors
+from ragstore.db.dialect import CITUS, POSTGRES, Dialect
 from ragstore.db.sqlfiles import query
-from ragstore.search import vector as _vector
 from ragstore.search.steps import (
     Call,
     Done,
@@ -36,24 +36,24 @@ from ragstore.search.steps import (
     advance,
 )
 
-__all__ = ["Blocking", "citus_of", "run"]
+__all__ = ["Blocking", "dialect_of", "run"]
 
 AConn = psycopg.AsyncConnection[Any]
 T = TypeVar("T")
 #: Runs ``fn(conn)`` on a synchronous connection, off the event loop.
 Blocking = Callable[[Callable[[psycopg.Connection[Any]], Any]], Awaitable[Any]]
 
-_CITUS: weakref.WeakKeyDictionary[AConn, bool] = weakref.WeakKeyDictionary()
+_DIALECTS: weakref.WeakKeyDictionary[AConn, Dialect] = weakref.WeakKeyDictionary()
 
 
-async def citus_of(conn: AConn) -> bool:
-    """Whether ``conn`` is on Citus, asked once per connection."""
-    known = _CITUS.get(conn)
+async def dialect_of(conn: AConn) -> Dialect:
+    """The dialect of ``conn``'s database (:mod:`ragstore.db.dialect`), asked once per connection."""
+    known = _DIALECTS.get(conn)
     if known is None:
         with db_errors():
             cur = await conn.execute(query("citus", "is_citus"))
             row = await cur.fetchone()
-        known = _CITUS[conn] = bool(row and row[0])
+        known = _DIALECTS[conn] = CITUS if row and row[0] else POSTGRES
     return known
 
 
@@ -72,8 +72,9 @@ async def run(conn: AConn, plan: Plan[T], blocking: Blocking) -> T:
 async def execute(conn: AConn, step: Step, blocking: Blocking) -> Any:
     """Do one step on ``conn``."""
     if isinstance(step, Rows):
-        if step.hnsw is not None and await citus_of(conn):
-            return await _on_citus(conn, step)
+        dialect = await dialect_of(conn)
+        if step.hnsw is not None and not dialect.settings_in_statement:
+            return await _settings_first(conn, step, dialect)
         if step.isolated:
             return (await _isolated(conn, [(step.statement, step.params)], binary=step.binary))[0]
         cur = await conn.execute(step.statement, dict(step.params), binary=step.binary)
@@ -128,14 +129,14 @@ async def _isolated(
     raise first  # mapped by steps.advance, as every step's error
 
 
-async def _on_citus(conn: AConn, step: Rows) -> list[tuple[Any, ...]]:
+async def _settings_first(conn: AConn, step: Rows, dialect: Dialect) -> list[tuple[Any, ...]]:
     """An HNSW statement on Citus: the settings ``SET LOCAL`` and propagated to the workers, then the
     statement, in a transaction (or a savepoint) rolled back after (see ragstore.search.vector)."""
     assert step.hnsw is not None
     ef_search, iterative = step.hnsw
     rows: list[tuple[Any, ...]] = []
     async with conn.transaction():
-        for setting in _vector.citus_settings(ef_search=ef_search, iterative=iterative):
+        for setting in dialect.hnsw_settings(ef_search=ef_search, iterative=iterative):
             await conn.execute(setting)
         cur = await conn.execute(step.statement, dict(step.params), binary=step.binary)
         rows = await cur.fetchall()

@@ -20,8 +20,8 @@ import numpy.typing as npt
 import psycopg
 from psycopg import pq, sql
 
-from ragstore.db.citus import on_citus
 from ragstore.db.connection import Conn, db_errors
+from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
 from ragstore.search.filters import Filter, to_float32
@@ -180,7 +180,7 @@ def stream_batches(conn: Conn, family: Family, flt: Filter, batch_size: int | No
     Raises DatabaseUnavailable.
     """
     send = "halfvec_send" if family.vector_type == "halfvec" else "vector_send"
-    if on_citus(conn):
+    if not dialect_of(conn).page_ranges:
         yield from _stream_rows(conn, family, flt, batch_size or default_batch(family), send)
         return
     step = pages_per_batch(family, batch_size or default_batch(family))
@@ -199,7 +199,7 @@ def stream_batches(conn: Conn, family: Family, flt: Filter, batch_size: int | No
 def _stream_rows(conn: Conn, family: Family, flt: Filter, batch_rows: int, send: str) -> Iterator[Batch]:
     """:func:`stream_batches` on Citus: rows (not heap-page ranges: a ctid means nothing across shards)
     through a server-side cursor, ``batch_rows`` at a time, decoded a batch at once."""
-    statement = sql.SQL(query("search_citus", "stream_vectors")).format(
+    statement = sql.SQL(dialect_of(conn).block("search", "stream_vectors")).format(
         table=sql.Identifier(family.table), where=flt.where(), send=sql.SQL(send)
     )
     with db_errors(), conn.cursor(name="ragstore_exact_stream", binary=True) as cur:

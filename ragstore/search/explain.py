@@ -25,7 +25,6 @@ from ragstore.search import drive
 from ragstore.search.plan import plan_search
 from ragstore.search.request import SearchRequest
 from ragstore.search.steps import Call, Pipeline, Rows, Step, Text, WithConnection
-from ragstore.search.vector import citus_settings
 
 __all__ = ["explain", "inline"]
 
@@ -36,13 +35,13 @@ _SHOWN = 80
 def explain(conn: Conn, request: SearchRequest, *, analyze: bool = False, caches: Caches | None = None) -> str:
     """The psql script of the statements ``request``'s search runs on ``conn`` (module docstring)."""
     memo = caches if caches is not None else caches_for(conn)
-    citus = drive.citus_of(conn)
+    dialect = drive.dialect_of(conn)
     steps: list[Step] = []
-    drive.run(conn, plan_search(request, memo, citus), on_step=steps.append)
+    drive.run(conn, plan_search(request, memo, dialect), on_step=steps.append)
     out = [f"-- ragstore search {request.family!r}: the steps of its plan, in the order they ran"]
     for number, step in enumerate(steps, 1):
         if isinstance(step, Rows):
-            settings = citus_settings(ef_search=step.hnsw[0], iterative=step.hnsw[1]) if citus and step.hnsw else []
+            settings = dialect.hnsw_settings(ef_search=step.hnsw[0], iterative=step.hnsw[1]) if step.hnsw else []
             out += _statement(conn, number, step.what, step.statement, step.params, settings, analyze)
         elif isinstance(step, Pipeline):
             for text, params in step.statements:

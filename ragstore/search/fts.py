@@ -37,9 +37,9 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ragstore.db.citus import on_citus
 from ragstore.db.connection import db_errors
-from ragstore.db.sqlfiles import query
+from ragstore.db.dialect import POSTGRES, Dialect, dialect_of
+from ragstore.db.hybrid_text import assemble
 from ragstore.errors import InvalidInput
 from ragstore.families import Family
 from ragstore.families.storage import candidates, order_expression
@@ -103,14 +103,14 @@ def statement(
     fts_n: int,
     vec_n: int = 0,
     k: int = 0,
-    citus: bool = False,
+    dialect: Dialect = POSTGRES,
     fusion: tuple[str, str] = ("cc", "tmm"),
     vectors: bool = True,
     guard: bool = False,
 ) -> str:
     """Block ``block`` of ``ragstore/sql/hybrid.sql`` for ``family`` and the shape of ``flt``, with the
-    match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape. With
-    ``citus``, the form Citus pushes to the shards (the blocks of ``ragstore/sql/hybrid_citus.sql``).
+    match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape, in the
+    ``dialect``'s statement set (on Citus the form it pushes to the shards: ``ragstore/sql/hybrid_citus.sql``).
     ``fusion`` (the hybrid statement's): the fusion and the normalisation, checked settings
     (:class:`~ragstore.search.fusion.FusionSettings`), which pick the blocks fuse_<fusion> and
     norm_<normalization>. ``vectors`` (the hybrid statement's): whether the hits carry their vector (else
@@ -121,7 +121,7 @@ def statement(
     table = (family.table, family.vector_type, int(family.dim), family.storage, family.rerank_factor)
     literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
     shape = (bool(flt.package), flt.metadata_shape)
-    return _statement_text(block, table, shape, literals, citus, fusion, vectors, guard)
+    return _statement_text(block, table, shape, literals, dialect, fusion, vectors, guard)
 
 
 def guard_params(family: Family) -> dict[str, Any]:
@@ -130,48 +130,23 @@ def guard_params(family: Family) -> dict[str, Any]:
     return {"g_row": Jsonb([*row, family.options])}
 
 
-# The blocks a statement of hybrid.sql is made of, in the order they are filled in: on Citus each is
-# hybrid_citus.sql's block of that name where that file has one. {cosine} (in fts_top) is the cosine
-# block in the hybrid statement and NULL in the full-text one, which has no query vector.
-_PARTS = ("query_terms", "bm25", "fts_top", "hits", "vec_top", "vec_scan")
-
-
-def _part(name: str, citus: bool) -> str:
-    if citus:
-        try:
-            return query("hybrid_citus", name)
-        except KeyError:
-            pass
-    return query("hybrid", name)
-
-
 @functools.lru_cache(maxsize=512)
 def _statement_text(
     block: str,
     table: tuple[str, str, int, str, int],
     shape: tuple[bool, metafilter.Shape | None],
     literals: tuple[Any, ...],
-    citus: bool = False,
+    dialect: Dialect = POSTGRES,
     fusion: tuple[str, str] = ("cc", "tmm"),
     vectors: bool = True,
     guard: bool = False,
 ) -> str:
     flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
-    text = query("hybrid", block)
     table_name, vector_type, dim, storage, rerank_factor = table
-    for name in _PARTS:
-        part = _part(name, citus)
-        if name == "vec_scan" and storage == "bit":
-            part = query("hybrid", "vec_scan_rerank").replace("{vec_scan}", part)
-        text = text.replace("{" + name + "}", part)
-    text = text.replace("{candidates}", query("hybrid", "candidates_any" if literals[0] else "candidates_all"))
-    text = text.replace("{guard}", query("hybrid", "guard") if guard else "")
-    text = text.replace("{cosine}", query("hybrid", "cosine") if block == "hybrid" else "NULL::float8")
-    if block == "hybrid":
-        text = text.replace("{fuse}", query("hybrid", f"fuse_{fusion[0]}"))
-        text = text.replace("{norm}", query("hybrid", f"norm_{fusion[1]}"))
-        text = text.replace("{hit_row}", query("hybrid", "hit_row_vector" if vectors else "hit_row_plain"))
-        text = text.replace("{hit_vector}", "e.embedding" if vectors else "NULL::{vtype}")
+    text = assemble(
+        block, dialect=dialect, bit=storage == "bit", candidates="any" if literals[0] else "all", guard=guard,
+        fusion=fusion, vectors=vectors,
+    )  # fmt: skip
     # literals[0], the match mode, picked the candidates block above: no placeholder of its own.
     values = dict(zip(("fts_n", "vec_n", "k"), map(sql.Literal, literals[1:]), strict=True))
     values["fts_head"] = sql.Literal(2 * int(literals[1]))
@@ -179,7 +154,7 @@ def _statement_text(
     vec_order = sql.SQL(order_expression(storage, vector_type, dim, "e.embedding", "%(q)s"))
     # One node: the vector leg's scan references its settings row (the settings are made first); Citus
     # sets them with SET LOCAL before the statement instead.
-    use_vector = "%(use_vector)s" if citus else "%(use_vector)s AND s.settings IS NOT NULL"
+    use_vector = "%(use_vector)s AND s.settings IS NOT NULL" if dialect.settings_in_statement else "%(use_vector)s"
     return (
         sql.SQL(text)
         .format(
@@ -210,19 +185,19 @@ def fts_search(
     errors of :func:`ragstore.db.connection.map_db_error`.
     """
     flt = make_filter(package, metadata)
-    step = fts_step(family, query_text, k=k, flt=flt, match=match, citus=on_citus(conn))
+    step = fts_step(family, query_text, k=k, flt=flt, match=match, dialect=dialect_of(conn))
     with db_errors():
         rows = conn.execute(step.statement, step.params).fetchall()
     return [row_to_fts_hit(row) for row in rows]
 
 
-def fts_step(family: Family, query_text: str, *, k: int, flt: Filter, match: str = "auto", citus: bool) -> Rows:
+def fts_step(family: Family, query_text: str, *, k: int, flt: Filter, match: str = "auto", dialect: Dialect) -> Rows:
     """The plan's step of the full-text statement (its rows: :func:`row_to_fts_hit`); the filter gets the
     family's declared keys, so conditions on them read their btree. Raises InvalidInput."""
     k = check_k(k)
     flt = flt.for_family(family)
     params = {**text_params(family, query_text, match=match), **flt.params()}
-    text = statement(family, "fts", flt, any_words=params.pop("any"), fts_n=k, citus=citus)
+    text = statement(family, "fts", flt, any_words=params.pop("any"), fts_n=k, dialect=dialect)
     return Rows(text, params, "fts", isolated=False, binary=False)
 
 

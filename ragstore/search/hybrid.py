@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from ragstore.db.citus import on_citus
+from ragstore.db.dialect import Dialect, dialect_of
 from ragstore.errors import InvalidInput, ModelMismatch, RagstoreError
 from ragstore.families import Family
 from ragstore.families.storage import candidates
@@ -109,7 +109,7 @@ def _run(conn: Conn, prepared: tuple[str, dict[str, Any], int, bool]) -> list[tu
 
 
 def prepare(
-    citus: bool,
+    dialect: Dialect,
     family: Family,
     query_text: str,
     query_vector: Any,
@@ -143,7 +143,7 @@ def prepare(
     }
     text = statement(
         family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
-        citus=citus, fusion=(settings.fusion, settings.normalization), vectors=vectors, guard=guard,
+        dialect=dialect, fusion=(settings.fusion, settings.normalization), vectors=vectors, guard=guard,
     )  # fmt: skip
     ef_search = _vector.ef_search_for(candidates(family.storage, family.rerank_factor, per_leg), None)
     return text, params, ef_search, flt.active
@@ -209,7 +209,7 @@ def hybrid_search(
     """
     chosen = resolve_settings(family, settings, per_leg=per_leg, rrf_k=rrf_k)
     rows = _run(conn, prepare(
-        on_citus(conn), family, query_text, query_vector, k=k, settings=chosen, weights=weights,
+        dialect_of(conn), family, query_text, query_vector, k=k, settings=chosen, weights=weights,
         package=package, metadata=metadata, match=match, vectors=vectors,
     ))  # fmt: skip
     return [row_to_hybrid_hit(row) for row in rows]
@@ -231,11 +231,11 @@ def hybrid_search_if_current(
     snapshot), else None: the row changed or is gone, the statement failed on it (its table was swapped), or
     no hit came back (an empty family cannot be told from a changed one), and the caller reads the family
     and searches again. Saves a search on a remembered family a second statement for the family's row."""
-    if on_citus(conn):
+    if not dialect_of(conn).guard:
         return None
     chosen = resolve_settings(family, settings)
     prepared = prepare(
-        False, family, query_text, query_vector, k=k, settings=chosen, weights=None, package=flt.package,
+        dialect_of(conn), family, query_text, query_vector, k=k, settings=chosen, weights=None, package=flt.package,
         metadata=flt.metadata, match="auto", vectors=vectors, guard=True,
     )  # fmt: skip
     try:
@@ -252,7 +252,7 @@ def fusion_candidates(
     scores, for :func:`ragstore.search.fusion.fuse` (the tuner fetches once and fuses many ways)."""
     chosen = resolve_settings(family, FusionSettings(fusion="rrf"), per_leg=per_leg)
     rows = _run(conn, prepare(
-        on_citus(conn), family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
+        dialect_of(conn), family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
         package=None, metadata=None, match="auto",
     ))  # fmt: skip
     return [
@@ -307,7 +307,7 @@ def blended_search(
     k = check_k(k)
     chosen = resolve_settings(family, FusionSettings(fusion="rrf", rrf_k=DEFAULT_FUSION.rrf_k), per_leg=per_leg)
     rows = _run(conn, prepare(
-        on_citus(conn), family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
+        dialect_of(conn), family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
         package=package, metadata=metadata, match="auto",
     ))  # fmt: skip
     by_id = {row[0]: row for row in rows}

@@ -3,8 +3,9 @@
 :func:`plan_search` is a generator of :mod:`ragstore.search.steps` (psycopg's ``generators.py`` shape):
 it holds no connection, so the sync driver (:mod:`ragstore.search.drive`: ``search()``, ``Store.search``,
 ``ragstore search``) and the async one (:mod:`ragstore.search.drive_async`: ``AsyncStore.search``) run the same
-plan, and ``ragstore search --explain`` prints the statements it yields. ``citus`` (the dialect, chosen once
-per connection by the driver) picks the statement texts Citus can run. The contracts are the module
+plan, and ``ragstore search --explain`` prints the statements it yields. ``dialect``
+(:class:`~ragstore.db.dialect.Dialect`, chosen once per connection by the driver) picks the statement texts
+and says what the database can do. The contracts are the module
 docstring of :mod:`ragstore.search.api`'s.
 
 The route, in order:
@@ -30,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragstore.caches import Caches
+from ragstore.db.dialect import Dialect
 from ragstore.db.sqlfiles import query as sql_query
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
@@ -69,13 +71,13 @@ class _Tuning:
         self.floored = False  # set when the hybrid path applied the floor (to the cosine) itself
 
 
-def plan_search(req: SearchRequest, memo: Caches, citus: bool) -> Plan[Answer]:
+def plan_search(req: SearchRequest, memo: Caches, dialect: Dialect) -> Plan[Answer]:
     """The steps of ``req`` (module docstring), with ``memo`` the families and estimates remembered."""
     tuning = _Tuning(req.fusion, req.alpha, req.floor)
     hits: list[Hit] | None = None
     cached: tuple[Family, Vector] | None = None
     if req.mode in ("auto", "hnsw") and req.query is None:
-        hits, cached = yield from _cached_hnsw(req, memo, citus)
+        hits, cached = yield from _cached_hnsw(req, memo, dialect)
     elif (
         req.mode in ("auto", "hybrid")
         and req.query is not None
@@ -83,16 +85,16 @@ def plan_search(req: SearchRequest, memo: Caches, citus: bool) -> Plan[Answer]:
         and req.hyde is None
         and req.floor is None
     ):
-        hits = yield from _cached_hybrid(req, memo, citus, tuning)
+        hits = yield from _cached_hybrid(req, memo, dialect, tuning)
     if hits is None:
         try:
-            hits = yield from _fresh(req, memo, citus, cached, tuning)
+            hits = yield from _fresh(req, memo, dialect, cached, tuning)
         except RagstoreError as exc:
             # The family changed between reading it and running the statement (a model migration swapped
             # its table): read it again and run once more; a second failure is real.
             if not _vector.stale_family_error(exc) or (yield InError()):
                 raise
-            hits = yield from _fresh(req, memo, citus, None, tuning)
+            hits = yield from _fresh(req, memo, dialect, None, tuning)
     if req.floor is not None and not tuning.floored:
         hits = [hit for hit in hits if hit.score >= req.floor]
     note = fingerprint_note(memo.family(req.family), req.mode, req.query, req.rerank)
@@ -145,7 +147,7 @@ def default_mode(family: Family, query: str | None) -> str:
 
 
 def _fresh(
-    req: SearchRequest, memo: Caches, citus: bool, cached: tuple[Family, Vector] | None, tuning: _Tuning
+    req: SearchRequest, memo: Caches, dialect: Dialect, cached: tuple[Family, Vector] | None, tuning: _Tuning
 ) -> Plan[list[Hit]]:
     """The search on the family read now (one lookup round trip, then the search itself)."""
     fam = yield from read_family(req.family, memo)
@@ -184,7 +186,7 @@ def _fresh(
         combined = yield WithConnection(lambda conn: hyde.vector(conn, chosen, words, plain), "HyDE")
         query_vector = check_query_vector(combined, fam)
     if mode in ("fts", "hybrid"):
-        hits = yield from _text_modes(fam, mode, text, query_vector, req, tuning, citus)
+        hits = yield from _text_modes(fam, mode, text, query_vector, req, tuning, dialect)
         if rerank == "mmr" and query_vector is not None:
             hits = _with_cosine_relevance(hits, query_vector)
         return hits
@@ -199,13 +201,13 @@ def _fresh(
             ef_search=req.ef_search,
             vectors=rerank == "mmr",
             memo=memo,
-            citus=citus,
+            dialect=dialect,
         )
     )
 
 
 def _cached_hnsw(
-    req: SearchRequest, memo: Caches, citus: bool
+    req: SearchRequest, memo: Caches, dialect: Dialect
 ) -> Generator[Step, Any, tuple[list[Hit] | None, tuple[Family, Vector] | None]]:
     """The HNSW search by vector on the remembered Family, in one round trip (a filter repeated within a
     minute plans from its remembered estimate).
@@ -229,7 +231,7 @@ def _cached_hnsw(
     try:
         hits = yield from plan_vector(
             fam, query_vector, k=req.want, flt=req.flt, ef_search=req.ef_search, vectors=req.rerank == "mmr",
-            memo=memo, citus=citus,
+            memo=memo, dialect=dialect,
         )  # fmt: skip
     except RagstoreError:
         memo.forget_family(req.family)
@@ -239,7 +241,7 @@ def _cached_hnsw(
     return hits, (fam, query_vector)  # a filter that keeps no row is an answer: [] (not a second search)
 
 
-def _cached_hybrid(req: SearchRequest, memo: Caches, citus: bool, tuning: _Tuning) -> Plan[list[Hit] | None]:
+def _cached_hybrid(req: SearchRequest, memo: Caches, dialect: Dialect, tuning: _Tuning) -> Plan[list[Hit] | None]:
     """A hybrid search by text on the remembered Family, the family's row read again in the statement's
     round trip (the block ``guard``; one node only): a text query embeds with the family's model, so the
     hits count only if the row is still the one remembered. None whenever the fresh route must answer."""
@@ -247,14 +249,14 @@ def _cached_hybrid(req: SearchRequest, memo: Caches, citus: bool, tuning: _Tunin
     query = req.query
     if fam is None or query is None or (default_mode(fam, query) if req.mode == "auto" else req.mode) != "hybrid":
         return None
-    if citus:
+    if not dialect.guard:
         return None
     try:
         _, query_vector = yield from _query(fam, query, None, req.backend, memo, needs_vector=True)
         settings = _hybrid.resolve_settings(fam, fusion=tuning.fusion, alpha=tuning.alpha)
         settings = _hybrid.resolve_settings(fam, replace(settings, per_leg=max(settings.per_leg, req.want)))
         prepared = _hybrid.prepare(
-            False, fam, query, query_vector, k=req.want, settings=settings, weights=None, package=req.flt.package,
+            dialect, fam, query, query_vector, k=req.want, settings=settings, weights=None, package=req.flt.package,
             metadata=req.flt.metadata, match="auto", vectors=False, guard=True,
         )  # fmt: skip
     except RagstoreError:
@@ -280,7 +282,7 @@ def plan_vector(
     plan: str | None = None,
     vectors: bool = True,
     memo: Caches,
-    citus: bool,
+    dialect: Dialect,
 ) -> Plan[list[Hit]]:
     """A vector search; its settings never outlive it. ``plan`` forces one of ``vector.PLAN_*`` (benchmarks
     and check-recall use it); None chooses. ``vectors=False`` lets the SQL plans leave ``Hit.vector`` None;
@@ -292,31 +294,31 @@ def plan_vector(
         )
         return hits
     if not np.any(query_vector):
-        rows = yield Rows(_vector.zero_query_statement(family, flt, k, citus=citus), flt.params(), "zero query")
+        rows = yield Rows(_vector.zero_query_statement(family, flt, k, dialect=dialect), flt.params(), "zero query")
         return [_vector.row_to_hit(row) for row in rows]
     chosen = plan or (yield from plan_choice(family, flt, memo))
     params = {**flt.params(), "q": _vector.query_param(family, query_vector)}
     if chosen == _vector.PLAN_EXACT_SUBSET:
-        return (yield from _exact_subset(family, flt, k, params, vectors, citus))
+        return (yield from _exact_subset(family, flt, k, params, vectors, dialect))
     iterative = chosen == _vector.PLAN_ITERATIVE
     ef = min(max(_vector.ef_search_for(k, ef_search), _vector.index_candidates(family, k)), _vector.MAX_EF_SEARCH)
-    statement = _vector.hnsw_statement(family, flt, k, vectors=vectors, citus=citus)
+    statement = _vector.hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect)
     values = _vector.settings_params(params, ef_search=ef, iterative=iterative)
     rows = yield Rows(statement, values, "hnsw, iterative scan" if iterative else "hnsw", hnsw=(ef, iterative))
     hits = [_vector.row_to_hit(row) for row in rows]
     if iterative and len(hits) < k:
         # The scan came back short: the filter keeps fewer rows than the estimate said (stale statistics),
         # or the scan stopped at hnsw.max_scan_tuples. Exact over the filtered rows gives every row it keeps.
-        hits = yield from _exact_subset(family, flt, k, params, vectors, citus)
+        hits = yield from _exact_subset(family, flt, k, params, vectors, dialect)
     return hits
 
 
 def _exact_subset(
-    family: Family, flt: Filter, k: int, params: dict[str, Any], vectors: bool, citus: bool
+    family: Family, flt: Filter, k: int, params: dict[str, Any], vectors: bool, dialect: Dialect
 ) -> Plan[list[Hit]]:
     # Isolated like the hnsw statement: it may run on a remembered Family whose table is gone (a model
     # migration's swap), and that failure must not abort the caller's transaction.
-    statement = _vector.exact_subset_statement(family, flt, k, vectors=vectors, citus=citus)
+    statement = _vector.exact_subset_statement(family, flt, k, vectors=vectors, dialect=dialect)
     rows = yield Rows(statement, params, "exact over the filtered rows")
     return [_vector.row_to_hit(row) for row in rows]
 
@@ -362,19 +364,19 @@ def _text_modes(
     query_vector: Vector | None,
     req: SearchRequest,
     tuning: _Tuning,
-    citus: bool,
+    dialect: Dialect,
 ) -> Plan[list[Hit]]:
     if text is None:
         raise InvalidInput(f"mode {mode!r} needs a query text (full text has nothing to match a vector with)")
     k, flt = req.want, req.flt
     if mode == "fts":
-        rows = yield _fts.fts_step(family, text, k=k, flt=flt, citus=citus)
+        rows = yield _fts.fts_step(family, text, k=k, flt=flt, dialect=dialect)
         return [_fts.row_to_fts_hit(row) for row in rows]
     settings = _hybrid.resolve_settings(family, fusion=tuning.fusion, alpha=tuning.alpha)
     # Each leg brings at least k candidates (20 per leg by default would fuse at most 40 for k = 300).
     settings = _hybrid.resolve_settings(family, settings, per_leg=max(settings.per_leg, k))
     prepared = _hybrid.prepare(
-        citus, family, text, query_vector, k=k, settings=settings, weights=None, package=flt.package,
+        dialect, family, text, query_vector, k=k, settings=settings, weights=None, package=flt.package,
         metadata=flt.metadata, match="auto", vectors=req.rerank == "mmr",
     )  # fmt: skip
     rows = yield _hybrid.rows_step(prepared)

@@ -29,8 +29,8 @@ from pgvector import HalfVector, Vector
 from psycopg import sql
 
 from ragstore.caches import Caches
-from ragstore.db.citus import on_citus
 from ragstore.db.connection import Conn, db_errors, run_isolated
+from ragstore.db.dialect import POSTGRES, Dialect, dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
 from ragstore.families.storage import candidates, order_expression
@@ -66,17 +66,8 @@ def _set_local_everywhere(conn: Conn, *, ef_search: int, iterative: bool) -> Non
     ``set_config(..., true)`` changes the coordinator's session only; a ``SET LOCAL`` with
     ``citus.propagate_set_commands = 'local'`` is sent to every worker connection of the transaction.
     """
-    for setting in citus_settings(ef_search=ef_search, iterative=iterative):
+    for setting in dialect_of(conn).hnsw_settings(ef_search=ef_search, iterative=iterative):
         conn.execute(setting)
-
-
-def citus_settings(*, ef_search: int, iterative: bool) -> list[sql.Composed | sql.SQL]:
-    """The statements that ``SET LOCAL`` the HNSW settings on Citus, the workers' sessions included."""
-    return [
-        sql.SQL("SET LOCAL citus.propagate_set_commands = 'local'"),
-        sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(str(int(ef_search)))),
-        sql.SQL("SET LOCAL hnsw.iterative_scan = {}").format(sql.Literal("relaxed_order" if iterative else "off")),
-    ]
 
 
 def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
@@ -85,7 +76,7 @@ def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
     For callers that run their own statements in a transaction (hybrid search); :func:`hnsw_hits`
     sends settings and statement in one round trip instead.
     """
-    if on_citus(conn):
+    if not dialect_of(conn).settings_in_statement:
         with db_errors():
             _set_local_everywhere(conn, ef_search=ef_search, iterative=iterative)
         return
@@ -127,7 +118,7 @@ def run_with_settings(
     mapped RagstoreError of a failing statement, after which the connection is usable.
     """
     values = settings_params(params, ef_search=ef_search, iterative=iterative)
-    if on_citus(conn):
+    if not dialect_of(conn).settings_in_statement:
         return _run_on_citus(conn, statement, values, ef_search=ef_search, iterative=iterative)
     return run_isolated(conn, [(statement, values)], binary=True)[0]
 
@@ -160,19 +151,21 @@ def _run_on_citus(
 _SETTINGS_REF = sql.SQL("s.settings IS NOT NULL")
 
 
-def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True, citus: bool = False) -> str:
+def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True, dialect: Dialect = POSTGRES) -> str:
     """The ``hnsw`` block for ``family``, ``flt`` and ``k``, returning the rows' vectors when ``vectors``;
     its parameters are the filter's, ``q`` and the two settings :func:`run_with_settings` fills in. With
-    ``citus``, the form Citus pushes to the shards (``ragstore/sql/search_citus.sql``)."""
+    the ``dialect``'s statement set (on Citus the form it pushes to the shards: ``ragstore/sql/search_citus.sql``)."""
     return _statement_text(
-        "hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, citus, *_storage(family)
+        "hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, dialect, *_storage(family)
     )
 
 
-def exact_subset_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True, citus: bool = False) -> str:
+def exact_subset_statement(
+    family: Family, flt: Filter, k: int, *, vectors: bool = True, dialect: Dialect = POSTGRES
+) -> str:
     """The ``exact_subset`` block for ``family``, ``flt`` and ``k``; its parameters are the filter's and ``q``."""
     return _statement_text(
-        "exact_subset", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, citus
+        "exact_subset", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, dialect
     )
 
 
@@ -194,24 +187,17 @@ def _shape(flt: Filter) -> tuple[bool, metafilter.Shape | None]:
 _PARTS = ("settings", "lateral", "distance")
 
 
-def _block_text(block: str, citus: bool) -> str:
-    """Block ``block`` of search.sql with its one-node or Citus parts filled in (constant SQL texts of the
+def _block_text(block: str, dialect: Dialect) -> str:
+    """Block ``block`` of search.sql with the ``dialect``'s parts filled in (constant SQL texts of the
     package, never input)."""
     text = query("search", block)
-    source = "search_citus" if citus else "search"
     for part in _PARTS:
         marker = "{" + part + "}"
         if marker in text:
             name = "hnsw_settings" if part == "settings" else f"{block}_{part}"
-            text = text.replace(marker, _part(source, name) + ("\n" if part == "settings" and not citus else ""))
+            found = dialect.part("search", name)
+            text = text.replace(marker, found + "\n" if found and part == "settings" else found)
     return text
-
-
-def _part(source: str, name: str) -> str:
-    try:
-        return query(source, name)
-    except KeyError:
-        return ""
 
 
 @functools.lru_cache(maxsize=512)
@@ -224,7 +210,7 @@ def _statement_text(
     package: bool,
     metadata: metafilter.Shape | None,
     vectors: bool,
-    citus: bool = False,
+    dialect: Dialect = POSTGRES,
     storage: str = "vector",
     rerank_factor: int = 1,
 ) -> str:
@@ -233,7 +219,7 @@ def _statement_text(
     composes nothing."""
     shape = ShapeFilter("x" if package else None, None, metadata)
     return (
-        sql.SQL(_block_text(block, citus))
+        sql.SQL(_block_text(block, dialect))
         .format(
             k=sql.Literal(int(k)),
             embedding=sql.SQL("t.embedding" if vectors else "NULL"),
@@ -241,7 +227,7 @@ def _statement_text(
             vtype=sql.SQL(f"{vector_type}({int(dim)})"),  # vector_type is checked by ragstore.families
             order=sql.SQL(order_expression(storage, vector_type, dim, "e.embedding", "%(q)s")),
             candidates=sql.Literal(candidates(storage, rerank_factor, int(k))),
-            where=shape.where(extra=_SETTINGS_REF if block == "hnsw" and not citus else None),
+            where=shape.where(extra=_SETTINGS_REF if block == "hnsw" and dialect.settings_in_statement else None),
         )
         .as_string()
     )
@@ -265,7 +251,7 @@ def hnsw_hits(
     migration's swap) raises SchemaError caused by UndefinedTable, see :func:`stale_family_error`.
     """
     params = {**flt.params(), "q": query_param(family, vector)}
-    statement = hnsw_statement(family, flt, k, vectors=vectors, citus=on_citus(conn))
+    statement = hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect_of(conn))
     # the bit storage reads k × rerank_factor candidates: the graph search keeps at least that many
     ef_search = min(max(ef_search, index_candidates(family, k)), MAX_EF_SEARCH)
     rows = run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
@@ -277,7 +263,7 @@ def exact_subset_hits(
 ) -> list[Hit]:
     """Exact top ``k`` over the rows ``flt`` keeps, computed by Postgres (meant for small subsets); hits
     carry their vectors when ``vectors``."""
-    statement = exact_subset_statement(family, flt, k, vectors=vectors, citus=on_citus(conn))
+    statement = exact_subset_statement(family, flt, k, vectors=vectors, dialect=dialect_of(conn))
     params = {**flt.params(), "q": query_param(family, vector)}
     # Isolated like the hnsw statement: it may run on a cached Family whose table is gone (a model
     # migration's swap), and that failure must not abort the caller's transaction.
@@ -285,14 +271,14 @@ def exact_subset_hits(
     return [row_to_hit(row) for row in rows]
 
 
-def zero_query_statement(family: Family, flt: Filter, k: int, *, citus: bool = False) -> str:
+def zero_query_statement(family: Family, flt: Filter, k: int, *, dialect: Dialect = POSTGRES) -> str:
     """The ``zero_query`` block for ``family``, ``flt`` and ``k``; its parameters are the filter's."""
-    return _statement_text("zero_query", family.table, family.vector_type, family.dim, k, *_shape(flt), True, citus)
+    return _statement_text("zero_query", family.table, family.vector_type, family.dim, k, *_shape(flt), True, dialect)
 
 
 def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[Hit]:
     """A zero-magnitude query: every row scores 0, so the first ``k`` rows by chunk_id."""
-    statement = zero_query_statement(family, flt, k, citus=on_citus(conn))
+    statement = zero_query_statement(family, flt, k, dialect=dialect_of(conn))
     rows = run_isolated(conn, [(statement, flt.params())], binary=True)[0]
     return [row_to_hit(row) for row in rows]
 

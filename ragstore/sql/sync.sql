@@ -10,6 +10,10 @@ SELECT c.oid, pg_get_userbyid(c.relowner), pg_has_role(current_user, c.relowner,
 FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
 WHERE n.nspname = %(schema)s AND c.relname = %(table)s
 
+-- name: citus_table
+-- Whether the table is one Citus distributes (or replicates, a reference table): asked only on Citus.
+SELECT 1 FROM pg_dist_partition WHERE logicalrelid = %(oid)s::regclass
+
 -- name: columns_of
 SELECT a.attname, format_type(a.atttypid, a.atttypmod)
 FROM pg_attribute AS a
@@ -92,7 +96,7 @@ INSERT INTO ragstore.sync_queue AS q (source_id, key, seq)
 SELECT %(source)s, k, nextval('ragstore.sync_queue_seq')
 FROM (SELECT to_jsonb(t) ->> %(id)s AS k FROM {schema}.{table} AS t
       UNION SELECT r.key FROM ragstore.sync_rows AS r WHERE r.source_id = %(source)s) AS keys
-ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = now()
+ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = excluded.changed_at
 
 -- name: requeue_synced
 -- `sync alter` of the metadata columns or the package: the keys with chunks queued again (the writer sees
@@ -100,7 +104,7 @@ ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = now(
 INSERT INTO ragstore.sync_queue AS q (source_id, key, seq)
 SELECT r.source_id, r.key, nextval('ragstore.sync_queue_seq')
 FROM ragstore.sync_rows AS r WHERE r.source_id = %(source)s
-ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = now()
+ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = excluded.changed_at
 
 -- name: requeue_where_changed
 -- `sync alter` of the predicate: only the rows the old and the new predicate disagree on (entering or
@@ -108,7 +112,7 @@ ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = now(
 INSERT INTO ragstore.sync_queue AS q (source_id, key, seq)
 SELECT %(source)s, to_jsonb(t) ->> %(id)s, nextval('ragstore.sync_queue_seq') FROM {schema}.{table} AS t
 WHERE coalesce(({old}), false) IS DISTINCT FROM coalesce(({new}), false)
-ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = now()
+ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = excluded.changed_at
 
 -- name: sources
 SELECT id, family, prefix, schema_name, table_name, id_column, text_columns, metadata_columns, package,

@@ -99,6 +99,19 @@ def split_table(name: str) -> tuple[str, str]:
     return schema, table
 
 
+def _refuse_distributed(conn: Conn, oid: int, schema: str, name: str) -> None:
+    """Conflict when the table is a Citus distributed or reference table: its triggers would fire on the
+    worker nodes' shards, where ragstore's queue is not. A local table of the coordinator is followed."""
+    with db_errors():
+        distributed = citus.on_citus(conn) and conn.execute(query("sync", "citus_table"), {"oid": oid}).fetchone()
+    conn.commit()
+    if distributed:
+        raise Conflict(
+            f"sync add: {schema}.{name} is a Citus distributed (or reference) table, which ragstore sync does not "
+            "follow (its triggers would fire on the worker nodes); follow a local table of the coordinator"
+        )
+
+
 def _table(conn: Conn, schema: str, name: str, command: str) -> tuple[int, dict[str, str]]:
     """The table's oid and column types; NotFound when there is no such table, PermissionDenied (one line,
     naming the owner) when the current role may not act as its owner (what CREATE TRIGGER needs)."""
@@ -193,10 +206,8 @@ def add_source(
     followed), PermissionDenied (the connected role is not the table's owner, nor a member of it)."""
     fam = get_family(conn, family)
     schema, name = split_table(table)
-    with db_errors():
-        if citus.on_citus(conn):
-            raise Conflict("sync add: ragstore sync does not run on Citus yet (its triggers and queue are local)")
     oid, types = _table(conn, schema, name, "sync add")
+    _refuse_distributed(conn, oid, schema, name)
     want = _following(
         conn, "sync add", schema, name, oid, types, id_column, text_columns, metadata_columns, package, predicate
     )

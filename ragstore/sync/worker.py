@@ -7,7 +7,9 @@ writer of ``ragstore index``: change detection, the embedding cache, batches com
 of rows deleted (or gone out of the predicate, or blank) are deleted, and the keys leave the queue unless
 they changed again meanwhile. A worker killed mid-batch leaves its keys leased: they are due again when
 the lease ends, and the rewrite of a chunk already written is a no-op (same bytes). A failing batch
-(the provider refusing, a row that is not valid) backs off its own keys only.
+(the provider refusing, a row that is not valid) backs off its own keys only. A row's text longer than the
+family's chunk window makes several chunks (:meth:`Reader.records`); the first batch of a backfill into an
+empty family is one bulk load (:meth:`Reader.batch_size`, its lease renewed by :class:`Renewal`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ Every test here runs against the cluster of tests/citus/conftest.py (skipped whe
 in one xdist group so that one worker holds the cluster; marked slow (the cluster takes ~30 s to start).
 """
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -20,24 +19,11 @@ from ragstore.errors import DatabaseUnavailable, RagstoreError
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search.api import search
+from tests.toolkit.citus import digest
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow, pytest.mark.xdist_group("citus")]
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
-
-
-def digest(conn: psycopg.Connection[Any], family: str) -> str:
-    """A content hash of the family's chunks and vectors (everything but timestamps)."""
-    table = families.get_family(conn, family).table
-    rows = conn.execute(
-        psycopg.sql.SQL(
-            "SELECT c.chunk_id, c.package_path, c.text, c.metadata::text, c.content_sha256, e.embedding::text, "
-            "e.model, e.package_path FROM ragstore.chunks c LEFT JOIN ragstore.{} e "
-            "ON e.family = c.family AND e.chunk_id = c.chunk_id WHERE c.family = %s ORDER BY c.chunk_id"
-        ).format(psycopg.sql.Identifier(table)),
-        (family,),
-    ).fetchall()
-    return hashlib.sha256(repr(rows).encode()).hexdigest()
 
 
 def index(conn: psycopg.Connection[Any], family: str, path: Path, **kw: Any) -> Any:

@@ -23,8 +23,8 @@ from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
-from tests.citus.test_citus import digest
 from tests.reliability.helpers import chunk, write_jsonl
+from tests.toolkit.citus import digest
 
 pytestmark = [pytest.mark.citus, pytest.mark.reliability, pytest.mark.slow, pytest.mark.xdist_group("citus")]
 

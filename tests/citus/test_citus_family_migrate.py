@@ -16,7 +16,7 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import ModelMismatch
 from ragstore.families.migrate import migrate_family
 from ragstore.search.api import search
-from tests.integration.test_family_migrate import HashBackend, index, vectors_for, write_jsonl
+from tests.toolkit.family_migrate import HashBackend, index, vectors_for, write_jsonl
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow, pytest.mark.xdist_group("citus")]
 

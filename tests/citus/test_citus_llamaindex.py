@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("llama_index.core")
 
 from ragstore.integrations.llamaindex import RagstoreVectorStore
-from tests.integrations.test_llamaindex_ingestion import (
+from tests.toolkit.llamaindex_ingestion import (
     WordHashEmbedding,
     documents,
     from_documents,

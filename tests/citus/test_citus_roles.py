@@ -202,7 +202,7 @@ def test_neither_the_reader_nor_the_app_can_change_the_full_text_statistics_on_t
 ) -> None:
     """The single-node attempts of tests/integration/test_definer_audit.py, as LOGIN members on the cluster:
     each is refused, and the statistics and a full-text search answer as before."""
-    from tests.integration.test_definer_audit import TAMPERING, fails, stats
+    from tests.toolkit.definer_audit import TAMPERING, fails, stats
 
     name = f"tamper_{role}"
     with connect(owner_dsn) as conn:

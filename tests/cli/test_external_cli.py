@@ -6,25 +6,11 @@ import numpy as np
 from click.testing import CliRunner
 
 from ragstore.cli.main import cli
+from tests.toolkit.external_cli import vectors, write_records
 
 
 def invoke(dsn, *args):
     return CliRunner().invoke(cli, ["--dsn", dsn, *args])
-
-
-def vectors(n: int, dim: int = 8) -> np.ndarray:
-    rng = np.random.default_rng(7)
-    return rng.standard_normal((n, dim)).astype(np.float32)
-
-
-def write_records(path, matrix, *, drop_vector_at=None):
-    with path.open("w", encoding="utf-8") as out:
-        for i, row in enumerate(matrix):
-            record = {"chunk_id": f"c{i}", "package_path": "pkg", "text": f"text {i}"}
-            if i != drop_vector_at:
-                record["vector"] = [float(x) for x in row]
-            out.write(json.dumps(record) + "\n")
-    return path
 
 
 def test_external_family_indexes_given_vectors_and_searches_by_vector_file(dsn, tmp_path):

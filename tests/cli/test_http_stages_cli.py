@@ -18,8 +18,8 @@ from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput
 from ragstore.search.hyde import Hyde
-from tests.cli.test_rerank_hyde_cli import KEY, store, stub  # noqa: F401  (fixtures)
 from tests.openai_stub import Reply
+from tests.toolkit.rerank_hyde_cli import KEY, store, stub  # noqa: F401  (fixtures)
 
 SEARCH = ("search", "docs", "copy files", "-k", "2", "--mode", "hnsw")
 

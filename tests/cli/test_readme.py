@@ -11,6 +11,7 @@ from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
+from tests.toolkit.readme import sql_statements
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -98,11 +99,6 @@ def test_the_quick_start_installs_the_extras_the_readme_uses():
         assert "plot" in installed
     if "--backend minilm" in README:
         assert "minilm" in installed
-
-
-def sql_statements(text: str) -> list[str]:
-    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
-    return [s.strip() for s in body.split(";") if s.strip()]
 
 
 def test_every_query_of_sql_examples_answers_on_the_quick_start_family(conn):

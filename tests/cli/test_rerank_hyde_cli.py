@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the fixtures imported below are arguments of the tests)
 """`--rerank cross` and `--hyde` on `search`, `eval` and `context-pack`, against the local stub."""
 
 from __future__ import annotations
@@ -7,40 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from ragstore import families
 from ragstore.cli.main import cli
-from ragstore.embed.offline import OfflineBackend
-from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
 from tests.openai_stub import Reply
-from tests.rerank_stub import RerankStub
-
-KEY = "sk-Cl1Qw8Zr5TyUi3OpAsD"
-TEXTS = {
-    "cp#0": "cp copies files and directories recursively when asked",
-    "mv#0": "mv moves and renames files",
-    "rm#0": "rm removes files or directories",
-    "ls#0": "ls lists directory contents",
-}
-
-
-@pytest.fixture
-def store(dsn, conn, tmp_path):
-    backend = OfflineBackend()
-    fam = families.create_family(conn, "docs", backend)
-    write_records(
-        conn, fam, backend, [(k, ChunkRecord(chunk_id=k, package_path=k[:2], text=v)) for k, v in TEXTS.items()]
-    )
-    queries = [("q1", "copy files and directories"), ("q2", "rename files"), ("q3", "list directory contents")]
-    (tmp_path / "q.jsonl").write_text("".join(json.dumps({"query_id": q, "text": t}) + "\n" for q, t in queries))
-    (tmp_path / "qrels.tsv").write_text("q1\tcp#0\t2\nq2\tmv#0\t1\nq3\tls#0\t1\n")
-    return dsn
-
-
-@pytest.fixture
-def stub():
-    with RerankStub(scorer=lambda q, d: 100.0 - len(d)) as server:  # shortest text first
-        yield server
+from tests.toolkit.rerank_hyde_cli import KEY, TEXTS, store, stub  # noqa: F401  (fixtures)
 
 
 def run(dsn, *args):

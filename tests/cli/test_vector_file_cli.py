@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from ragstore.cli.main import cli
-from tests.cli.test_external_cli import vectors, write_records
+from tests.toolkit.external_cli import vectors, write_records
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import index_records
 from ragstore.ingest.writer import write_records
 from ragstore.search.fts import BM25_B, BM25_K1, fts_search
+from tests.toolkit.bm25 import document_frequencies_are_current, postings_are_current
 
 TEXTS = {
     "cp": "cp copies files and directories to a destination; cp copies files again",
@@ -79,42 +80,6 @@ def test_a_query_of_exclusions_keeps_its_strict_meaning(conn: Any, family: Any) 
     hits = fts_search(conn, family, "-files", k=10)
     assert {h.chunk_id for h in hits} == {"ssh"}  # every other chunk holds "files"
     assert [h.score for h in hits] == [0.0]
-
-
-def postings_are_current(conn: Any) -> None:
-    stored = conn.execute(
-        "SELECT family, chunk_id, lexeme, tf, dl FROM ragstore.chunk_terms ORDER BY 1, 2, 3"
-    ).fetchall()
-    derived = conn.execute(
-        "SELECT c.family, c.chunk_id, t.lexeme, t.tf, t.dl FROM ragstore.chunks AS c "
-        "CROSS JOIN LATERAL ragstore.tsv_terms(c.tsv) AS t ORDER BY 1, 2, 3"
-    ).fetchall()
-    assert stored == derived
-    ledger = conn.execute(
-        "SELECT family, sum(delta), sum(tokens) FROM ragstore.family_chunk_deltas GROUP BY family "
-        "HAVING sum(delta) <> 0 OR sum(tokens) <> 0 ORDER BY family"
-    ).fetchall()
-    counted = conn.execute(
-        "SELECT family, count(*), sum(tf) FROM ragstore.chunk_terms WHERE lexeme = '' GROUP BY family ORDER BY family"
-    ).fetchall()
-    assert ledger == counted
-    if conn.execute("SELECT to_regclass('ragstore.chunk_term_df')").fetchone()[0] is not None:  # from 0017
-        document_frequencies_are_current(conn)
-
-
-def document_frequencies_are_current(conn: Any) -> None:
-    # Each word's count of chunks, derived from the chunks' own tsvectors; no row for a word no chunk holds.
-    kept = conn.execute("SELECT family, lexeme, df FROM ragstore.chunk_term_df ORDER BY 1, 2").fetchall()
-    derived = conn.execute(
-        "SELECT c.family, u.lexeme, count(*) FROM ragstore.chunks AS c"
-        " CROSS JOIN LATERAL unnest(tsvector_to_array(c.tsv)) AS u(lexeme) GROUP BY 1, 2 ORDER BY 1, 2"
-    ).fetchall()
-    assert kept == derived
-    # ... and from the postings themselves, which BM25 reads beside them.
-    counted = conn.execute(
-        "SELECT family, lexeme, count(*) FROM ragstore.chunk_terms WHERE lexeme <> '' GROUP BY 1, 2 ORDER BY 1, 2"
-    ).fetchall()
-    assert kept == counted
 
 
 def scores_equal_the_reference(conn: Any, family: str, queries: tuple[str, ...] = ("copies files", "files")) -> None:

@@ -14,7 +14,7 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.families.migrate import migrate_family
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
-from tests.integration.test_family_migrate import HashBackend, vectors_for, write_jsonl
+from tests.toolkit.family_migrate import HashBackend, vectors_for, write_jsonl
 
 
 def index(conn: Any, path: Path, backend: Any, **kw: Any) -> Any:

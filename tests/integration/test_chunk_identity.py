@@ -17,7 +17,7 @@ from ragstore import families
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import index_records, index_sources
-from tests.integration.test_family_migrate import HashBackend
+from tests.toolkit.family_migrate import HashBackend
 
 WORDS = "river stone lamp orchard violin copper meadow harbour lantern pebble quartz willow saddle ember".split()
 

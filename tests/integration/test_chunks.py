@@ -20,9 +20,10 @@ from psycopg.conninfo import make_conninfo
 from ragstore import AsyncStore, Store
 from ragstore.cli.main import cli
 from ragstore.errors import InvalidInput, NotFound, RagstoreError
-from tests.integration.test_bm25 import document_frequencies_are_current, postings_are_current
-from tests.integration.test_roles import _login_role
-from tests.integration.test_store import AsyncAsSync, LoopThread
+from tests.toolkit.bm25 import document_frequencies_are_current, postings_are_current
+from tests.toolkit.chunks import records
+from tests.toolkit.roles import _login_role
+from tests.toolkit.store import AsyncAsSync, LoopThread
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -52,21 +53,6 @@ def app_dsn(dsn: str) -> Iterator[str]:
 def reader_dsn(dsn: str) -> Iterator[str]:
     for name in _login_role(dsn, "ragstore_reader"):
         yield make_conninfo(dsn, user=name)
-
-
-PACKAGES = ("guide/a.md", "guide/b.md", "guide_x/c.md", "ref/d.md")
-
-
-def records(n: int = 24) -> list[dict[str, Any]]:
-    return [
-        {
-            "chunk_id": f"c{i:02d}",
-            "package_path": PACKAGES[i % len(PACKAGES)],
-            "text": f"chunk {i} copies files to topic {i % 5}; delete moves words",
-            "metadata": {"n": i, "lang": "en" if i % 2 else "fr", "x": 0.1 * i},
-        }
-        for i in range(n)
-    ]
 
 
 def two_families(store: Any) -> None:

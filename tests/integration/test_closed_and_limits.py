@@ -18,7 +18,7 @@ from ragstore.cli.main import cli
 from ragstore.db.cluster import LocalCluster
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import DatabaseUnavailable
-from tests.integration.test_roles import app_dsn  # noqa: F401  (fixture)
+from tests.toolkit.roles import app_dsn  # noqa: F401  (fixture)
 
 
 @pytest.mark.parametrize("k", ["1001", "99999999999"])

@@ -13,7 +13,7 @@ from ragstore.cli.main import cli
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.families import filter_keys
-from tests.integration.test_roles import app_dsn  # noqa: F401  (fixture)
+from tests.toolkit.roles import app_dsn  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 

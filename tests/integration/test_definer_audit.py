@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the fixtures imported below are arguments of the tests)
 """The SECURITY DEFINER functions and the full-text statistics, as the roles a deployment uses (LOGIN members
 of ragstore_reader, ragstore_app and ragstore_owner, never a superuser): the reader writes nothing, the app
 changes the statistics only through its own chunk writes, a family's statistics go with it, a family drop
@@ -5,21 +6,17 @@ is one bulk delete per table, and the search functions refuse a NULL query."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import errors as pgerrors
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from ragstore import families
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
+from tests.toolkit.definer_audit import TAMPERING, app_dsn, fails, owner_dsn, reader_dsn, stats  # noqa: F401  (fixtures)
 
 TEXTS = {f"c{i}": f"cp copies files number {i} to a destination" for i in range(30)} | {
     f"d{i}": f"tar stores archives of directories, archive {i}" for i in range(10)
@@ -31,34 +28,6 @@ APP_DEFINER_FUNCTIONS = {
     "ragstore.family_bulk_cluster(text)",
     "ragstore.family_build_hnsw(text)",
 }
-
-
-def _login(admin_dsn: str, group: str) -> Iterator[str]:
-    name = f"rs_{group.split('_')[1]}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(sql.Identifier(name), sql.Identifier(group)))
-    try:
-        yield make_conninfo(admin_dsn, user=name)
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
-            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
-            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
-
-
-@pytest.fixture
-def reader_dsn(dsn: str) -> Iterator[str]:
-    yield from _login(dsn, "ragstore_reader")
-
-
-@pytest.fixture
-def app_dsn(dsn: str) -> Iterator[str]:
-    yield from _login(dsn, "ragstore_app")
-
-
-@pytest.fixture
-def owner_dsn(dsn: str) -> Iterator[str]:
-    yield from _login(dsn, "ragstore_owner")
 
 
 def create(owner_dsn: str, name: str) -> None:
@@ -73,19 +42,6 @@ def index(app_dsn: str, name: str, texts: dict[str, str]) -> None:
         records = [(f"t:{c}", ChunkRecord(chunk_id=c, package_path=f"pkg/{c}", text=t)) for c, t in texts.items()]
         write_records(conn, fam, OfflineBackend(), records)
         conn.commit()
-
-
-def stats(target: str, name: str) -> dict[str, Any]:
-    """The family's word counts, postings count and ledger sums."""
-    with psycopg.connect(target) as conn:
-        df = dict(conn.execute("SELECT lexeme, df FROM ragstore.chunk_term_df WHERE family = %s", (name,)).fetchall())
-        postings = conn.execute("SELECT count(*) FROM ragstore.chunk_terms WHERE family = %s", (name,)).fetchone()
-        ledger = conn.execute(
-            "SELECT coalesce(sum(delta), 0), coalesce(sum(tokens), 0) FROM ragstore.family_chunk_deltas"
-            " WHERE family = %s",
-            (name,),
-        ).fetchone()
-    return {"df": df, "postings": postings, "ledger": ledger}
 
 
 def truth(target: str, name: str) -> dict[str, Any]:
@@ -109,28 +65,6 @@ def truth(target: str, name: str) -> dict[str, Any]:
             (name,),
         ).fetchone()
     return {"df": df, "postings": postings, "ledger": ledger}
-
-
-def fails(target: str, statement: str) -> bool:
-    """True when ``statement`` is refused for lack of privilege or because no such function exists."""
-    with psycopg.connect(target, autocommit=True) as conn:
-        try:
-            conn.execute(statement)
-        except (pgerrors.InsufficientPrivilege, pgerrors.UndefinedFunction):
-            return True
-    return False
-
-
-TAMPERING = [
-    "SELECT ragstore.chunk_term_df_add(ARRAY['docs'], ARRAY['copi'], ARRAY[-29]::bigint[])",
-    "SELECT ragstore.chunk_term_df_add(ARRAY['docs'], ARRAY['copi'], ARRAY[1000000]::bigint[])",
-    "UPDATE ragstore.chunk_term_df SET df = 1000030 WHERE family = 'docs'",
-    "INSERT INTO ragstore.chunk_term_df (family, lexeme, df) VALUES ('docs', 'zzz', 5)",
-    "DELETE FROM ragstore.chunk_terms WHERE family = 'docs'",
-    "INSERT INTO ragstore.family_chunk_deltas (family, delta, tokens) VALUES ('docs', 1000000, 0)",
-    "DELETE FROM ragstore.family_chunk_deltas WHERE family = 'docs'",
-    "TRUNCATE ragstore.chunk_term_df",
-]
 
 
 @pytest.mark.parametrize("statement", TAMPERING)

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from ragstore import families
 from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend
-from tests.unit.test_document_readers import _pdf
+from tests.toolkit.document_readers import _pdf
 
 
 @pytest.fixture

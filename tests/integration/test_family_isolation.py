@@ -209,7 +209,7 @@ def test_a_row_whose_vector_is_not_the_embedding_of_the_text_is_never_served(two
 
 def test_migrating_a_family_re_embeds_its_own_texts_and_leaves_the_other_family(two: Any, tmp_path: Path) -> None:
     from ragstore.families.migrate import migrate_family
-    from tests.integration.test_family_migrate import HashBackend, vectors_for
+    from tests.toolkit.family_migrate import HashBackend, vectors_for
 
     conn = two
     index(conn, "alpha", write_jsonl(tmp_path / "a.jsonl", [{"chunk_id": "c1", "package_path": "p", "text": A_TEXT}]))

@@ -12,7 +12,7 @@ from ragstore import families
 from ragstore.cli.main import cli
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
-from tests.integration.test_family_migrate import HashBackend, write_jsonl
+from tests.toolkit.family_migrate import HashBackend, write_jsonl
 
 
 def run(dsn: str, *args: str) -> Any:

@@ -16,9 +16,9 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.families.migrate import migrate_family
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
-from tests.cli.test_readme import sql_statements
-from tests.integration.test_definer_audit import app_dsn, owner_dsn, reader_dsn
-from tests.integration.test_family_migrate import HashBackend
+from tests.toolkit.definer_audit import app_dsn, owner_dsn, reader_dsn
+from tests.toolkit.family_migrate import HashBackend
+from tests.toolkit.readme import sql_statements
 
 __all__ = ["app_dsn", "owner_dsn", "reader_dsn"]  # fixtures
 

@@ -23,7 +23,7 @@ from ragstore.ingest.run import index_records
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
 from ragstore.search.filters import make_filter
-from tests.integration.test_search import clustered
+from tests.toolkit.search import clustered
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 

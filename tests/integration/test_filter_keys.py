@@ -12,6 +12,7 @@ import pytest
 from psycopg import sql
 
 from ragstore import families
+from ragstore.db.dialect import POSTGRES
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import Conflict, InvalidInput, NotFound
 from ragstore.families import filter_keys
@@ -20,9 +21,9 @@ from ragstore.search import search
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
 from ragstore.search.filters import make_filter
-from tests.integration.test_family_migrate import HashBackend
-from tests.integration.test_metafilter import ok
-from tests.integration.test_search import clustered, load
+from tests.toolkit.family_migrate import HashBackend
+from tests.toolkit.metafilter import ok
+from tests.toolkit.search import clustered, load
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 
@@ -421,7 +422,7 @@ def _index_scans(conn: Any, index: str, at_least: int, patience: float = 8.0) ->
 @pytest.mark.slow
 def test_the_async_store_filters_through_a_declared_key(dsn: str, conn: Any) -> None:
     from ragstore import AsyncStore
-    from tests.integration.test_store import LoopThread
+    from tests.toolkit.store import LoopThread
 
     n = 2000
     fam = families.create_family(conn, "docs", OfflineBackend())
@@ -448,7 +449,7 @@ def _hybrid_plan(conn: Any, fam: families.Family, metadata: dict[str, Any]) -> s
     vector = clustered(1, dim=fam.dim, seed=3)[0]
     settings = hybrid.resolve_settings(fam)
     text, params, ef, iterative = hybrid.prepare(
-        False, fam, "t1 word", vector, k=10, settings=settings, weights=None, package=None, metadata=metadata,
+        POSTGRES, fam, "t1 word", vector, k=10, settings=settings, weights=None, package=None, metadata=metadata,
         match="auto", vectors=False,
     )  # fmt: skip
     conn.commit()

@@ -98,7 +98,7 @@ def _clustered(n, dim=16, seed=0):
 
 @pytest.mark.slow
 def test_an_iterative_scan_that_comes_back_short_is_answered_exactly(conn):
-    from tests.integration.test_search import load
+    from tests.toolkit.search import load
 
     family = families.create_family(conn, "vecs", OfflineBackend())
     n = 3000

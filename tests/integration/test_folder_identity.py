@@ -19,7 +19,7 @@ from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import Conflict, InvalidInput
 from tests.ids import doc
-from tests.integration.test_roles import _login_role
+from tests.toolkit.roles import _login_role
 
 
 @pytest.fixture

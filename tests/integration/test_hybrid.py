@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the fixtures imported below are arguments of the tests)
 """Hybrid search with RRF fusion: one SQL statement, pinned by hand and against ragstore.search.fusion.fuse;
 filters on both legs. (Convex combination, the default fusion: test_fusion.py.)"""
 
@@ -9,46 +10,23 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput, ModelMismatch
-from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
 from ragstore.search.fusion import Candidate, FusionSettings, fuse
 from ragstore.search.hybrid import blended_search, fts_search, hybrid_search, parse_weights
+from tests.toolkit.hybrid import (
+    CHUNKS,
+    QUERY,
+    family,  # noqa: F401  (fixtures)
+)
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 
 RRF = FusionSettings(fusion="rrf")
 
 
-def unit(*xy: float) -> list[float]:
-    v = np.zeros(16, dtype=np.float32)
-    v[: len(xy)] = xy
-    return [float(x) for x in v]
-
-
 # The query vector is e1. Cosines: c 1.0, a 0.8, d 0.0, b -1.0 -> vector leg c, a, d, b.
 # Full text for "apple" (BM25): a holds it twice, b once -> fts leg a, b.
-CHUNKS = [
-    ("a", "p1/one", "apple apple banana", unit(0.8, 0.6), {"lang": "fr"}),
-    ("b", "p2/two", "apple cherry", unit(-1.0), {"lang": "en"}),
-    ("c", "p1/three", "grape", unit(1.0), {"lang": "fr"}),
-    ("d", "p2/four", "melon", unit(0.0, 1.0), {"lang": "en"}),
-]
-QUERY = np.asarray(unit(1.0), dtype=np.float32)
-
-
-@pytest.fixture
-def family(conn: Any) -> families.Family:
-    backend = OfflineBackend()
-    fam = families.create_family(conn, "docs", backend)
-    records = [
-        (f"t:{i}", ChunkRecord(chunk_id=cid, package_path=pkg, text=text, vector=vec, metadata=meta))
-        for i, (cid, pkg, text, vec, meta) in enumerate(CHUNKS)
-    ]
-    write_records(conn, fam, backend, records)
-    return fam
 
 
 def test_rrf_in_sql_matches_the_hand_computed_example_including_one_leg_hits(conn: Any, family: Any) -> None:

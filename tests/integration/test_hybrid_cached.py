@@ -16,7 +16,7 @@ from ragstore.search.api import search
 from ragstore.search.filters import make_filter
 from ragstore.search.fusion import FusionSettings, store_settings
 from ragstore.search.hybrid import hybrid_search, hybrid_search_if_current, resolve_settings
-from tests.integration.test_hybrid import family  # noqa: F401  (fixture)
+from tests.toolkit.hybrid import family  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 

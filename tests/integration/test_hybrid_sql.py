@@ -17,7 +17,7 @@ from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
 from ragstore.search.api import search
 from ragstore.search.hybrid import hybrid_search
-from tests.integration.test_hybrid import QUERY, family  # noqa: F401  (fixture)
+from tests.toolkit.hybrid import QUERY, family  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 

@@ -11,6 +11,7 @@ from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from tests.ids import doc
+from tests.toolkit.index import InterruptedOnThirdCall, records
 
 
 class CountingBackend(OfflineBackend):
@@ -27,10 +28,6 @@ class CountingBackend(OfflineBackend):
 def write_jsonl(path: Path, records: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     return path
-
-
-def records(n: int, package: str = "pkg/a", prefix: str = "c") -> list[dict]:
-    return [{"chunk_id": f"{prefix}{i}", "package_path": package, "text": f"text number {i}"} for i in range(n)]
 
 
 def table_digest(conn) -> str:
@@ -196,19 +193,6 @@ def test_bulk_load_into_an_empty_family_builds_the_index_at_the_end(conn, family
         writer.BULK_THRESHOLD = old
     assert report.inserted == 300 and report.batches == 5
     assert families.family_stats(conn, "docs").hnsw_index is not None
-
-
-class InterruptedOnThirdCall(OfflineBackend):
-    """The offline backend, interrupted (Ctrl-C) on its third call."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def embed(self, texts):
-        self.calls += 1
-        if self.calls == 3:
-            raise KeyboardInterrupt
-        return super().embed(texts)
 
 
 def test_interrupted_run_converges_on_rerun(conn, family, tmp_path):

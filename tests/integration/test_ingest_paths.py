@@ -3,7 +3,6 @@ the VACUUM after a run that rewrote a large share of a family."""
 
 import json
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,49 +16,13 @@ from ragstore.ingest.readers import open_sources
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import index_records, index_sources
 from tests.reliability.helpers import distinct_words
-
-DIM = 4
-
-
-def vectors(n: int, seed: int = 1) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
-
-
-def rows(n: int, seed: int = 1, text: str = "text") -> list[dict]:
-    m = vectors(n, seed)
-    return [
-        {
-            "chunk_id": f"c{i:03d}",
-            "package_path": f"pkg/{i % 3}",
-            "text": f"{text} {i}",
-            "metadata": {"n": i, "lang": "en" if i % 2 else "fr"},
-            "vector": m[i].tolist(),
-        }
-        for i in range(n)
-    ]
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
+from tests.toolkit.ingest_paths import DIM, content, rows, vectors, write_jsonl
 
 
 @pytest.fixture
 def two(conn):
     for name in ("a", "b"):
         families.create_family(conn, name, ExternalBackend("mine", DIM), options={"dimensions": DIM})
-
-
-def content(conn, family: str) -> list[tuple]:
-    """Everything stored for the family's chunks but timestamps and the source hashes (which cover the
-    family's name)."""
-    return conn.execute(
-        f"SELECT c.chunk_id, c.package_path, c.text, c.metadata, c.content_sha256, c.record_sha256, "
-        f"c.source_sha256 IS NOT NULL, c.fts_config::text, c.tsv::text, e.embedding::text, e.model, e.package_path, "
-        f"e.metadata, e.content_sha256 FROM ragstore.chunks c JOIN ragstore.emb_{family} e USING (chunk_id) "
-        f"WHERE c.family = %s ORDER BY c.chunk_id",
-        (family,),
-    ).fetchall()
 
 
 def test_a_bulk_load_copied_straight_into_the_tables_stores_what_the_merge_stores(conn, two, tmp_path, monkeypatch):

@@ -9,7 +9,8 @@ from ragstore.search import search
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
 from ragstore.search.filters import make_filter
-from tests.integration.test_search import clustered, load
+from tests.toolkit.metafilter import ok
+from tests.toolkit.search import clustered, load
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 
@@ -21,37 +22,6 @@ def meta(i):
     if i % 5 == 0:
         row["draft"] = True
     return row
-
-
-def ok(row, flt):  # the reference semantics, written independently of the SQL
-    for key, cond in flt.items():
-        if key == "$and" and not all(ok(row, c) for c in cond):
-            return False
-        if key == "$or" and not any(ok(row, c) for c in cond):
-            return False
-        if key.startswith("$"):
-            continue
-        if not isinstance(cond, dict):
-            if row.get(key, object()) != cond:
-                return False
-            continue
-        has, value = key in row, row.get(key)
-        if not all(compare(op, has, value, x) for op, x in cond.items()):
-            return False
-    return True
-
-
-def compare(op, has, value, x):
-    same = has and value == x and type(value) is type(x)
-    ordered = has and isinstance(value, str) == isinstance(x, str) and not isinstance(value, bool)
-    if op in ("$in", "$nin"):
-        found = has and any(value == v and type(value) is type(v) for v in x)
-        return found if op == "$in" else has and not found
-    if op == "$eq":
-        return same
-    if op == "$ne":
-        return has and not same
-    return ordered and {"$gt": value > x, "$gte": value >= x, "$lt": value < x, "$lte": value <= x}[op]
 
 
 FILTERS = [

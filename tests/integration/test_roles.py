@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the fixtures imported below are arguments of the tests)
 """Roles and least privilege: what ragstore_app and ragstore_reader can and cannot do.
 
 Each test logs in as a fresh LOGIN role that is a member of one ragstore group role, the way a DBA sets
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +16,6 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 from psycopg import errors as pgerrors
-from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from ragstore import families, migrate
@@ -26,26 +25,12 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import RagstoreError
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
+from tests.toolkit.roles import (
+    _login_role,
+    app_dsn,  # noqa: F401  (fixtures)
+)
 
 GROUPS = ("ragstore_owner", "ragstore_app", "ragstore_reader")
-
-
-def _login_role(admin_dsn: str, group: str) -> Iterator[str]:
-    name = f"rs_{group.split('_')[1]}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(sql.Identifier(name), sql.Identifier(group)))
-    try:
-        yield name
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
-            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
-
-
-@pytest.fixture
-def app_dsn(dsn: str) -> Iterator[str]:
-    for name in _login_role(dsn, "ragstore_app"):
-        yield make_conninfo(dsn, user=name)
 
 
 @pytest.fixture

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the fixtures imported below are arguments of the tests)
 """search(): contracts, ordering, the HNSW/exact paths and settings hygiene, against a real Postgres."""
 
 import math
@@ -16,6 +17,11 @@ from ragstore.search import vector as vec
 from ragstore.search.filters import Filter
 from ragstore.search.mmr import mmr
 from tests.fix_storage import exhaustive_rerank
+from tests.toolkit.search import (
+    clustered,
+    family,  # noqa: F401  (fixtures)
+    load,
+)
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 
@@ -24,41 +30,6 @@ class OtherBackend(OfflineBackend):
     @property
     def model(self) -> str:
         return "another-model"
-
-
-def load(conn, family, vectors, *, ids=None, packages=None, metadata=None):
-    """Write rows with the given vectors (ids c00000.. unless given)."""
-    n = len(vectors)
-    ids = ids or [f"c{i:05d}" for i in range(n)]
-    records = [
-        (
-            f"row {i}",
-            ChunkRecord(
-                chunk_id=ids[i],
-                package_path=(packages[i] if packages else "pkg/a"),
-                text=f"text of {ids[i]}",
-                metadata=(metadata[i] if metadata else {}),
-                vector=[float(x) for x in vectors[i]],
-            ),
-        )
-        for i in range(n)
-    ]
-    write_records(conn, family, OfflineBackend(), records)
-    conn.execute("ANALYZE ragstore.chunks")
-    conn.execute(f"ANALYZE ragstore.{family.table}")
-    conn.commit()
-    return ids
-
-
-def clustered(n, dim=16, seed=0, clusters=20):
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(size=(clusters, dim))
-    return (centers[rng.integers(0, clusters, n)] + 0.3 * rng.normal(size=(n, dim))).astype(np.float32)
-
-
-@pytest.fixture
-def family(conn):
-    return families.create_family(conn, "docs", OfflineBackend())
 
 
 def test_hits_carry_text_metadata_citation_in_score_then_id_order(conn, family):
@@ -172,7 +143,7 @@ def test_a_cached_family_is_rechecked_when_the_family_changes(conn, family):
 def test_a_search_after_a_model_migration_swapped_the_table_re_reads_the_family(conn, dsn, family):
     from ragstore.db.connection import connect
     from ragstore.families.migrate import migrate_family
-    from tests.integration.test_family_migrate import HashBackend
+    from tests.toolkit.family_migrate import HashBackend
 
     load(conn, family, clustered(40))
     conn.autocommit = True

@@ -98,12 +98,12 @@ def test_each_storage_builds_its_index_and_the_search_reads_it(conn, tmp_path, m
 
 
 def api_hybrid_statement(conn, family, q):
-    from ragstore.db.citus import on_citus
+    from ragstore.db.dialect import dialect_of
     from ragstore.search import hybrid
     from ragstore.search.fusion import settings_of
 
     return hybrid.prepare(
-        on_citus(conn), family, "copy files", q, k=10, settings=settings_of(family.options), weights=None,
+        dialect_of(conn), family, "copy files", q, k=10, settings=settings_of(family.options), weights=None,
         package=None, metadata=None, match="auto",
     )  # fmt: skip
 
@@ -258,7 +258,7 @@ def test_create_on_the_command_line_records_the_storage_and_refuses_a_factor_wit
 
 
 def test_a_model_migration_keeps_the_storage(conn, tmp_path):
-    from tests.integration.test_family_migrate import HashBackend, write_jsonl
+    from tests.toolkit.family_migrate import HashBackend, write_jsonl
 
     families.create_family(conn, "docs", HashBackend(), options={"storage": "bit", "rerank_factor": 5})
     index_sources(conn, "docs", open_sources([str(write_jsonl(tmp_path / "c.jsonl", 20))]), backend=HashBackend())
@@ -279,7 +279,7 @@ def test_the_app_bulk_loads_a_bit_family_through_the_definer_but_may_not_change_
     from ragstore.db.connection import connect
     from ragstore.families.storage_migrate import migrate_storage
     from ragstore.ingest import writer
-    from tests.integration.test_roles import _login_role
+    from tests.toolkit.roles import _login_role
 
     monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)  # the bulk path: the index dropped, then rebuilt by the app
 
@@ -345,7 +345,7 @@ def test_check_recall_through_the_cli_names_the_storage_and_a_reader_records_not
 
     from ragstore.db.connection import connect
     from ragstore.search.recall import check_recall
-    from tests.integration.test_roles import _login_role
+    from tests.toolkit.roles import _login_role
 
     make(conn, tmp_path, matrix, "halfvec")
     conn.commit()

@@ -19,8 +19,8 @@ from ragstore.errors import PermissionDenied
 from ragstore.ingest.writer import BULK_THRESHOLD
 from ragstore.sync.sources import add_source, alter_source, remove_source
 from ragstore.sync.worker import run_workers
-from tests.integration.test_definer_audit import app_dsn, owner_dsn, reader_dsn
-from tests.integration.test_sync import chunk_ids, make_table, queued
+from tests.toolkit.definer_audit import app_dsn, owner_dsn, reader_dsn
+from tests.toolkit.sync import chunk_ids, make_table, queued
 
 __all__ = ["app_dsn", "owner_dsn", "reader_dsn"]  # fixtures
 

@@ -22,9 +22,9 @@ from ragstore.families.chunks import get_chunks
 from ragstore.sync.sources import add_source, alter_source
 from ragstore.sync.sources import status as sync_status
 from ragstore.sync.worker import follow_workers, run_once, run_workers
-from tests.integration.test_store import store  # the Store / AsyncStore fixture
-from tests.integration.test_sync import Counting, chunk_ids, make_table, queued, wait_for
 from tests.openai_stub import Reply, StubServer
+from tests.toolkit.store import store  # the Store / AsyncStore fixture
+from tests.toolkit.sync import Counting, chunk_ids, make_table, queued, wait_for
 
 __all__ = ["store"]
 
@@ -343,3 +343,33 @@ def synced_family(conn: Any) -> Any:
     make_table(conn)
     add_source(conn, "docs", "public.docs", id_column="id", text_columns=["body"])
     return conn
+
+
+@pytest.mark.slow
+def test_the_follow_command_syncs_each_commit_and_stops_on_sigterm(synced_family: Any, dsn: str) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "ragstore.cli", "--dsn", dsn, "sync", "run", "--follow", "--workers", "2"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: chunk_ids(synced_family) == ["docs/1", "docs/2", "docs/3"])
+        synced_family.execute("INSERT INTO public.docs (id, body) VALUES (4, 'zstd is fast')")
+        synced_family.commit()
+        assert wait_for(lambda: "docs/4" in chunk_ids(synced_family))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "synced" in out and "Traceback" not in err
+
+
+def test_cli_status_prints_one_line_per_table(synced_family: Any, dsn: str) -> None:
+    shown = CliRunner().invoke(cli, ["--dsn", dsn, "sync", "status"])
+    assert shown.exit_code == 0
+    assert shown.output.splitlines() == [
+        "docs\tpublic.docs\tqueued 3 (0 backing off, 0 being synced)\tlag "
+        + shown.output.split("\tlag ")[1].split("\t")[0]
+        + "\t0 rows synced\t-"
+    ]

@@ -22,8 +22,8 @@ from ragstore.ingest import parallel, writer
 from ragstore.ingest.fast import Prepared
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
-from tests.integration.test_index import InterruptedOnThirdCall, records
-from tests.integration.test_ingest_paths import DIM, content, rows, write_jsonl
+from tests.toolkit.index import InterruptedOnThirdCall, records
+from tests.toolkit.ingest_paths import DIM, content, rows, write_jsonl
 
 
 @pytest.fixture

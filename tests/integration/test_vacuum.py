@@ -17,7 +17,7 @@ from ragstore.families.chunks import delete_chunks
 from ragstore.families.vacuum import SHARED_TABLES, vacuum
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import write_records
-from tests.integration.test_definer_audit import app_dsn, reader_dsn
+from tests.toolkit.definer_audit import app_dsn, reader_dsn
 
 __all__ = ["app_dsn", "reader_dsn"]  # fixtures
 

@@ -20,8 +20,8 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from ragstore import Store
-from tests.integration.test_chunks import records
-from tests.integration.test_roles import _login_role
+from tests.toolkit.chunks import records
+from tests.toolkit.roles import _login_role
 
 pytest.importorskip("mcp")
 

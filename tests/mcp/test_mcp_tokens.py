@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from ragstore import Store
-from tests.integration.test_chunks import records
-from tests.integration.test_roles import _login_role
+from tests.toolkit.chunks import records
+from tests.toolkit.roles import _login_role
 
 pytest.importorskip("mcp")
 

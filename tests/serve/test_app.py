@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the fixtures imported below are arguments of the tests)
 """The HTTP API through a real client (httpx to uvicorn on 127.0.0.1) on a real database: every
 endpoint, the token roles' rights as the database grants them, the limits, and hostile input."""
 
@@ -18,44 +19,8 @@ pytest.importorskip("uvicorn")
 from ragstore import Store
 from ragstore.cli.search import _hit_dict
 from ragstore.serve import tokens
-from ragstore.serve.app import MAX_BODY_BYTES, Settings
-from tests.integration.test_chunks import records
-from tests.integration.test_roles import _login_role
-from tests.serve.live import serving
-
-
-@pytest.fixture
-def seeded(dsn: str) -> str:
-    with Store(dsn, pool_size=2) as store:
-        store.create_family("docs", "offline")
-        store.create_family("other", "offline")
-        store.index(records(), "docs")
-        store.index(records(), "other")
-    return dsn
-
-
-def token(dsn: str, role: str, name: str | None = None) -> str:
-    with psycopg.connect(dsn) as conn:
-        return tokens.create(conn, role, name).token
-
-
-async def client_for(
-    login_dsn: str, max_body: int = MAX_BODY_BYTES, **options: Any
-) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client of the API served by uvicorn on 127.0.0.1 (tests/serve/live.py)."""
-    with serving(Settings(dsn=login_dsn, pool_size=2, max_body=max_body, **options)) as base:
-        async with httpx.AsyncClient(base_url=base, timeout=120) as client:
-            yield client
-
-
-@pytest.fixture
-async def client(seeded: str) -> AsyncIterator[httpx.AsyncClient]:
-    async for c in client_for(seeded):
-        yield c
-
-
-def bearer(value: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {value}"}
+from tests.toolkit.app import bearer, client, client_for, seeded, token  # noqa: F401  (fixtures)
+from tests.toolkit.roles import _login_role
 
 
 def count(dsn: str, family: str) -> int:
@@ -99,6 +64,7 @@ async def test_search_gives_the_librarys_hits_as_the_cli_prints_them(client: htt
         {"query": "copies files to topic 3", "k": 5},
         {"query": "delete moves words", "k": 7, "mode": "hybrid", "where": {"lang": "en"}},
         {"query": "topic 2", "k": 4, "mode": "fts", "package": "guide/"},
+        {"query": "copies files", "k": 6, "mode": "exact"},
     ):
         answer = await client.post("/v1/families/docs/search", json=body, headers=reader)
         assert answer.status_code == 200, answer.text
@@ -179,19 +145,19 @@ async def test_limits_and_bad_input_are_one_line_errors(client: httpx.AsyncClien
 async def test_a_body_over_the_limit_is_refused_whether_its_length_is_declared_or_not(seeded: str) -> None:
     reader = bearer(token(seeded, "ragstore_reader"))
     body = b'{"query": "' + b"x" * 5000 + b'"}'
-    async for client in client_for(seeded, max_body=2048):
-        declared = await client.post("/v1/families/docs/search", content=body, headers=reader)
+    async for http in client_for(seeded, max_body=2048):
+        declared = await http.post("/v1/families/docs/search", content=body, headers=reader)
         assert declared.status_code == 413 and "2048 bytes" in declared.json()["error"]
 
         async def chunks() -> AsyncIterator[bytes]:
             for start in range(0, len(body), 1000):
                 yield body[start : start + 1000]
 
-        streamed = await client.post(
+        streamed = await http.post(
             "/v1/families/docs/search", content=chunks(), headers={**reader, "Content-Type": "application/json"}
         )
         assert streamed.status_code == 413 and "2048 bytes" in streamed.json()["error"]
-        small = await client.post("/v1/families/docs/search", json={"query": "topic"}, headers=reader)
+        small = await http.post("/v1/families/docs/search", json={"query": "topic"}, headers=reader)
         assert small.status_code == 200
 
 
@@ -224,7 +190,7 @@ def limited_login(seeded: str) -> Iterator[str]:
 
 async def test_a_token_role_the_login_role_may_not_take_is_403(seeded: str, limited_login: str) -> None:
     app, reader = bearer(token(seeded, "ragstore_app")), bearer(token(seeded, "ragstore_reader"))
-    async for client in client_for(limited_login):
-        refused = await client.get("/v1/families", headers=app)
+    async for http in client_for(limited_login):
+        refused = await http.get("/v1/families", headers=app)
         assert refused.status_code == 403 and "may not act as role 'ragstore_app'" in refused.json()["error"]
-        assert (await client.get("/v1/families", headers=reader)).status_code == 200
+        assert (await http.get("/v1/families", headers=reader)).status_code == 200

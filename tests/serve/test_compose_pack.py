@@ -22,8 +22,8 @@ from ragstore.memory import AgentProfile
 from ragstore.search.hyde import Hyde
 from ragstore.search.rerank import HttpReranker
 from tests.rerank_stub import RerankStub
-from tests.serve.test_app import bearer, client_for, seeded, token  # noqa: F401 (the fixture)
-from tests.serve.test_memory_http import agent_roles, record  # noqa: F401 (the fixture)
+from tests.toolkit.app import bearer, client_for, seeded, token  # noqa: F401 (the fixture)
+from tests.toolkit.memory_http import agent_roles, record  # noqa: F401 (the fixture)
 
 
 @pytest.fixture
@@ -112,9 +112,13 @@ async def test_the_context_pack_is_the_librarys_for_the_same_inputs(client: http
         ({**body, "retrieve": {**body["retrieve"], "family": "nosuch"}}, "nosuch"),
         ({**body, "files": ["/etc/passwd"]}, "files"),
         ({**body, "max_tokens": 0}, "max_tokens"),
+        ({**body, "retrieve": {**body["retrieve"], "family": "docs'; DROP TABLE ragstore.chunks; --"}}, "DROP"),
+        ({**body, "memory": {"agent": "x'); DELETE FROM ragstore.memory; --", "stores": ["semantic"]}}, "agent"),
     ):
         refused = await client.post("/v1/context-pack", json=bad, headers=reader)
         assert refused.status_code in (400, 404) and field in refused.json()["error"], refused.text
+    with Store(seeded, pool_size=1) as store:
+        assert store.family_stats("docs").rows == 24  # nothing reached SQL as a statement
 
 
 async def test_a_context_pack_holds_the_callers_memory_and_never_anothers(

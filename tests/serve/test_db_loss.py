@@ -19,8 +19,8 @@ import pytest
 from ragstore import Store, migrate
 from ragstore.db.server import EmbeddedServer
 from ragstore.serve import tokens
-from tests.integration.test_chunks import records
-from tests.serve.test_serve_process import answers, free_port, until
+from tests.toolkit.chunks import records
+from tests.toolkit.serve_process import answers, free_port, until
 
 pytest.importorskip("uvicorn")
 

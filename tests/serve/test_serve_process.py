@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,34 +17,10 @@ import pytest
 
 from ragstore import Store
 from ragstore.serve import tokens
-from tests.serve.test_app import bearer, seeded, token  # noqa: F401 (the fixture)
+from tests.toolkit.app import bearer, seeded, token  # noqa: F401 (the fixture)
+from tests.toolkit.serve_process import answers, free_port, until
 
 pytest.importorskip("uvicorn")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def until(condition: object, what: str, proc: subprocess.Popen[bytes], attempts: int = 600) -> None:
-    """Poll ``condition`` (a callable) every 0.1 s until true; fail naming ``what`` if the server exits first."""
-    assert callable(condition)
-    for _ in range(attempts):
-        if condition():
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"ragstore serve exited ({proc.returncode}) before {what}")
-        time.sleep(0.1)
-    pytest.fail(f"never: {what}")
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def refuses(port: int) -> bool:

@@ -31,7 +31,7 @@ BEGIN
         INSERT INTO ragstore.sync_queue AS q (source_id, key, seq)
         SELECT r.source_id, r.key, nextval('ragstore.sync_queue_seq') FROM ragstore.sync_rows r
         WHERE r.source_id = v_source
-        ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = now();
+        ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = excluded.changed_at;
     ELSE
         IF TG_OP <> 'INSERT' THEN
             v_old := to_jsonb(OLD) -> v_id #>> '{}';
@@ -42,7 +42,7 @@ BEGIN
         INSERT INTO ragstore.sync_queue AS q (source_id, key, seq)
         SELECT v_source, k, nextval('ragstore.sync_queue_seq')
         FROM (SELECT DISTINCT k FROM unnest(ARRAY[v_old, v_new]) AS k WHERE k IS NOT NULL) AS keys
-        ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = now();
+        ON CONFLICT (source_id, key) DO UPDATE SET seq = excluded.seq, changed_at = excluded.changed_at;
     END IF;
     PERFORM pg_notify('ragstore_sync_' || v_family, '');
     RETURN NULL;

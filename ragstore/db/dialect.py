@@ -1,0 +1,94 @@
+"""The SQL dialect of a database: one PostgreSQL node, or Citus. Chosen once per connection.
+
+A :class:`Dialect` carries what differs, as data instead of ``if on_citus`` branches at each use:
+
+- its statement set: the files whose blocks replace the one-node blocks of the same name
+  (``ragstore/sql/hybrid_citus.sql`` for ``hybrid.sql``, ``search_citus.sql`` for ``search.sql``):
+  :meth:`Dialect.block` and :meth:`Dialect.part`;
+- its capabilities: whether a statement makes its HNSW settings itself with ``set_config(..., true)``
+  (one node) or they are ``SET LOCAL`` first and propagated to the workers (Citus:
+  :meth:`Dialect.hnsw_settings`); whether the hybrid statement may check the family's row in its own
+  snapshot (the guard of a search on a remembered family: one node); whether the exact scan streams
+  heap-page ranges (a ``ctid`` means nothing across shards).
+
+:func:`dialect_of` asks the database once per connection whether it has the citus extension
+(:func:`ragstore.db.citus.on_citus` reads the same answer).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from psycopg import sql
+
+from ragstore.db.connection import Conn, db_errors
+from ragstore.db.sqlfiles import query
+
+__all__ = ["CITUS", "POSTGRES", "Dialect", "dialect_of"]
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """A statement set and capabilities (module docstring). Hashable: statements are cached per dialect."""
+
+    name: str
+    overrides: tuple[tuple[str, str], ...]
+    settings_in_statement: bool
+    guard: bool
+    page_ranges: bool
+
+    def _source(self, file: str) -> str:
+        return dict(self.overrides).get(file, file)
+
+    def block(self, file: str, name: str) -> str:
+        """Block ``name`` of ``file`` in this dialect: its own file's block of that name, else ``file``'s."""
+        source = self._source(file)
+        if source != file:
+            try:
+                return query(source, name)
+            except KeyError:
+                pass
+        return query(file, name)
+
+    def part(self, file: str, name: str) -> str:
+        """Block ``name`` of this dialect's form of ``file``, or nothing where that form has none (a part
+        of a statement only one dialect needs)."""
+        try:
+            return query(self._source(file), name)
+        except KeyError:
+            return ""
+
+    def hnsw_settings(self, *, ef_search: int, iterative: bool) -> list[sql.Composed | sql.SQL]:
+        """What runs before an HNSW statement, in its transaction: nothing on one node (the statement sets
+        them), the ``SET LOCAL`` that reach the workers on Citus."""
+        if self.settings_in_statement:
+            return []
+        return [
+            sql.SQL("SET LOCAL citus.propagate_set_commands = 'local'"),
+            sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(str(int(ef_search)))),
+            sql.SQL("SET LOCAL hnsw.iterative_scan = {}").format(sql.Literal("relaxed_order" if iterative else "off")),
+        ]
+
+
+POSTGRES = Dialect("postgres", (), settings_in_statement=True, guard=True, page_ranges=True)
+CITUS = Dialect(
+    "citus",
+    (("hybrid", "hybrid_citus"), ("search", "search_citus")),
+    settings_in_statement=False,
+    guard=False,
+    page_ranges=False,
+)
+
+
+_KNOWN: weakref.WeakKeyDictionary[Conn, Dialect] = weakref.WeakKeyDictionary()
+
+
+def dialect_of(conn: Conn) -> Dialect:
+    """The dialect of ``conn``'s database, asked once per connection (block ``is_citus`` of citus.sql)."""
+    known = _KNOWN.get(conn)
+    if known is None:
+        with db_errors():
+            row = conn.execute(query("citus", "is_citus")).fetchone()
+        known = _KNOWN[conn] = CITUS if row and row[0] else POSTGRES
+    return known

@@ -1,0 +1,1 @@
+"""Factories, helpers and fixtures that several test modules share (no test module imports another)."""
