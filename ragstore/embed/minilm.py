@@ -345,7 +345,7 @@ class MiniLMBackend:
         """Word pieces of each text, without special tokens and without truncation (the chunker sizes
         chunks with it so that none is cut at :data:`MAX_TOKENS`); loads the tokenizer only."""
         tokenizer = _counting_tokenizer()
-        return [len(e.ids) for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        return [len(e.ids) for part in _slices(texts) for e in tokenizer.encode_batch(part, add_special_tokens=False)]
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Embed ``texts``; rows are unit vectors in input order."""
@@ -354,7 +354,7 @@ class MiniLMBackend:
         if not texts:
             return out
         loaded = self._loaded()
-        ids = [e.ids for e in loaded.tokenizer.encode_batch(list(texts), add_special_tokens=True)]
+        ids = [e.ids for part in _slices(texts) for e in loaded.tokenizer.encode_batch(part, add_special_tokens=True)]
         # Batches of similar length waste little on padding; results go back to their input rows.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         batches = _batches(order, [len(row) for row in ids], self._batch_size)
@@ -372,6 +372,12 @@ class MiniLMBackend:
                 for done in [pool.submit(run_share, s) for s in range(workers)]:
                     done.result()
         return out
+
+
+def _slices(texts: Sequence[str], size: int = 256) -> list[list[str]]:
+    """``texts`` in slices tokenized one at a time: a tokenizer's encodings (tokens, offsets, masks) of a
+    whole write batch at once would weigh more than the ids kept of them."""
+    return [list(texts[start : start + size]) for start in range(0, len(texts), size)]
 
 
 def _batches(order: list[int], lengths: list[int], size: int) -> list[list[int]]:
