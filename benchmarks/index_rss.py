@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--dataset", required=True, help="what to index: a JSONL file or a folder")
     parser.add_argument("--dsn", default=None)
     parser.add_argument("--limit", type=int, default=0, help="index the first N JSONL lines only (0: all)")
+    parser.add_argument("--batch-size", type=int, default=0, help="ragstore index --batch-size (0: its default)")
     args = parser.parse_args()
     source = Path(args.dataset)
     with tempfile.TemporaryDirectory() as tmp, admin_dsn(args.dsn) as admin, scratch_database(admin) as dsn:
@@ -60,6 +61,8 @@ def main() -> None:
             families.create_family(conn, "rss", MiniLMBackend())
         print("before:", _uptime(), flush=True)
         command = [sys.executable, "-m", "ragstore.cli", "--dsn", dsn, "index", "rss", str(source), "--no-progress"]
+        if args.batch_size:
+            command += ["--batch-size", str(args.batch_size)]
         started = time.perf_counter()
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         peak = 0
