@@ -18,7 +18,7 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
-from tests.integration.test_family_migrate import vectors_for
+from tests.toolkit.family_migrate import vectors_for
 
 
 class WordBackend:
