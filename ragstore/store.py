@@ -419,6 +419,8 @@ class Store(Closing):
         as_: str | None = None,
         name: str | None = None,
         replace_root: bool = False,
+        chunk_tokens: int | None = None,
+        overlap: int = 0,
     ) -> IndexReport:
         """Index files and folders as ``ragstore index FAMILY PATH...`` does (JSONL chunk files, folders of
         ``.txt``/``.md``/``.rst`` documents, single documents), with the same validation-before-write guarantee.
@@ -427,7 +429,8 @@ class Store(Closing):
         option); a run whose prefix was last written from another folder raises Conflict before anything
         is written, unless ``replace_root`` takes the prefix over (see :meth:`sources`). The report's
         ``sources`` names the prefixes and roots written; ``skipped_files`` is not part of it: use
-        :func:`ragstore.ingest.run.index_sources` for the list of files not read.
+        :func:`ragstore.ingest.run.index_sources` for the list of files not read. ``chunk_tokens`` and
+        ``overlap`` size the documents' chunks as ``--chunk-tokens`` and ``--overlap`` do.
         """
         from ragstore.ingest.readers import close_sources, open_sources
 
@@ -435,7 +438,7 @@ class Store(Closing):
             raise InvalidInput(f"as_={as_!r} and name={name!r}: give one name")
         sources = open_sources([str(p) for p in paths], skip_bad_files=skip_bad_files, as_=as_ or name)
         try:
-            return self._index_sources(sources, family, prune, batch_size, backend, replace_root)
+            return self._index_sources(sources, family, prune, batch_size, backend, replace_root, chunk_tokens, overlap)
         finally:
             close_sources(sources)
 
@@ -455,6 +458,8 @@ class Store(Closing):
         batch_size: int | None,
         backend: Backend | None,
         replace_root: bool = False,
+        chunk_tokens: int | None = None,
+        overlap: int = 0,
     ) -> IndexReport:
         """:func:`ragstore.ingest.run.index_sources` (the one pass, then the write) on a pooled connection."""
         from ragstore.ingest.run import index_sources
@@ -470,6 +475,8 @@ class Store(Closing):
                 backend=backend,
                 lender=self._lend_second,
                 replace_root=replace_root,
+                chunk_tokens=chunk_tokens,
+                overlap=overlap,
             )
 
     # -- tables a family follows (ragstore sync, docs/guide/sync.md) -------------------------------

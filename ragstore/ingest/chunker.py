@@ -47,15 +47,21 @@ def count_characters(texts: Sequence[str]) -> list[int]:
 
 @dataclass(frozen=True)
 class Window:
-    """How long a chunk may be: ``limit`` ``unit``s as ``count`` measures them (one number per text)."""
+    """How long a chunk may be: ``limit`` ``unit``s as ``count`` measures them (one number per text), and
+    how many of them of the chunk before a document's chunks repeat at their start (``overlap``)."""
 
     limit: int = MAX_CHARS
     unit: str = "characters"
     count: Counter = count_characters
+    overlap: int = 0
 
     def __post_init__(self) -> None:
         if self.limit < 1:
             raise ValueError("a chunk window must be at least 1")
+        if self.overlap < 0 or self.overlap >= self.limit:
+            raise ValueError(
+                f"the overlap must be at least 0 and less than the chunk window ({self.limit} {self.unit})"
+            )
 
     @property
     def separator_cost(self) -> int:
@@ -66,14 +72,16 @@ class Window:
 CHARACTERS = Window()
 
 
-def window_for(backend: object, chunk_tokens: int | None = None) -> Window:
+def window_for(backend: object, chunk_tokens: int | None = None, overlap: int = 0) -> Window:
     """The chunk window of a family's backend: its word pieces when it can count them (``count_tokens``
-    and ``max_tokens``, as MiniLM), at most ``chunk_tokens`` of them; else :data:`CHARACTERS`."""
+    and ``max_tokens``, as MiniLM), at most ``chunk_tokens`` of them (never more than the model reads);
+    else characters, ``chunk_tokens`` of them (default 1,200). ``overlap`` is in the same unit; ValueError
+    when it is not less than the window."""
     count = getattr(backend, "count_tokens", None)
     limit = getattr(backend, "max_tokens", None)
     if callable(count) and isinstance(limit, int):
-        return Window(min(limit, chunk_tokens or limit), "tokens", count)
-    return CHARACTERS
+        return Window(min(limit, chunk_tokens or limit), "tokens", count, overlap)
+    return Window(chunk_tokens or MAX_CHARS, overlap=overlap)
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,8 @@ def index_sources(
     connections: int = 2,
     lender: Lender | None = None,
     replace_root: bool = False,
+    chunk_tokens: int | None = None,
+    overlap: int = 0,
 ) -> IndexReport:
     """Index ``sources`` into family ``family_name``. Raises NotFound, InvalidInput, ModelMismatch,
     Conflict, DatabaseUnavailable.
@@ -108,6 +110,12 @@ def index_sources(
     (connection lost, disk full, a deadlock past its retries), the batches committed before stay
     committed and whole, the others are absent, and a rerun of the same input converges.
 
+    Documents are chunked in ``window_for(backend, chunk_tokens, overlap)``
+    (:func:`~ragstore.ingest.chunker.window_for`): the model's word pieces where the backend counts them,
+    at most ``chunk_tokens``, else ``chunk_tokens`` characters; each chunk after a section's first starts
+    with about ``overlap`` of them from the chunk before. A text the model would cut (a JSONL record longer
+    than its window) is embedded from its start and counted, and named, in the report's ``truncated``.
+
     The report's ``skipped`` counts blank texts and empty documents; :func:`skipped_files` lists the files
     the sources left out, and why. ``batch_size`` is the write batch (the pass batches by
     :data:`~ragstore.ingest.fast.PASS_BATCH`).
@@ -124,7 +132,12 @@ def index_sources(
     roots = roots_of(sources)
     chosen = backend or backend_for(family, caches_for(conn))
     family.check_backend(chosen)
-    window = window_for(chosen)
+    if chunk_tokens is not None and chunk_tokens < 1:
+        raise InvalidInput(f"--chunk-tokens (chunk_tokens=) {chunk_tokens}: must be at least 1")
+    try:
+        window = window_for(chosen, chunk_tokens, overlap)
+    except ValueError as exc:
+        raise InvalidInput(f"--overlap (overlap=) {overlap}: {exc}") from None
     for source in sources:
         source.window = window  # documents are chunked in the model's own tokens where it has them
     config = check_fts_config(conn, fts_config_of(family))

@@ -65,6 +65,8 @@ DEFAULT_BATCH = 5000
 # end: building after a bulk load is several times faster than maintaining the graph row by row.
 BULK_THRESHOLD = 5_000
 MAX_RETRIES = 6
+#: How many of the texts over the model's window a report names.
+TRUNCATED_NAMED = 5
 #: After a run that updated or pruned at least this fraction of a family's rows, its HNSW index is rebuilt
 #: (measured at 30k x 384 after a 1% change: VACUUM of the graph took 1.7-2.2x a REINDEX, and the recall left
 #: by the change was within noise: benchmarks/README.md, "Precomputed-vector ingest").
@@ -92,6 +94,13 @@ class IndexReport:
     retries: int = 0
     reindexed: bool = False
     seconds: float = 0.0
+    #: Time in the backend's ``embed`` calls, and the word pieces embedded (0 without a tokenizer).
+    embed_seconds: float = 0.0
+    embed_tokens: int = 0
+    #: Texts embedded that are longer than the model's window (its ``max_tokens``): the model read their
+    #: first ``max_tokens`` word pieces only. ``truncated_at`` names the first of them (``file:line``).
+    truncated: int = 0
+    truncated_at: list[str] = field(default_factory=list)
     #: The folders and documents' prefixes and roots (:func:`ragstore.ingest.roots.claim`): ``prefix``,
     #: ``root``, ``host``, ``registered`` (``new``, ``same`` or ``replaced``).
     sources: list[dict[str, str]] = field(default_factory=list)
@@ -114,6 +123,16 @@ class IndexReport:
             parts.append(f"{self.duplicates} duplicates")
         parts.append(f"{self.pruned} pruned")
         line = f"{self.family}: " + ", ".join(parts) + f" in {self.seconds:.1f}s"
+        if self.embedded and self.embed_seconds > 0:
+            rate = f"{self.embedded} embedded at {self.embedded / self.embed_seconds:.1f} chunks/s"
+            if self.embed_tokens:
+                rate += f", {self.embed_tokens / self.embed_seconds:,.0f} tokens/s"
+            line += f" ({rate})"
+        if self.truncated:
+            line += (
+                f"; {self.truncated} text{'s' if self.truncated != 1 else ''} over the model's window embedded "
+                f"from their start only (split them): {', '.join(self.truncated_at)}"
+            )
         marks = {"new": " (new)", "replaced": " (taken over)"}
         roots = [f"{s['prefix']}/ <- {s['root']}{marks.get(s['registered'], '')}" for s in self.sources]
         return "; ".join([line, *roots])
@@ -183,6 +202,10 @@ class Writer:
         mine.updated += theirs.updated
         mine.unchanged += theirs.unchanged
         mine.embedded += theirs.embedded
+        mine.embed_seconds += theirs.embed_seconds
+        mine.embed_tokens += theirs.embed_tokens
+        mine.truncated += theirs.truncated
+        mine.truncated_at = (mine.truncated_at + theirs.truncated_at)[:TRUNCATED_NAMED]
         mine.batches += theirs.batches
         mine.retries += theirs.retries
 
@@ -326,8 +349,13 @@ class Writer:
             texts = [prepared.texts[rows[k]] for k in to_embed]
             where = f"{prepared.wheres[rows[to_embed[0]]]}..."
 
+            tokens = self._count_tokens(texts, [prepared.wheres[rows[k]] for k in to_embed])
+
             def checked(todo: list[str]) -> np.ndarray:
+                started = time.perf_counter()
                 matrix = self.backend.embed(todo)
+                self.report.embed_seconds += time.perf_counter() - started
+                self.report.embed_tokens += sum(tokens.get(text, 0) for text in todo)
                 check_matrix(matrix, rows=len(todo), dim=self.family.dim, model=self.backend.model, where=where)
                 return matrix
 
@@ -339,6 +367,22 @@ class Writer:
                 self.conn.commit()
             self.report.embedded += embedded
         return out
+
+    def _count_tokens(self, texts: list[str], wheres: list[str]) -> dict[str, int]:
+        """The word pieces the model reads of each text to embed (at most its window), by the backend's
+        tokenizer when it has one (else none); a text over the window is counted in ``truncated``: its
+        vector is of its first ``max_tokens`` pieces."""
+        count = getattr(self.backend, "count_tokens", None)
+        limit = getattr(self.backend, "max_tokens", None)
+        if not callable(count) or not isinstance(limit, int):
+            return {}
+        counts: list[int] = count(texts)
+        for n, where in zip(counts, wheres, strict=True):
+            if n > limit:
+                self.report.truncated += 1
+                if len(self.report.truncated_at) < TRUNCATED_NAMED:
+                    self.report.truncated_at.append(where)
+        return {text: min(n, limit) for text, n in zip(texts, counts, strict=True)}
 
     def _merge(
         self, batch: _Batch, chunk_rows: list[int], embed_rows: list[int], vectors: np.ndarray, *, alone: bool = False
