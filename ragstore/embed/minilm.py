@@ -255,7 +255,8 @@ def _load(path: Path, threads: int, sha256: str) -> _Loaded:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         # No CPU memory arena: it keeps, per session, the largest batch's activations and grows by powers
-        # of two; without it a MiniLM index run stays within its bound (benchmarks/README.md, "Peak RSS").
+        # of two; without it a MiniLM index run stays within its bound (benchmarks/README.md, "Peak RSS of a
+        # MiniLM index").
         options.enable_cpu_mem_arena = False
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:
