@@ -8,14 +8,12 @@ themselves. Each test here logs in as a fresh LOGIN role, the way a DBA sets peo
 import hashlib
 import json
 import stat
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 from click.testing import CliRunner
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragstore import families
@@ -28,22 +26,9 @@ from ragstore.ingest import writer
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search.api import search
+from tests.toolkit.definer_audit import login_role
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow, pytest.mark.xdist_group("citus")]
-
-
-def login_role(admin_dsn: str, group: str) -> Iterator[str]:
-    """A fresh LOGIN role, member of ``group``, created on the coordinator (Citus creates it on the workers)."""
-    name = f"rs_{group.split('_')[1]}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(sql.Identifier(name), sql.Identifier(group)))
-    try:
-        yield make_conninfo(admin_dsn, user=name)
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
-            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
-            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 
 
 @pytest.fixture

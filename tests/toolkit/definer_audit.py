@@ -13,7 +13,8 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 
-def _login(admin_dsn: str, group: str) -> Iterator[str]:
+def login_role(admin_dsn: str, group: str) -> Iterator[str]:
+    """A fresh LOGIN role, member of ``group`` (on Citus, created on the coordinator and the workers); dropped after."""
     name = f"rs_{group.split('_')[1]}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(sql.Identifier(name), sql.Identifier(group)))
@@ -28,17 +29,17 @@ def _login(admin_dsn: str, group: str) -> Iterator[str]:
 
 @pytest.fixture
 def reader_dsn(dsn: str) -> Iterator[str]:
-    yield from _login(dsn, "ragstore_reader")
+    yield from login_role(dsn, "ragstore_reader")
 
 
 @pytest.fixture
 def app_dsn(dsn: str) -> Iterator[str]:
-    yield from _login(dsn, "ragstore_app")
+    yield from login_role(dsn, "ragstore_app")
 
 
 @pytest.fixture
 def owner_dsn(dsn: str) -> Iterator[str]:
-    yield from _login(dsn, "ragstore_owner")
+    yield from login_role(dsn, "ragstore_owner")
 
 
 def stats(target: str, name: str) -> dict[str, Any]:
