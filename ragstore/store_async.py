@@ -119,6 +119,7 @@ class AsyncStore:
             min_size=0,
             timeout=self._settings.timeout,
             application_name=self._settings.application_name,
+            recover=self._settings.recover,
         )
         self._timeout = self._settings.timeout
         self._dsn = dsn
@@ -153,6 +154,7 @@ class AsyncStore:
             min_size=workers.min_size,
             timeout=workers.timeout,
             application_name=workers.application_name,
+            recover=workers.recover,
         )
         timeout_ms = statement_timeout()
 
@@ -168,6 +170,7 @@ class AsyncStore:
             configure=configure,
             open=False,
             name=f"{settings.application_name}-async",
+            check=AsyncConnectionPool.check_connection if settings.recover else None,
             **settings.pool_kwargs(),
         )
         try:

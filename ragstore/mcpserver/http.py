@@ -58,7 +58,7 @@ class RoleStores:
     def __init__(self, dsn: str, pool_size: int = 2) -> None:
         self.dsn = dsn
         self.pool_size = pool_size
-        self.login = Store(dsn, pool_size=2, timeout=10.0)
+        self.login = Store(dsn, pool_size=2, timeout=10.0, recover=True)
         self._roles: dict[str, Store] = {}
         self._lock = threading.Lock()
 
@@ -83,7 +83,7 @@ class RoleStores:
                 map_db_error(exc)
             if row is None or not row[0]:
                 raise PermissionDenied(f"permission denied: the server's login role may not act as role {role!r}")
-            store = Store(role_dsn(self.dsn, role), pool_size=self.pool_size, timeout=10.0)
+            store = Store(role_dsn(self.dsn, role), pool_size=self.pool_size, timeout=10.0, recover=True)
             self._roles[role] = store
             return store
 

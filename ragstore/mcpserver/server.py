@@ -303,5 +303,5 @@ def serve_stdio(dsn: str, *, allow_writes: bool) -> None:
     # The pool's own warnings (each failed connection attempt) would reach stderr through Python's last-resort
     # handler; a failure to connect is reported once, as the CLI's one-line error.
     logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
-    with Store(dsn, pool_size=2, timeout=10.0) as s:
+    with Store(dsn, pool_size=2, timeout=10.0, recover=True) as s:
         build_server(s, allow_writes=allow_writes).run("stdio")

@@ -141,7 +141,9 @@ class Stores:
 
     async def open(self) -> None:
         timeout = self.settings.pool_timeout
-        self._login = await AsyncStore(self.settings.dsn, pool_size=2, worker_pool_size=1, timeout=timeout).open()
+        self._login = await AsyncStore(
+            self.settings.dsn, pool_size=2, worker_pool_size=1, timeout=timeout, recover=True
+        ).open()
 
     @property
     def login(self) -> AsyncStore:
@@ -189,6 +191,7 @@ class Stores:
                 role_dsn(self.settings.dsn, role),
                 pool_size=self.settings.pool_size,
                 timeout=self.settings.pool_timeout,
+                recover=True,  # a connection the database dropped while idle is replaced, not lent
             )
             await store.open()
             self._roles[role] = store
