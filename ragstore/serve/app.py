@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import orjson
 import psycopg
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import HTTPException, RequestValidationError
@@ -112,14 +112,8 @@ class Json(JSONResponse):
     """JSONResponse that also writes numpy scalars (a score of the exact path) as the numbers they are."""
 
     def render(self, content: Any) -> bytes:
-        def plain(value: Any) -> Any:
-            item = getattr(value, "item", None)
-            if callable(item):
-                return item()
-            raise TypeError(f"{type(value).__name__} is not JSON")
-
-        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=plain)
-        return text.encode("utf-8")
+        # orjson: the hot path's encoding, faster than json.dumps; the same text (UTF-8, shortest floats).
+        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def role_dsn(dsn: str, role: str) -> str:
