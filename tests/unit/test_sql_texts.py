@@ -53,5 +53,5 @@ def test_schema_sql_has_its_sections_in_build_order() -> None:
 def test_the_baseline_reads_its_sql_where_the_installed_migrations_are() -> None:
     # migrations_dir() is the repository's migrations/ here and ragstore/_migrations in a wheel (the
     # force-include of pyproject.toml); the baseline reads its frozen file next to itself.
-    assert (migrations_dir() / "versions" / "sql" / "0001_baseline.sql").is_file()
-    assert (migrations_dir() / "versions" / "0001_baseline.py").is_file()
+    assert (migrations_dir() / "versions" / "sql" / "0006_baseline.sql").is_file()
+    assert (migrations_dir() / "versions" / "0006_baseline.py").is_file()
