@@ -15,11 +15,9 @@ from ragstore.cli.app import CliError, app, emit_json, terminal_safe
 from ragstore.cli.second_stage import closing, hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.embed.external import read_vector_file
 from ragstore.errors import FingerprintVectorsWarning
-from ragstore.search.api import search_request
-from ragstore.search.explain import explain as explain_search
 from ragstore.search.filters import parse_where
-from ragstore.search.recall import RecallReport, check_recall, sweep_recall
-from ragstore.search.request import MAX_K, MODES, SearchRequest
+from ragstore.search.recall import RecallReport
+from ragstore.search.request import MAX_K, MODES
 from ragstore.search.types import Hit
 
 
@@ -160,16 +158,16 @@ def search_command(
     vector = None if vector_file is None else read_vector_file(vector_file)
     reranker = make_reranker(rerank, remote)
     hyde = make_hyde(remote)
-    request = SearchRequest(
-        family, query, vector=vector, k=k, mode="exact" if exact else mode, min_score=min_score, package=package,
+    options: dict[str, Any] = dict(
+        vector=vector, k=k, mode="exact" if exact else mode, min_score=min_score, package=package,
         metadata=metadata, ef_search=ef_search, rerank=rerank, mmr_lambda=mmr_lambda, fetch_k=fetch_k,
         fusion=fusion, alpha=alpha, reranker=reranker, rerank_depth=rerank_depth, hyde=hyde,
     )  # fmt: skip
-    with closing(reranker, hyde), app(ctx).connect() as conn, fingerprint_notes() as notes:
+    with closing(reranker, hyde), app(ctx).store() as store, fingerprint_notes() as notes:
         if explain is not None:
-            script = explain_search(conn, request, analyze=explain == "analyze")
+            script = store.explain(family, query, analyze=explain == "analyze", **options)
         else:
-            hits = search_request(conn, request)
+            hits = store.search(family, query, **options)
     if explain is not None:
         # line by line: the script's lines stay lines, and nothing in a line reaches the terminal raw
         click.echo("\n".join(terminal_safe(line) for line in script.splitlines()))
@@ -275,9 +273,9 @@ def check_recall_command(
         "queries": list(queries) or None,
         "seed": seed,
     }
-    with app(ctx).connect() as conn:
-        report = check_recall(conn, family, ef_search=ef_search, min_recall=min_recall, **sample)
-        curve = sweep_recall(conn, family, ef_values, **sample) if plot is not None else []
+    with app(ctx).store() as store:
+        report = store.check_recall(family, ef_search=ef_search, min_recall=min_recall, **sample)
+        curve = store.sweep_recall(family, ef_values, **sample) if plot is not None else []
     if plot is not None:
         from ragstore.evaluation.plot import plot_recall_curve
 
