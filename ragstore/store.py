@@ -164,7 +164,7 @@ CLOSED = "the {what} is closed (close() was called, or its `with` block ended): 
 
 class Lender(Protocol):
     """What a Store asks of its connections' source: ``psycopg_pool.ConnectionPool``, or
-    :class:`ragstore.db.direct.DirectConnections` for :meth:`Store.direct`."""
+    :class:`ragstore.db.connection.DirectConnections` for :meth:`Store.direct`."""
 
     @property
     def closed(self) -> bool: ...
@@ -744,7 +744,7 @@ class Store(Closing):
         :func:`ragstore.db.connection.connect` when a call first needs one (a database that does not
         answer fails that call at once, with its one-line message) and kept for the next; at most
         ``max_connections`` are open (two: an index run's second writer)."""
-        from ragstore.db.direct import DirectConnections
+        from ragstore.db.connection import DirectConnections
 
         check_pool_sizes(max_connections, 0)
         store = cls.__new__(cls)

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ragstore.cli.app import app, terminal_safe
-from ragstore.cli.second_stage import closing, hyde_options, make_hyde, make_reranker, reranker_options
+from ragstore.cli.search import closing, hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.context import (
     BudgetConfig,
     ContextPack,
