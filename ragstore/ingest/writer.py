@@ -35,8 +35,8 @@ from pydantic import ValidationError
 
 from ragstore.common.like import like_prefix
 from ragstore.common.problems import describe_validation_error
-from ragstore.db.citus import on_citus
 from ragstore.db.connection import db_errors, map_db_error
+from ragstore.db.dialect import Dialect, dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import embed_cached
@@ -184,7 +184,7 @@ class Writer:
             conn.execute(query("ingest", "create_stage"))
             # Asked here, in a transaction this commits: a batch's transaction() must begin on an idle
             # connection (on one left in a transaction it would be a savepoint, never committed).
-            self.citus = on_citus(conn)
+            self.dialect: Dialect = dialect_of(conn)
             conn.commit()
 
     def partner(self, conn: Conn) -> Writer:
@@ -396,11 +396,11 @@ class Writer:
                 self.direct = False
         conn = self.conn
         rows = batch.rows
-        citus = self.citus
+        ordered = self.dialect.ordered_merge
         inserted: set[str] = set()
         updated: set[str] = set()
         with conn.transaction(), conn.cursor() as cur:
-            if (chunk_rows or alone) and not citus:
+            if (chunk_rows or alone) and ordered:
                 self._lock_term_df(cur, batch, chunk_rows, alone=alone)
             if chunk_rows:
                 with cur.copy(query("ingest", "copy_chunks")) as copy:
@@ -424,7 +424,7 @@ class Writer:
                     model = self.family.model
                     for k, i in enumerate(embed_rows):
                         copy.write_row((rows.ids[i], rows.packages[i], vectors[k], model, batch.content[i]))
-                if not citus:
+                if ordered:
                     # The HNSW inserts of chunks already stored come first, before any df row lock is taken.
                     for chunk_id, was_inserted in cur.execute(self._merge_existing).fetchall():
                         (inserted if was_inserted else updated).add(chunk_id)
@@ -506,11 +506,11 @@ class Writer:
         """This family's table follows its chunks' package_path (no other family's row is touched; a model
         migration in progress picks the change up in its catch-up)."""
         table = sql.Identifier(self.family.table)
-        if on_citus(self.conn):
-            statement = sql.SQL(query("ingest_citus", "sync_package_path")).format(table=table)
+        statement = sql.SQL(self.dialect.block("ingest", "sync_package_path")).format(table=table)
+        if self.dialect.stage_joins:  # joined to the staging table
+            cur.execute(statement)
+        else:
             cur.execute(statement, {"family": self.family.name, "ids": sorted(changed)})
-            return
-        cur.execute(sql.SQL(query("ingest", "sync_package_path")).format(table=table))
 
     # -- the end of a run ----------------------------------------------------------------------
     def prune(self, prefixes: Iterable[str] = (), packages: Iterable[str] | None = None) -> int:
@@ -520,10 +520,10 @@ class Writer:
         packages = sorted(self.report.packages if packages is None else set(packages))
         if not packages and not like:
             return 0
-        if on_citus(self.conn):
+        if not self.dialect.stage_joins:  # the run's ids as an array instead of the session's seen table
             with db_errors(), self.conn.transaction(), self.conn.cursor() as cur:
                 params = {"packages": packages, "prefixes": like, "family": self.family.name, "seen": list(self.seen)}
-                cur.execute(query("ingest_citus", "prune"), params)
+                cur.execute(self.dialect.block("ingest", "prune"), params)
                 pruned = max(cur.rowcount, 0)
             self.report.pruned += pruned
             return pruned
@@ -585,7 +585,7 @@ def rebuild_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> b
     An updated or deleted row leaves a dead entry in the graph, which searches visit and drop; the rebuilt
     graph holds the live rows only. A role that may not rebuild the index (not its owner) leaves it to
     the owner's maintenance, as a failed rebuild does (the index stays valid)."""
-    if churned <= 0 or on_citus(conn):
+    if churned <= 0 or not dialect_of(conn).rebuild_index:
         return False
     with db_errors():
         row = conn.execute(query("ingest", "family_rows"), {"table": family.table}).fetchone()
@@ -791,7 +791,7 @@ def _write_run(
             conn.commit()
         if row and row[0]:
             bulk = drop_hnsw_index(conn, family)
-            writer.direct = bulk and not on_citus(conn)
+            writer.direct = bulk and writer.dialect.direct_copy
     try:
         work(writer)
         if prune:
