@@ -116,7 +116,7 @@ def index_sources(
     with about ``overlap`` of them from the chunk before. A text the model would cut (a JSONL record longer
     than its window) is embedded from its start and counted, and named, in the report's ``truncated``.
 
-    The report's ``skipped`` counts blank texts and empty documents; :func:`skipped_files` lists the files
+    The report's ``skipped`` counts blank texts and empty documents; its ``skipped_files`` lists the files
     the sources left out, and why. ``batch_size`` is the write batch (the pass batches by
     :data:`~ragstore.ingest.fast.PASS_BATCH`).
 
@@ -193,7 +193,8 @@ def index_sources(
             second=(lender or (lambda: second_connection(conn))) if connections >= 2 else None,
         )
     # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
-    report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)
+    report.skipped_files = skipped_files(sources)
+    report.skipped += sum(1 for item in report.skipped_files if item.reason == EMPTY)
     report.sources = claimed
     return report
 

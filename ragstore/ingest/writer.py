@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     import tenacity
 
     from ragstore.ingest.parallel import Lender
+    from ragstore.ingest.readers import Skipped
 
 DEFAULT_BATCH = 5000
 # Above this many records going into an empty family, the HNSW index is dropped and built once at the
@@ -105,10 +106,13 @@ class IndexReport:
     #: ``root``, ``host``, ``registered`` (``new``, ``same`` or ``replaced``).
     sources: list[dict[str, str]] = field(default_factory=list)
     packages: set[str] = field(default_factory=set, repr=False)
+    #: The files the sources did not index, and why (``ragstore index --json`` prints them beside the report).
+    skipped_files: list[Skipped] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("packages")
+        data.pop("skipped_files")
         data["seconds"] = round(self.seconds, 3)
         return data
 
