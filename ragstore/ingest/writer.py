@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -153,14 +152,8 @@ class _Batch:
     stored: set[str] | None = None
 
 
-def _batches(items: Iterable[tuple[str, ChunkRecord]], size: int) -> Iterator[list[tuple[str, ChunkRecord]]]:
-    iterator = iter(items)
-    while batch := list(islice(iterator, size)):
-        yield batch
-
-
 class Writer:
-    """Writes records of one family. Use :func:`write_records`; the class keeps the run's state.
+    """Writes records of one family. Use :func:`write_prepared`; the class keeps the run's state.
 
     With ``direct`` (a bulk load into a family that was empty when the run began), a batch is COPied
     straight into the chunk and family tables, without staging or merge; should a row already be there (a
@@ -214,35 +207,6 @@ class Writer:
         mine.retries += theirs.retries
 
     # -- one batch -----------------------------------------------------------------------------
-    def write_batch(self, raw: list[tuple[str, ChunkRecord]]) -> None:
-        """Write one batch of parsed records (duplicates of ids seen before in this run are dropped)."""
-        dim = self.family.dim
-        out = Prepared([], [], [], [], [], [], np.zeros((0, dim), dtype=np.float32), np.zeros(0, dtype=bool))
-        vectors: list[list[float] | None] = []
-        for where, record in raw:
-            if record.chunk_id in self.seen:
-                self.report.duplicates += 1
-                continue
-            self.seen.add(record.chunk_id)
-            if record.is_blank:
-                self.report.skipped += 1
-                continue
-            check_supplied_vector(where, record, self.family)
-            out.wheres.append(where)
-            out.ids.append(record.chunk_id)
-            out.packages.append(record.package_path)
-            out.texts.append(record.text)
-            out.metadata.append(record.metadata)
-            out.sources.append(None)
-            vectors.append(record.vector)
-            self.report.packages.add(record.package_path)
-        out.vectors = np.zeros((len(vectors), dim), dtype=np.float32)
-        out.has_vector = np.asarray([v is not None for v in vectors], dtype=bool)
-        for i, v in enumerate(vectors):
-            if v is not None:
-                out.vectors[i] = np.asarray(v, dtype=np.float32)
-        self.write_prepared(out)
-
     def write_prepared(self, batch: Prepared) -> None:
         """Write one batch of the one pass (:mod:`ragstore.ingest.fast`): checked, deduplicated, with its
         vectors as a matrix and the records' source hashes."""
@@ -647,35 +611,6 @@ def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> No
         )
     except ValidationError as exc:
         raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
-
-
-def write_records(
-    conn: Conn,
-    family: Family,
-    backend: Backend,
-    records: Iterable[tuple[str, ChunkRecord]],
-    *,
-    batch_size: int = DEFAULT_BATCH,
-    expected: int | None = None,
-    prune: bool = False,
-    prune_prefixes: Iterable[str] = (),
-    progress: Progress | None = None,
-    fts_config: str | None = None,
-) -> IndexReport:
-    """Write ``records`` (``(where, record)`` pairs) into ``family``; see the module docstring.
-
-    ``expected`` (the number of records, when known) lets a large load into an empty family build the
-    HNSW index once at the end; a family whose index is missing (a bulk load killed before its end) gets
-    it built at the end of this run. Raises InvalidInput/ModelMismatch for bad rows, DatabaseUnavailable.
-    """
-
-    def work(writer: Writer) -> None:
-        for batch in _batches(records, batch_size):
-            writer.write_batch(batch)
-            if progress is not None:
-                progress(len(batch))
-
-    return _write_run(conn, family, backend, work, expected, prune, prune_prefixes, fts_config)
 
 
 def write_prepared(
