@@ -11,6 +11,16 @@ For each batch of records:
 
 An interrupted run loses nothing committed, and a rerun converges to the table a clean run leaves.
 Counts come from what the merges actually changed, so concurrent writers' reports add up.
+
+The pipeline, as a reader follows it: :func:`ragstore.ingest.run.index_sources` reads the sources and runs
+the one pass (:mod:`ragstore.ingest.fast`), which spools the batches to write; :func:`write_prepared`
+joins them into write batches and hands them to one writer or two (:mod:`ragstore.ingest.parallel`);
+each batch is hashed, looked up and planned (which rows to rewrite, which to embed) by :class:`Writer`,
+then written by the run's :class:`BatchWrite`, chosen once: :class:`Merge` (staging COPY and ``ON
+CONFLICT`` merges), or :class:`DirectCopy` (a bulk load into an empty family, straight into the tables).
+A first load of precomputed vectors may instead be streamed during the pass, in one transaction
+(:mod:`ragstore.ingest.stream`, through :func:`copy_direct`). What differs on Citus is the dialect's
+(:class:`ragstore.db.dialect.Dialect`: ``ordered_merge``, ``direct_copy``, ``second_writer``...).
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import orjson
@@ -152,6 +162,30 @@ class _Batch:
     stored: set[str] | None = None
 
 
+#: What a batch's write changed: the chunks rewritten, the vectors inserted, the vectors updated (by id).
+Changed = tuple[set[str], set[str], set[str]]
+
+
+class BatchWrite(Protocol):
+    """How one batch's rows reach the family's tables: the seam of the write strategies, one implementation
+    each (:class:`Merge`, :class:`DirectCopy`), chosen once per run by :func:`_write_run`. ``looks_up``:
+    whether the writer first fetches what the store holds for the batch's ids (a direct COPY into an empty
+    family has nothing to find). ``write`` runs the batch's transaction and says what it changed."""
+
+    looks_up: bool
+
+    def write(
+        self,
+        w: Writer,
+        batch: _Batch,
+        chunk_rows: list[int],
+        embed_rows: list[int],
+        vectors: np.ndarray,
+        *,
+        alone: bool,
+    ) -> Changed: ...
+
+
 class Writer:
     """Writes records of one family. Use :func:`write_prepared`; the class keeps the run's state.
 
@@ -167,16 +201,17 @@ class Writer:
         self.backend = backend
         self.fts_config = fts_config
         self.seen: set[str] = set()
-        self.direct = False
+        #: How each batch reaches the tables (:class:`Merge`, or :class:`DirectCopy`), chosen by the run.
+        self.strategy: BatchWrite = MERGE
         self._fts: int | None = None
         self.report = IndexReport(family=family.name)
         # Serialises the backend's embedding calls between the writers of one run (a model session need
         # not be thread-safe); a writer alone takes it uncontended.
         self.embed_lock = threading.Lock()
         self._lookup = sql.SQL(query("ingest", "lookup")).format(**family.identifiers())
-        self._merge_embeddings = embedding_merge(family)
-        self._merge_existing = embedding_merge(family, "merge_embeddings_existing")
-        self._copy_family = sql.SQL(query("ingest", "copy_family_direct")).format(**family.identifiers())
+        self.merge_embeddings = embedding_merge(family)
+        self.merge_existing = embedding_merge(family, "merge_embeddings_existing")
+        self.copy_family = sql.SQL(query("ingest", "copy_family_direct")).format(**family.identifiers())
         with db_errors():
             conn.execute(query("ingest", "create_stage"))
             # Asked here, in a transaction this commits: a batch's transaction() must begin on an idle
@@ -188,7 +223,7 @@ class Writer:
         """A writer of the same run on a second connection (see :mod:`ragstore.ingest.parallel`): the same
         family, backend, configuration, bulk mode and embedding lock, its own report."""
         other = Writer(conn, self.family, self.backend, fts_config=self.fts_config)
-        other.direct = self.direct
+        other.strategy = self.strategy
         other.embed_lock = self.embed_lock
         return other
 
@@ -221,7 +256,7 @@ class Writer:
             return
         if not batch.has_vector.all():
             raise ValueError("a streamed bulk load takes records with their vectors only")
-        self._copy_direct(self._hashed(batch), batch.vectors)
+        copy_direct(self, self._hashed(batch), batch.vectors)
         self.report.inserted += len(batch)
         self.report.batches += 1
 
@@ -239,7 +274,8 @@ class Writer:
     def _write(self, batch: _Batch) -> None:
         rows = batch.rows
         ids = rows.ids
-        if self.direct:
+        looks_up = self.strategy.looks_up
+        if not looks_up:
             stored: dict[str, tuple[bytes, bytes | None, str, bytes, bytes | None]] = {}
         else:
             with db_errors():
@@ -256,7 +292,7 @@ class Writer:
                 }
                 self.conn.commit()
 
-        if not self.direct:
+        if looks_up:
             batch.stored = set(stored)
         chunk_rows: list[int] = []
         embed_rows: list[int] = []
@@ -291,8 +327,8 @@ class Writer:
                     # A retry runs alone: under the family's exclusive df lock, no other merge holds a row.
                     alone = attempt.retry_state.attempt_number > 1
                     try:
-                        changed, emb_inserted, emb_updated = self._merge(
-                            batch, chunk_rows, embed_rows, vectors, alone=alone
+                        changed, emb_inserted, emb_updated = self.strategy.write(
+                            self, batch, chunk_rows, embed_rows, vectors, alone=alone
                         )
                     except _TRANSIENT:
                         _rollback(self.conn)
@@ -352,113 +388,6 @@ class Writer:
                     self.report.truncated_at.append(where)
         return {text: min(n, limit) for text, n in zip(texts, counts, strict=True)}
 
-    def _merge(
-        self, batch: _Batch, chunk_rows: list[int], embed_rows: list[int], vectors: np.ndarray, *, alone: bool = False
-    ) -> tuple[set[str], set[str], set[str]]:
-        if self.direct:
-            try:
-                return self._copy_direct(batch, vectors)
-            except pgerrors.UniqueViolation:
-                # A row is there already (a concurrent writer): this batch, and the rest of the run, merge.
-                _rollback(self.conn)
-                self.direct = False
-        conn = self.conn
-        rows = batch.rows
-        ordered = self.dialect.ordered_merge
-        inserted: set[str] = set()
-        updated: set[str] = set()
-        with conn.transaction(), conn.cursor() as cur:
-            if (chunk_rows or alone) and ordered:
-                self._lock_term_df(cur, batch, chunk_rows, alone=alone)
-            if chunk_rows:
-                with cur.copy(query("ingest", "copy_chunks")) as copy:
-                    copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])
-                    for i in chunk_rows:
-                        copy.write_row(
-                            (
-                                rows.ids[i],
-                                rows.packages[i],
-                                rows.texts[i],
-                                batch.content[i],
-                                batch.record[i],
-                                json.dumps(rows.metadata[i], ensure_ascii=False, sort_keys=True),
-                                self.fts_config,
-                                rows.sources[i],
-                            )
-                        )
-            if embed_rows:
-                with cur.copy(query("ingest", "copy_embeddings")) as copy:
-                    copy.set_types(["text", "text", "vector", "text", "bytea"])
-                    model = self.family.model
-                    for k, i in enumerate(embed_rows):
-                        copy.write_row((rows.ids[i], rows.packages[i], vectors[k], model, batch.content[i]))
-                if ordered:
-                    # The HNSW inserts of chunks already stored come first, before any df row lock is taken.
-                    for chunk_id, was_inserted in cur.execute(self._merge_existing).fetchall():
-                        (inserted if was_inserted else updated).add(chunk_id)
-            if chunk_rows:
-                merged = cur.execute(query("ingest", "merge_chunks"), {"family": self.family.name})
-                changed = {row[0] for row in merged.fetchall()}
-            else:
-                changed = set()
-            if embed_rows:
-                for chunk_id, was_inserted in cur.execute(self._merge_embeddings).fetchall():
-                    (inserted if was_inserted else updated).add(chunk_id)
-            if changed:
-                self._sync_package_paths(cur, changed)
-        return changed, inserted, updated
-
-    def _lock_term_df(
-        self, cur: psycopg.Cursor[Any], batch: _Batch, chunk_rows: list[int], *, alone: bool = False
-    ) -> None:
-        """The family's df lock, the merge transaction's first lock: exclusive when the merge may both insert
-        and update chunks (two df upserts, see ``term_df_lock`` in ragstore/sql/ingest.sql) or when ``alone``
-        (a retry after a conflict), shared otherwise.
-
-        Taken before any row lock, so a transaction waiting for it holds nothing another waits for. Merges
-        under the shared lock may still deadlock on rows (a chunk another writer committed after this batch's
-        lookup is locked by the first embedding merge, before the chunk merge); the retry takes the
-        exclusive lock and runs while no other merge of the family holds a row, so it cannot conflict."""
-        stored = batch.stored
-        # A batch never looked up (a direct COPY that met a row already there) may hold either kind.
-        kinds = {True, False} if stored is None else {batch.rows.ids[i] in stored for i in chunk_rows}
-        name = "term_df_lock" if alone or len(kinds) > 1 else "term_df_lock_shared"
-        cur.execute(query("ingest", name), {"family": self.family.name})
-
-    def _copy_direct(self, batch: _Batch, vectors: np.ndarray) -> tuple[set[str], set[str], set[str]]:
-        """A batch of new rows (every one of them: the family was empty and the pass removed duplicates)
-        COPied straight into the chunk and family tables, in package order, in one transaction."""
-        conn = self.conn
-        rows = batch.rows
-        family, model, fts = self.family.name, self.family.model, self.fts_oid()
-        order = sorted(range(len(rows.ids)), key=lambda i: (rows.packages[i], rows.ids[i]))
-        with conn.transaction(), conn.cursor() as cur:
-            set_json_dumps(_json_text, cur)
-            cur.execute(query("ingest", "term_df_lock_shared"), {"family": family})
-            with cur.copy(query("ingest", "copy_chunks_direct")) as copy:
-                copy.set_types(["text", "text", "text", "text", "bytea", "bytea", "jsonb", "oid", "bytea"])
-                for i in order:
-                    copy.write_row(
-                        (
-                            family,
-                            rows.ids[i],
-                            rows.packages[i],
-                            rows.texts[i],
-                            batch.content[i],
-                            batch.record[i],
-                            rows.metadata[i],
-                            fts,
-                            rows.sources[i],
-                        )
-                    )
-            with cur.copy(self._copy_family) as copy:
-                copy.set_types(["text", "text", "vector", "text", "bytea", "jsonb"])
-                for i in order:
-                    copy.write_row(
-                        (rows.ids[i], rows.packages[i], vectors[i], model, batch.content[i], rows.metadata[i])
-                    )
-        return set(), set(rows.ids), set()
-
     def fts_oid(self) -> int:
         """The oid of the run's text-search configuration (a binary COPY sends a regconfig as its oid)."""
         if self._fts is None:
@@ -469,16 +398,6 @@ class Writer:
             assert row is not None
             self._fts = int(row[0])
         return self._fts
-
-    def _sync_package_paths(self, cur: psycopg.Cursor[Any], changed: set[str]) -> None:
-        """This family's table follows its chunks' package_path (no other family's row is touched; a model
-        migration in progress picks the change up in its catch-up)."""
-        table = sql.Identifier(self.family.table)
-        statement = sql.SQL(self.dialect.block("ingest", "sync_package_path")).format(table=table)
-        if self.dialect.stage_joins:  # joined to the staging table
-            cur.execute(statement)
-        else:
-            cur.execute(statement, {"family": self.family.name, "ids": sorted(changed)})
 
     # -- the end of a run ----------------------------------------------------------------------
     def prune(self, prefixes: Iterable[str] = (), packages: Iterable[str] | None = None) -> int:
@@ -508,6 +427,162 @@ class Writer:
         pruned = int(row[0]) if row else 0
         self.report.pruned += pruned
         return pruned
+
+
+class Merge:
+    """The merge: the batch's rows COPied into the session's staging tables, then one ``INSERT … SELECT … ON
+    CONFLICT`` per table, in one transaction. Right for any batch: rows new, changed or already there."""
+
+    looks_up = True
+
+    def write(
+        self,
+        w: Writer,
+        batch: _Batch,
+        chunk_rows: list[int],
+        embed_rows: list[int],
+        vectors: np.ndarray,
+        *,
+        alone: bool,
+    ) -> Changed:
+        conn = w.conn
+        rows = batch.rows
+        ordered = w.dialect.ordered_merge
+        inserted: set[str] = set()
+        updated: set[str] = set()
+        with conn.transaction(), conn.cursor() as cur:
+            if (chunk_rows or alone) and ordered:
+                _lock_term_df(w, cur, batch, chunk_rows, alone=alone)
+            if chunk_rows:
+                with cur.copy(query("ingest", "copy_chunks")) as copy:
+                    copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])
+                    for i in chunk_rows:
+                        copy.write_row(
+                            (
+                                rows.ids[i],
+                                rows.packages[i],
+                                rows.texts[i],
+                                batch.content[i],
+                                batch.record[i],
+                                json.dumps(rows.metadata[i], ensure_ascii=False, sort_keys=True),
+                                w.fts_config,
+                                rows.sources[i],
+                            )
+                        )
+            if embed_rows:
+                with cur.copy(query("ingest", "copy_embeddings")) as copy:
+                    copy.set_types(["text", "text", "vector", "text", "bytea"])
+                    model = w.family.model
+                    for k, i in enumerate(embed_rows):
+                        copy.write_row((rows.ids[i], rows.packages[i], vectors[k], model, batch.content[i]))
+                if ordered:
+                    # The HNSW inserts of chunks already stored come first, before any df row lock is taken.
+                    for chunk_id, was_inserted in cur.execute(w.merge_existing).fetchall():
+                        (inserted if was_inserted else updated).add(chunk_id)
+            if chunk_rows:
+                merged = cur.execute(query("ingest", "merge_chunks"), {"family": w.family.name})
+                changed = {row[0] for row in merged.fetchall()}
+            else:
+                changed = set()
+            if embed_rows:
+                for chunk_id, was_inserted in cur.execute(w.merge_embeddings).fetchall():
+                    (inserted if was_inserted else updated).add(chunk_id)
+            if changed:
+                _sync_package_paths(w, cur, changed)
+        return changed, inserted, updated
+
+
+class DirectCopy:
+    """A bulk load into a family that was empty when the run began: the batch's rows (every one new: the pass
+    removed duplicates) COPied straight into the chunk and family tables, in package order, in one
+    transaction, with no lookup, staging or merge. Should a row be there already (a concurrent writer), the
+    batch is rolled back and merged, and so is the rest of the run (the writer's strategy becomes
+    :data:`MERGE`)."""
+
+    looks_up = False
+
+    def write(
+        self,
+        w: Writer,
+        batch: _Batch,
+        chunk_rows: list[int],
+        embed_rows: list[int],
+        vectors: np.ndarray,
+        *,
+        alone: bool,
+    ) -> Changed:
+        try:
+            return copy_direct(w, batch, vectors)
+        except pgerrors.UniqueViolation:
+            _rollback(w.conn)
+            w.strategy = MERGE
+            return MERGE.write(w, batch, chunk_rows, embed_rows, vectors, alone=alone)
+
+
+MERGE = Merge()
+DIRECT = DirectCopy()
+
+
+def copy_direct(w: Writer, batch: _Batch, vectors: np.ndarray) -> Changed:
+    """A batch of new rows COPied straight into the chunk and family tables, in package order, in one
+    transaction (a savepoint inside a streamed load's, see :mod:`ragstore.ingest.stream`)."""
+    conn = w.conn
+    rows = batch.rows
+    family, model, fts = w.family.name, w.family.model, w.fts_oid()
+    order = sorted(range(len(rows.ids)), key=lambda i: (rows.packages[i], rows.ids[i]))
+    with conn.transaction(), conn.cursor() as cur:
+        set_json_dumps(_json_text, cur)
+        cur.execute(query("ingest", "term_df_lock_shared"), {"family": family})
+        with cur.copy(query("ingest", "copy_chunks_direct")) as copy:
+            copy.set_types(["text", "text", "text", "text", "bytea", "bytea", "jsonb", "oid", "bytea"])
+            for i in order:
+                copy.write_row(
+                    (
+                        family,
+                        rows.ids[i],
+                        rows.packages[i],
+                        rows.texts[i],
+                        batch.content[i],
+                        batch.record[i],
+                        rows.metadata[i],
+                        fts,
+                        rows.sources[i],
+                    )
+                )
+        with cur.copy(w.copy_family) as copy:
+            copy.set_types(["text", "text", "vector", "text", "bytea", "jsonb"])
+            for i in order:
+                copy.write_row((rows.ids[i], rows.packages[i], vectors[i], model, batch.content[i], rows.metadata[i]))
+    return set(), set(rows.ids), set()
+
+
+def _lock_term_df(
+    w: Writer, cur: psycopg.Cursor[Any], batch: _Batch, chunk_rows: list[int], *, alone: bool = False
+) -> None:
+    """The family's df lock, the merge transaction's first lock: exclusive when the merge may both insert
+    and update chunks (two df upserts, see ``term_df_lock`` in ragstore/sql/ingest.sql) or when ``alone``
+    (a retry after a conflict), shared otherwise.
+
+    Taken before any row lock, so a transaction waiting for it holds nothing another waits for. Merges
+    under the shared lock may still deadlock on rows (a chunk another writer committed after this batch's
+    lookup is locked by the first embedding merge, before the chunk merge); the retry takes the
+    exclusive lock and runs while no other merge of the family holds a row, so it cannot conflict."""
+    stored = batch.stored
+    # A batch never looked up (a direct COPY that met a row already there) may hold either kind.
+    kinds = {True, False} if stored is None else {batch.rows.ids[i] in stored for i in chunk_rows}
+    name = "term_df_lock" if alone or len(kinds) > 1 else "term_df_lock_shared"
+    cur.execute(query("ingest", name), {"family": w.family.name})
+
+
+def _sync_package_paths(w: Writer, cur: psycopg.Cursor[Any], changed: set[str]) -> None:
+    """This family's table follows its chunks' package_path (no other family's row is touched; a model
+    migration in progress picks the change up in its catch-up)."""
+    table = sql.Identifier(w.family.table)
+    statement = sql.SQL(w.dialect.block("ingest", "sync_package_path")).format(table=table)
+    if w.dialect.stage_joins:  # joined to the staging table
+        cur.execute(statement)
+    else:
+        cur.execute(statement, {"family": w.family.name, "ids": sorted(changed)})
 
 
 def embedding_merge(family: Family, name: str = "merge_embeddings") -> sql.Composed:
@@ -730,7 +805,8 @@ def _write_run(
             conn.commit()
         if row and row[0]:
             bulk = drop_hnsw_index(conn, family)
-            writer.direct = bulk and writer.dialect.direct_copy
+            if bulk and writer.dialect.direct_copy:
+                writer.strategy = DIRECT
     try:
         work(writer)
         if prune:
