@@ -99,31 +99,68 @@ class PoolOptions(TypedDict, total=False):
     min_size: int
     timeout: float
     application_name: str
+    recover: bool
+
+
+# How long a recovering pool (PoolSettings.recover) retries a lost database before the next call retries it.
+RECONNECT_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
 class PoolSettings:
     """A pool's settings, checked when made: at most ``pool_size`` connections, ``min_size`` kept open,
     ``timeout`` seconds to wait for a free connection (and for the first one when the pool opens), and the
-    ``application_name`` its connections show in ``pg_stat_activity``."""
+    ``application_name`` its connections show in ``pg_stat_activity``. ``recover`` is for servers: every
+    connection is checked before it is lent (:func:`check_idle`), so that one the database dropped while
+    idle (a restart) is replaced instead of failing the call that gets it, and a pool that lost its database
+    tries again every second instead of backing off for minutes, so that the first call after the database
+    returns gets a connection."""
 
     pool_size: int = DEFAULT_POOL_SIZE
     min_size: int = 1
     timeout: float = 30.0
     application_name: str = DEFAULT_APPLICATION_NAME
+    recover: bool = False
 
     def __post_init__(self) -> None:
         check_pool_sizes(self.pool_size, self.min_size)
         object.__setattr__(self, "timeout", float(self.timeout))
 
     def pool_kwargs(self) -> dict[str, Any]:
-        """The psycopg_pool arguments these settings make (the same for the sync and the async pool)."""
+        """The psycopg_pool arguments these settings make (the same for the sync and the async pool; the
+        ``check`` function differs and is each pool's own)."""
+        # With recover, a failed reconnection is given up after a second (psycopg_pool's default backs off
+        # for up to 5 minutes); the next call that needs a connection starts a new attempt at once.
+        recovery = {"reconnect_timeout": RECONNECT_SECONDS} if self.recover else {}
         return {
+            **recovery,
             "min_size": self.min_size,
             "max_size": self.pool_size,
             "timeout": self.timeout,
             "kwargs": {"autocommit": True, "application_name": self.application_name, "connect_timeout": 10},
         }
+
+
+def quiet_socket(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether an idle pooled connection has nothing waiting on its socket: the case of a live one (with
+    nothing asked, the server sends nothing). Something readable is the server closing it (a restart, a
+    crash: end of file or a last FATAL message) or, rarely, a notice: the caller then checks it with a
+    statement. A check of recovering pools that costs no round trip on the hot path."""
+    import select
+
+    if conn.closed:
+        return False
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    return not readable
+
+
+def check_idle(conn: Conn) -> None:
+    """psycopg_pool's ``check`` of a recovering pool: the socket test, else one empty statement (which
+    raises for a connection the server closed, and the pool replaces it)."""
+    from psycopg_pool import ConnectionPool
+
+    if not quiet_socket(conn):
+        ConnectionPool.check_connection(conn)
 
 
 def configure_connection(conn: Conn, timeout: str | None) -> None:
@@ -201,7 +238,12 @@ class Store(Closing):
             configure_connection(conn, statement_timeout_ms)
 
         pool: ConnectionPool[Conn] = ConnectionPool(
-            self.dsn, configure=configure, open=False, name=settings.application_name, **settings.pool_kwargs()
+            self.dsn,
+            configure=configure,
+            open=False,
+            name=settings.application_name,
+            check=check_idle if settings.recover else None,
+            **settings.pool_kwargs(),
         )
         try:
             pool.open(wait=True, timeout=self._timeout)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, 
 import psycopg
 
 from ragstore.errors import DatabaseUnavailable, InvalidInput
-from ragstore.store import CLOSED, Memory, PoolOptions, PoolSettings, Store
+from ragstore.store import CLOSED, Memory, PoolOptions, PoolSettings, Store, quiet_socket
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -105,6 +105,14 @@ def _memory_in_thread(
     return method
 
 
+async def _check_idle(conn: AConn) -> None:
+    """:func:`ragstore.store.check_idle` of the async pool."""
+    from psycopg_pool import AsyncConnectionPool
+
+    if not quiet_socket(conn):
+        await AsyncConnectionPool.check_connection(conn)
+
+
 class AsyncStore:
     """ragstore on an asyncio connection pool; see the module docstring. Use ``async with`` (or
     ``await store.open()`` then ``await store.close()``)."""
@@ -119,6 +127,7 @@ class AsyncStore:
             min_size=0,
             timeout=self._settings.timeout,
             application_name=self._settings.application_name,
+            recover=self._settings.recover,
         )
         self._timeout = self._settings.timeout
         self._dsn = dsn
@@ -153,6 +162,7 @@ class AsyncStore:
             min_size=workers.min_size,
             timeout=workers.timeout,
             application_name=workers.application_name,
+            recover=workers.recover,
         )
         timeout_ms = statement_timeout()
 
@@ -168,6 +178,7 @@ class AsyncStore:
             configure=configure,
             open=False,
             name=f"{settings.application_name}-async",
+            check=_check_idle if settings.recover else None,
             **settings.pool_kwargs(),
         )
         try:
