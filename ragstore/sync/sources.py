@@ -16,8 +16,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ragstore.db import citus, sync_triggers
+from ragstore.db import sync_triggers
 from ragstore.db.connection import db_errors
+from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.db.sync_triggers import trigger_name
 from ragstore.errors import Conflict, InvalidInput, NotFound, PermissionDenied, RagstoreError
@@ -99,7 +100,7 @@ def _refuse_distributed(conn: Conn, oid: int, schema: str, name: str) -> None:
     """Conflict when the table is a Citus distributed or reference table: its triggers would fire on the
     worker nodes' shards, where ragstore's queue is not. A local table of the coordinator is followed."""
     with db_errors():
-        distributed = citus.on_citus(conn) and conn.execute(query("sync", "citus_table"), {"oid": oid}).fetchone()
+        distributed = dialect_of(conn).lays_out and conn.execute(query("sync", "citus_table"), {"oid": oid}).fetchone()
     conn.commit()
     if distributed:
         raise Conflict(
