@@ -421,6 +421,9 @@ class Store(Closing):
         replace_root: bool = False,
         chunk_tokens: int | None = None,
         overlap: int = 0,
+        columns: Sequence[str] = (),
+        progress: Callable[[int], None] | None = None,
+        on_validated: Callable[[int], None] | None = None,
     ) -> IndexReport:
         """Index files and folders as ``ragstore index FAMILY PATH...`` does (JSONL chunk files, folders of
         ``.txt``/``.md``/``.rst`` documents, single documents), with the same validation-before-write guarantee.
@@ -428,17 +431,25 @@ class Store(Closing):
         A folder's documents are named ``<folder name>/<path>``, or ``<as_>/<path>`` (``name`` is the same
         option); a run whose prefix was last written from another folder raises Conflict before anything
         is written, unless ``replace_root`` takes the prefix over (see :meth:`sources`). The report's
-        ``sources`` names the prefixes and roots written; ``skipped_files`` is not part of it: use
-        :func:`ragstore.ingest.run.index_sources` for the list of files not read. ``chunk_tokens`` and
-        ``overlap`` size the documents' chunks as ``--chunk-tokens`` and ``--overlap`` do.
+        ``sources`` names the prefixes and roots written, its ``skipped_files`` the files not read and why.
+        ``chunk_tokens`` and ``overlap`` size the documents' chunks as ``--chunk-tokens`` and ``--overlap``
+        do; ``columns`` maps Parquet columns as ``--column FIELD=COLUMN`` does. ``on_validated(n)`` is called
+        once the pass has read the whole input (``n`` records), ``progress(n)`` as ``n`` more are written.
+        A path of ``-`` reads JSONL from standard input (``ragstore index FAMILY -``).
         """
+        from ragstore.ingest.columnar import parse_columns
         from ragstore.ingest.readers import close_sources, open_sources
 
         if as_ is not None and name is not None and as_ != name:
             raise InvalidInput(f"as_={as_!r} and name={name!r}: give one name")
-        sources = open_sources([str(p) for p in paths], skip_bad_files=skip_bad_files, as_=as_ or name)
+        mapping = parse_columns(list(columns))
+        sources = open_sources(
+            [str(p) for p in paths], skip_bad_files=skip_bad_files, columns=mapping, as_=name if as_ is None else as_
+        )
         try:
-            return self._index_sources(sources, family, prune, batch_size, backend, replace_root, chunk_tokens, overlap)
+            return self._index_sources(
+                sources, family, prune, batch_size, backend, replace_root, chunk_tokens, overlap, progress, on_validated
+            )
         finally:
             close_sources(sources)
 
@@ -460,6 +471,8 @@ class Store(Closing):
         replace_root: bool = False,
         chunk_tokens: int | None = None,
         overlap: int = 0,
+        progress: Callable[[int], None] | None = None,
+        on_validated: Callable[[int], None] | None = None,
     ) -> IndexReport:
         """:func:`ragstore.ingest.run.index_sources` (the one pass, then the write) on a pooled connection."""
         from ragstore.ingest.run import index_sources
@@ -477,6 +490,8 @@ class Store(Closing):
                 replace_root=replace_root,
                 chunk_tokens=chunk_tokens,
                 overlap=overlap,
+                progress=progress,
+                on_validated=on_validated,
             )
 
     # -- tables a family follows (ragstore sync, docs/guide/sync.md) -------------------------------

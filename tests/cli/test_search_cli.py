@@ -10,7 +10,7 @@ from ragstore import families
 from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search.recall import RecallReport
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
