@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ragstore.ingest.run import index_sources, write_records
     from ragstore.ingest.writer import IndexReport
     from ragstore.search.api import search
-    from ragstore.search.types import Hit
+    from ragstore.search.request import Hit
     from ragstore.store import Store
     from ragstore.store_async import AsyncStore
 
@@ -60,7 +60,7 @@ _LAZY: dict[str, str] = {
     "index_sources": "ragstore.ingest.run",
     "IndexReport": "ragstore.ingest.writer",
     "write_records": "ragstore.ingest.run",
-    "Hit": "ragstore.search.types",
+    "Hit": "ragstore.search.request",
     "search": "ragstore.search.api",
     "Store": "ragstore.store",
     "AsyncStore": "ragstore.store_async",

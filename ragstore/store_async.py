@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ragstore.ingest.writer import IndexReport
     from ragstore.migrate import MigrationResult
     from ragstore.search.recall import RecallReport
-    from ragstore.search.types import Hit
+    from ragstore.search.request import Hit
     from ragstore.sync.sources import SyncSource
     from ragstore.sync.worker import RunReport
 

@@ -28,7 +28,7 @@ from ragstore.context import (
 )
 from ragstore.context.sources import build_from_disk, load_pack
 from ragstore.search.api import MODES
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 __all__ = ["context_pack"]
 

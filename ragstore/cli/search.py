@@ -21,9 +21,8 @@ from ragstore.errors import FingerprintVectorsWarning
 from ragstore.search.filters import parse_where
 from ragstore.search.hyde import HYDE_MODES, Hyde
 from ragstore.search.recall import RecallReport
-from ragstore.search.request import MAX_K, MODES
+from ragstore.search.request import MAX_K, MODES, Hit
 from ragstore.search.rerank import APIS, DEFAULT_DEPTH, HttpReranker
-from ragstore.search.types import Hit
 
 F = TypeVar("F", bound=Callable[..., Any])
 

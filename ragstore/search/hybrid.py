@@ -40,7 +40,7 @@ from ragstore.search.filters import Filter, check_k, make_filter
 from ragstore.search.fts import fts_search, guard_params, statement, text_params
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 from ragstore.search.vector import row_to_hit
 
 __all__ = [

@@ -44,9 +44,8 @@ from ragstore.search import vector as _vector
 from ragstore.search.drive import Call, InError, Pipeline, Plan, Rows, Step, WithConnection
 from ragstore.search.filters import Filter, check_query_vector
 from ragstore.search.mmr import mmr
-from ragstore.search.request import SearchRequest
+from ragstore.search.request import Hit, SearchRequest
 from ragstore.search.rerank import cross_rerank
-from ragstore.search.types import Hit
 
 __all__ = ["Answer", "default_mode", "fingerprint_note", "plan_search", "plan_vector", "read_family"]
 

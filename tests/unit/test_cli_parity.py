@@ -155,11 +155,10 @@ def test_the_async_methods_of_the_parity_block_take_the_store_methods_parameters
             assert inspect.signature(async_fn) == inspect.signature(getattr(sync_cls, attr)), name
 
 
-# A command module -> why it may still call ``connect`` itself (open a connection beside the Store).
-OPENS_ITS_OWN: dict[str, str] = {
-    "app.py": "defines AppContext.connect, the door of the command modules named here; Store.direct opens "
-    "its connections with ragstore.db.connection.connect",
-}
+# A command module -> why it may still call ``connect`` itself (open a connection beside the Store). None
+# may today: every command reaches the database through AppContext.store() (Store.direct), and a long-lived
+# process (serve, mcp, sync run --follow) hands the DSN to the library that opens its own connections.
+OPENS_ITS_OWN: dict[str, str] = {}
 
 
 def connect_calls(source: str) -> list[int]:

@@ -14,7 +14,7 @@ from ragstore.errors import InvalidInput
 from ragstore.evaluation.datasets import Query
 from ragstore.evaluation.runner import ModeSpec, format_table, p95, run_eval
 from ragstore.families import Family
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 FAMILY = Family("docs", "offline", "fingerprint-v1", 16, "vector", "emb_docs", "ready", {})
 QUERIES = [Query(query_id="q1", text="alpha"), Query(query_id="q2", text="beta"), Query(query_id="q3", text="gamma")]
