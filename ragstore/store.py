@@ -20,7 +20,7 @@ import functools
 import inspect
 import os
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -164,7 +164,7 @@ CLOSED = "the {what} is closed (close() was called, or its `with` block ended): 
 
 class Lender(Protocol):
     """What a Store asks of its connections' source: ``psycopg_pool.ConnectionPool``, or
-    :class:`ragstore.db.direct.DirectConnections` for :meth:`Store.direct`."""
+    :class:`ragstore.db.connection.DirectConnections` for :meth:`Store.direct`."""
 
     @property
     def closed(self) -> bool: ...
@@ -652,6 +652,26 @@ class Store(Closing):
     #: (after ``conn``), modes, errors and guarantees (the top ``min(k, rows that match)`` hits).
     search = _pooled(_api_search)
 
+    def explain(self, /, family: str, query: str | None = None, *, analyze: bool = False, **options: Any) -> str:
+        """The psql script of the statements the search ``search(family, query, **options)`` runs, with
+        their parameters inlined (``ragstore search --explain``); ``analyze`` adds ``EXPLAIN ANALYZE`` of
+        each (:func:`ragstore.search.explain.explain`). The same errors as :meth:`search`."""
+        from ragstore.search.explain import explain
+        from ragstore.search.request import SearchRequest
+
+        request = SearchRequest.of(family, query, **options)
+        with self.connection(autocommit=False) as conn:
+            return explain(conn, request, analyze=analyze, caches=self.caches)
+
+    def sweep_recall(self, /, family: str, ef_values: Sequence[int], **options: Any) -> list[RecallReport]:
+        """:meth:`check_recall` at each ``ef_search`` of ``ef_values`` on the same samples, recording nothing
+        (``ragstore check-recall --plot``): the recall-against-ef_search curve
+        (:func:`ragstore.search.recall.sweep_recall`)."""
+        from ragstore.search.recall import sweep_recall
+
+        with self.connection(autocommit=False) as conn:
+            return sweep_recall(conn, family, ef_values, **options)
+
     def check_recall(self, family: str, **options: Any) -> RecallReport:
         """HNSW recall@k against the exact top k on sampled queries (``ragstore check-recall``); options as
         :func:`ragstore.search.recall.check_recall` (``k``, ``samples``, ``ef_search``, ``package``,
@@ -739,7 +759,7 @@ class Store(Closing):
         :func:`ragstore.db.connection.connect` when a call first needs one (a database that does not
         answer fails that call at once, with its one-line message) and kept for the next; at most
         ``max_connections`` are open (two: an index run's second writer)."""
-        from ragstore.db.direct import DirectConnections
+        from ragstore.db.connection import DirectConnections
 
         check_pool_sizes(max_connections, 0)
         store = cls.__new__(cls)
@@ -963,8 +983,12 @@ class Memory:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def add(self, records: Iterable[MemoryRecord | Mapping[str, Any]]) -> AddResult:
-        """Append records (``MemoryRecord``s or their dicts); an identical record is not added twice."""
+    def add(
+        self, records: Iterable[MemoryRecord | Mapping[str, Any]], *, undated: Collection[tuple[str, str]] = ()
+    ) -> AddResult:
+        """Append records (``MemoryRecord``s or their dicts); an identical record is not added twice.
+        ``undated`` names the (agent, id) records whose ``at`` is "now" rather than given: for those the
+        stored ``at`` stands (:func:`ragstore.memory.store.add_records`)."""
         from ragstore.memory.models import MemoryRecord as RecordType
         from ragstore.memory.store import add_records, make_record
 
@@ -972,7 +996,7 @@ class Memory:
             r if isinstance(r, RecordType) else make_record(dict(r), f"record {i}") for i, r in enumerate(records, 1)
         ]
         with self._store.connection(autocommit=False) as conn:
-            return add_records(conn, made)
+            return add_records(conn, made, undated=undated)
 
     def compose(
         self, profile: AgentProfile | str | Path, *, task_hint: str | None = None, now: datetime | None = None
@@ -984,13 +1008,30 @@ class Memory:
             return compose_from_db(conn, _profile(profile), now=now or datetime.now(UTC), task_hint=task_hint)
 
     def recall(
-        self, profile: AgentProfile | str | Path, query: str, k: int = 8, *, now: datetime | None = None
+        self,
+        profile: AgentProfile | str | Path,
+        query: str,
+        k: int = 8,
+        *,
+        now: datetime | None = None,
+        backend: Backend | None = None,
     ) -> RecallResult:
-        """The ``k`` records of ``profile`` nearest ``query`` by meaning, text and recency."""
+        """The ``k`` records of ``profile`` nearest ``query`` by meaning, text and recency; ``backend``
+        embeds the query and the records not embedded yet (default: the offline backend)."""
         from ragstore.memory.recall import recall
 
         with self._store.connection(autocommit=False) as conn:
-            return recall(conn, _profile(profile), query, k, now=now or datetime.now(UTC))
+            return recall(conn, _profile(profile), query, k, now=now or datetime.now(UTC), backend=backend)
+
+    def layers(
+        self, profile: AgentProfile | str | Path, *, task_hint: str | None = None, now: datetime | None = None
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The composed memory of ``profile`` as context-pack layers ``(L4 lines, L5 state)``
+        (``ragstore context-pack --memory-profile``; :func:`ragstore.memory.store.memory_layers`)."""
+        from ragstore.memory.store import memory_layers
+
+        with self._store.connection(autocommit=False) as conn:
+            return memory_layers(conn, profile, task_hint, now or datetime.now(UTC))
 
     def forget(self, agent: str, record_id: str, reason: str) -> ForgetResult:
         """Erase one record (owner side only), with an audit entry naming ``reason``."""

@@ -392,6 +392,8 @@ class AsyncStore:
     similarity = _in_thread(Store.similarity)
     rank = _in_thread(Store.rank)
     verify_pack = _in_thread(Store.verify_pack)
+    explain = _in_thread(Store.explain)
+    sweep_recall = _in_thread(Store.sweep_recall)
     create_token = _in_thread(Store.create_token)
     tokens = _in_thread(Store.tokens)
     revoke_token = _in_thread(Store.revoke_token)
@@ -434,9 +436,9 @@ class AsyncMemory:
     def __init__(self, store: AsyncStore) -> None:
         self._store = store
 
-    async def add(self, records: Iterable[Any]) -> Any:
+    async def add(self, records: Iterable[Any], **options: Any) -> Any:
         """:meth:`Memory.add` in a worker thread."""
-        return await asyncio.to_thread(self._store.store.memory.add, list(records))
+        return await asyncio.to_thread(self._store.store.memory.add, list(records), **options)
 
     async def compose(self, profile: Any, **options: Any) -> Any:
         """:meth:`Memory.compose` in a worker thread."""
@@ -455,6 +457,7 @@ class AsyncMemory:
     grant = _memory_in_thread(Memory.grant)
     revoke = _memory_in_thread(Memory.revoke)
     principals = _memory_in_thread(Memory.principals)
+    layers = _memory_in_thread(Memory.layers)
 
 
 async def _register_vector_async(conn: AConn) -> None:

@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 from ragstore.db import citus
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
+from ragstore.db.sync_triggers import drop_family_triggers
 from ragstore.embed.base import Backend
 from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
 from ragstore.families import storage as storages
@@ -375,9 +376,7 @@ def drop_family(conn: Conn, name: str) -> None:
         tables.append(target["table"])
     with conn.transaction(), db_errors():
         lock_term_df_shared(conn, name)
-        from ragstore.sync.sources import drop_family_sources
-
-        drop_family_sources(conn, name)  # the followed tables' triggers; sources and queue cascade
+        drop_family_triggers(conn, name)  # the followed tables' triggers; sources and queue cascade
         conn.execute(sql.SQL(query("families", "drop_view")).format(**family.identifiers()))
         for table in tables:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(table)))
