@@ -65,7 +65,9 @@ def load(folder: Path, limit: int) -> tuple[dict[str, Document], dict[str, str],
             row = json.loads(line)
             if row["query_id"] in qrels and all(doc in parts for doc in qrels[row["query_id"]]):
                 queries[row["query_id"]] = row["text"]
-    documents = {doc: Document((Section.of(texts),), titles[doc]) for doc, texts in parts.items()}
+    # One section of the joined text: the chunker cuts it at its blank lines, as a reader's text; the
+    # set's own chunk boundaries are not the document's structure (as blocks they would be kept whole).
+    documents = {doc: Document((Section("\n\n".join(texts)),), titles[doc]) for doc, texts in parts.items()}
     old = {doc: texts for doc, texts in parts.items()}
     return documents, queries, qrels, old
 

@@ -327,6 +327,7 @@ class Store(Closing):
         fts_config: str = "english",
         storage: str | None = None,
         rerank_factor: int | None = None,
+        title_prefix: bool | None = None,
     ) -> Family:
         """Create family ``name`` for ``backend`` (a name such as ``"offline"``/``"minilm"``/``"openai"``,
         or a :class:`~ragstore.embed.base.Backend` instance) with its table and HNSW index. ``options`` are
@@ -336,6 +337,8 @@ class Store(Closing):
         (:func:`ragstore.embed.registry.default_backend`).
         ``storage``: how its HNSW index holds the vectors, ``"vector"`` (default), ``"halfvec"`` or ``"bit"``
         (with ``rerank_factor`` candidates per hit re-ranked exactly; docs/guide/storage.md).
+        ``title_prefix``: whether document chunks are embedded with their ``Title > Heading`` path as the
+        first line (recorded as the family option; None: :data:`ragstore.families.DEFAULT_TITLE_PREFIX`).
         Raises InvalidInput, Conflict (it exists)."""
         from ragstore.embed.base import Backend as BackendType
         from ragstore.embed.registry import default_backend, make_backend
@@ -351,6 +354,8 @@ class Store(Closing):
         made = backend if isinstance(backend, BackendType) else make_backend(backend, model=model, **recorded)
         if fts_config != "english":
             recorded["fts_config"] = fts_config
+        if title_prefix is not None:
+            recorded["title_prefix"] = title_prefix
         family_options = {**recorded, **storage_options(storage, rerank_factor)}
         with self.connection(autocommit=False) as conn:
             family = create_family(conn, name, made, options=family_options)

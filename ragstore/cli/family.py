@@ -64,6 +64,13 @@ def family_group() -> None:
     default=None,
     help=f"For --storage bit: candidates read per hit, re-ranked by exact cosine. Default {DEFAULT_RERANK_FACTOR}.",
 )
+@click.option(
+    "--title-prefix/--no-title-prefix",
+    default=None,
+    help="Embed each document chunk with its title and heading path (Title > Install > From source) as its "
+    "first line. Recorded for the family: every run chunks its documents the same way. Default: off "
+    "(docs/guide/documents.md).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def family_create(
@@ -77,6 +84,7 @@ def family_create(
     fts_config: str,
     storage: str,
     rerank_factor: int | None,
+    title_prefix: bool | None,
     as_json: bool,
 ) -> None:
     """Create family NAME (its table ragstore.emb_NAME and an HNSW cosine index)."""
@@ -94,6 +102,7 @@ def family_create(
             fts_config=fts_config,
             storage=storage,
             rerank_factor=rerank_factor,
+            title_prefix=title_prefix,
         )
     if note is not None:
         click.echo(f"note: {note}", err=True)

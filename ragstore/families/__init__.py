@@ -160,8 +160,21 @@ NOT_BACKEND_OPTIONS = frozenset(
         "rerank_factor",
         "recall",
         "storage_target",
+        "title_prefix",
     }
 )
+#: Whether a document's chunks start with their title and heading path in the embedded text, when the
+#: family does not say (option ``title_prefix``; docs/decisions.md, "The title prefix is a family setting").
+DEFAULT_TITLE_PREFIX = False
+
+
+def title_prefix_of(family: Family) -> bool:
+    """The family option ``title_prefix`` (:data:`DEFAULT_TITLE_PREFIX` when unset): whether its document
+    chunks are embedded with their ``Title > Heading`` path as the first line."""
+    value = family.options.get("title_prefix", DEFAULT_TITLE_PREFIX)
+    if not isinstance(value, bool):
+        raise InvalidInput(f"family {family.name!r} has an invalid title_prefix option {value!r}: true or false")
+    return value
 
 
 def backend_options(family: Family) -> dict[str, Any]:
@@ -214,6 +227,8 @@ def create_family(
         storages.check_storage(options["storage"], backend.dim, vector_type)
     if "rerank_factor" in options:
         storages.check_rerank_factor(options["rerank_factor"])
+    if not isinstance(options.get("title_prefix", False), bool):
+        raise InvalidInput(f"title_prefix must be true or false, not {options['title_prefix']!r}")
     family = Family(
         name=name,
         backend=backend.name,

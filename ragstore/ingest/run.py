@@ -12,7 +12,7 @@ from ragstore.db.connection import db_errors, second_connection
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import cache_key, seed_from_positional_ids, uses_cache
 from ragstore.errors import InvalidInput, RagstoreError
-from ragstore.families import Family, backend_for, check_fts_config, get_family
+from ragstore.families import Family, backend_for, check_fts_config, get_family, title_prefix_of
 from ragstore.ingest.chunker import window_for
 from ragstore.ingest.columnar import COLUMNAR_KINDS, read_columnar
 from ragstore.ingest.fast import OnePass, Spool
@@ -135,7 +135,7 @@ def index_sources(
     if chunk_tokens is not None and chunk_tokens < 1:
         raise InvalidInput(f"--chunk-tokens (chunk_tokens=) {chunk_tokens}: must be at least 1")
     try:
-        window = window_for(chosen, chunk_tokens, overlap)
+        window = window_for(chosen, chunk_tokens, overlap, title_prefix_of(family))
     except ValueError as exc:
         raise InvalidInput(f"--overlap (overlap=) {overlap}: {exc}") from None
     for source in sources:
