@@ -46,8 +46,8 @@ from ragstore.search import hybrid
 from ragstore.search.api import MODES
 from ragstore.search.api import search as api_search
 from ragstore.search.fusion import FusionSettings
+from ragstore.search.request import Hit
 from ragstore.search.rerank import DEFAULT_DEPTH, Reranker
-from ragstore.search.types import Hit
 
 __all__ = ["MODES", "RERANKS", "EvalResult", "ModeResult", "ModeSpec", "format_table", "p95", "run_eval"]
 
