@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import warnings
 from typing import Any
 
 import click
@@ -11,7 +12,7 @@ import click
 from ragstore import families
 from ragstore.cli.app import CliError, app, emit_json, human_size, terminal_safe
 from ragstore.embed.registry import BACKENDS, backend_settings, default_backend, make_backend
-from ragstore.errors import mask_secrets
+from ragstore.errors import StorageRecallWarning, mask_secrets
 from ragstore.families.storage import (
     DEFAULT_RERANK_FACTOR,
     MAX_RERANK_FACTOR,
@@ -94,7 +95,8 @@ def family_create(
         backend_name, note = default_backend()
     options = backend_settings(base_url, dimensions, api_key_env)
     backend = make_backend(backend_name, model=model, **options)  # a bad setting fails before the database
-    with app(ctx).store() as store:
+    with app(ctx).store() as store, warnings.catch_warnings():
+        warnings.simplefilter("ignore", StorageRecallWarning)  # printed below as the note
         family = store.create_family(
             name,
             backend,
