@@ -159,8 +159,6 @@ def test_the_async_methods_of_the_parity_block_take_the_store_methods_parameters
 OPENS_ITS_OWN: dict[str, str] = {
     "app.py": "defines AppContext.connect, the door of the command modules named here; Store.direct opens "
     "its connections with ragstore.db.connection.connect",
-    "index.py": "ragstore index drives the ingest pipeline on its own connection until that pipeline runs "
-    "through Store.index_files (being moved there with the pipeline itself)",
 }
 
 
