@@ -67,7 +67,8 @@ def physical_limit(conn: psycopg.Connection, records: list[tuple[str, ChunkRecor
     conn.execute("CREATE TABLE bench.emb (LIKE ragstore.emb_bench INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
     conn.execute("ALTER TABLE bench.emb ADD PRIMARY KEY (chunk_id)")
     conn.execute(
-        "ALTER TABLE bench.emb ADD FOREIGN KEY (chunk_id) REFERENCES bench.chunks (chunk_id) ON DELETE CASCADE"
+        "ALTER TABLE bench.emb ADD FOREIGN KEY (family, chunk_id) REFERENCES bench.chunks (family, chunk_id)"
+        " ON DELETE CASCADE"
     )
     conn.execute("CREATE INDEX ON bench.emb (package_path text_pattern_ops)")
     conn.commit()
@@ -75,11 +76,12 @@ def physical_limit(conn: psycopg.Connection, records: list[tuple[str, ChunkRecor
     with conn.cursor() as cur:
         with cur.copy(
             # metadata and fts_config take their defaults ('{}', english); the tsvector is generated.
-            "COPY bench.chunks (chunk_id, package_path, text, content_sha256, record_sha256) FROM STDIN (FORMAT BINARY)"
+            "COPY bench.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256)"
+            " FROM STDIN (FORMAT BINARY)"
         ) as copy:
-            copy.set_types(["text", "text", "text", "bytea", "bytea"])
+            copy.set_types(["text", "text", "text", "text", "bytea", "bytea"])
             for i, r in enumerate(rows):
-                copy.write_row((r.chunk_id, r.package_path, r.text, content[i], record[i]))
+                copy.write_row(("bench", r.chunk_id, r.package_path, r.text, content[i], record[i]))
         with cur.copy(
             "COPY bench.emb (chunk_id, package_path, embedding, model, content_sha256) FROM STDIN (FORMAT BINARY)"
         ) as copy:
