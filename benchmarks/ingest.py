@@ -6,8 +6,9 @@ For each size N (default 100k; add 1M with --sizes 100000,1000000):
   into tables built ``LIKE`` ragstore's chunk and family tables (same columns, keys, generated tsvector,
   btree/GIN indexes and foreign key; no HNSW), then the HNSW build on them with ragstore's m and
   ef_construction;
-* ragstore first run: ``write_records`` into an empty offline family — validation, hashing, embedding,
-  lookup, staging COPY, ON CONFLICT merge, per-batch commits and the HNSW build at the end, all on the clock;
+* ragstore first run: ``write_records`` (the path of ``ragstore index``: the one pass, then the write) into
+  an empty offline family — validation, hashing, embedding, lookup, COPY, merge, per-batch commits and the
+  HNSW build at the end, all on the clock;
 * ragstore second run over the same records (all unchanged).
 
 Prints rows/s of each and the ratios: first run / physical limit (goal >= 0.5) and re-run / first run
@@ -39,7 +40,7 @@ from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend, fingerprint
 from ragstore.families import HNSW_EF_CONSTRUCTION, HNSW_M, create_family
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 
 WORDS = "vector index query table chunk model store search recall token embed cosine graph layer".split()
 
@@ -104,11 +105,11 @@ def run_size(admin: str, n: int) -> dict[str, float]:
         family = create_family(conn, "bench", OfflineBackend())
         raw = physical_limit(conn, records)
         started = time.perf_counter()
-        first = write_records(conn, family, OfflineBackend(), records, expected=n)
+        first = write_records(conn, family, OfflineBackend(), records)
         first_s = time.perf_counter() - started
         assert first.inserted == n, first
         started = time.perf_counter()
-        second = write_records(conn, family, OfflineBackend(), records, expected=n)
+        second = write_records(conn, family, OfflineBackend(), records)
         second_s = time.perf_counter() - started
         assert second.unchanged == n and second.inserted == 0, second
     return {
