@@ -180,5 +180,11 @@ class FingerprintVectorsWarning(UserWarning):
     its vector scores say how alike two texts' characters are, not what they mean."""
 
 
+class StorageRecallWarning(UserWarning):
+    """A family created in a storage (``bit``) whose measured recall@10 fell short somewhere: the figures,
+    and what to do (``ragstore check-recall`` once loaded; a wider rerank factor or ``halfvec``). The same
+    text ``ragstore family create`` prints as its note."""
+
+
 class SchemaError(RagstoreError):
     """The database schema is missing or older than this code needs: run `ragstore migrate`."""

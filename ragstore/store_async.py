@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ragstore.ingest.writer import IndexReport
     from ragstore.migrate import MigrationResult
     from ragstore.search.recall import RecallReport
-    from ragstore.search.types import Hit
+    from ragstore.search.request import Hit
     from ragstore.sync.sources import SyncSource
     from ragstore.sync.worker import RunReport
 
@@ -403,6 +403,8 @@ class AsyncStore:
     similarity = _in_thread(Store.similarity)
     rank = _in_thread(Store.rank)
     verify_pack = _in_thread(Store.verify_pack)
+    explain = _in_thread(Store.explain)
+    sweep_recall = _in_thread(Store.sweep_recall)
     create_token = _in_thread(Store.create_token)
     tokens = _in_thread(Store.tokens)
     revoke_token = _in_thread(Store.revoke_token)
@@ -445,9 +447,9 @@ class AsyncMemory:
     def __init__(self, store: AsyncStore) -> None:
         self._store = store
 
-    async def add(self, records: Iterable[Any]) -> Any:
+    async def add(self, records: Iterable[Any], **options: Any) -> Any:
         """:meth:`Memory.add` in a worker thread."""
-        return await asyncio.to_thread(self._store.store.memory.add, list(records))
+        return await asyncio.to_thread(self._store.store.memory.add, list(records), **options)
 
     async def compose(self, profile: Any, **options: Any) -> Any:
         """:meth:`Memory.compose` in a worker thread."""
@@ -466,6 +468,7 @@ class AsyncMemory:
     grant = _memory_in_thread(Memory.grant)
     revoke = _memory_in_thread(Memory.revoke)
     principals = _memory_in_thread(Memory.principals)
+    layers = _memory_in_thread(Memory.layers)
 
 
 async def _register_vector_async(conn: AConn) -> None:

@@ -8,7 +8,7 @@ import ipaddress
 import click
 
 from ragstore.cli.app import CliError, app
-from ragstore.cli.second_stage import RERANK_OPTIONS, add_options, closing, make_reranker
+from ragstore.cli.search import RERANK_OPTIONS, add_options, closing, make_reranker
 from ragstore.cli.serve import SERVE_RERANK_TABLE
 
 
