@@ -131,23 +131,26 @@ def main() -> None:
     print("before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
     minilm = MiniLMBackend()
     backend = Cached(minilm, args.cache)
-    spacing = chunker.ANCHOR_SPACING
+    spacing, segment, both = chunker.ANCHOR_SPACING, chunker.MIN_SEGMENT, chunker.BOTH_SIDES
     variants = [v.split(":") for v in args.variant or [f"254:0:{spacing}:0", f"254:0:{spacing}:1"]]
     for folder in map(Path, args.dataset):
         started = time.perf_counter()
         documents, queries, qrels, old = load(folder, args.docs)
         qv = backend.embed(list(queries.values()))
         rows = {"set's chunks": [(doc, text) for doc, texts in old.items() for text in texts]}
-        for tokens, overlap, anchors, prefix in variants:
+        for tokens, overlap, anchors, prefix, *merge in variants:
             window = window_for(minilm, int(tokens), int(overlap))
             chunker.ANCHOR_SPACING = float(anchors)
+            chunker.MIN_SEGMENT = float(merge[0]) if merge else segment
+            chunker.BOTH_SIDES = merge[1:] == ["1"] if merge else both
             name = f"chunker {window.limit} tokens, overlap {overlap}, spacing {anchors}, prefix {prefix}"
+            name += f", min segment {chunker.MIN_SEGMENT}, both sides {int(chunker.BOTH_SIDES)}"
             rows[name] = [
                 (doc, chunk.text)
                 for doc, document in documents.items()
                 for chunk in chunk_document(document, window, overlap=int(overlap), prefix=prefix == "1")
             ]
-            chunker.ANCHOR_SPACING = spacing
+            chunker.ANCHOR_SPACING, chunker.MIN_SEGMENT, chunker.BOTH_SIDES = spacing, segment, both
         for name, chunks in rows.items():
             value = score(backend, chunks, queries, qrels, qv)
             print(

@@ -37,6 +37,12 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 #: Anchors come about once per this fraction of the window (a block's chance is its cost over it).
 ANCHOR_SPACING = 1 / 2
+#: An anchor is kept only when the run of text before it since the anchor before (and, with
+#: ``BOTH_SIDES``, the run after it) holds at least this fraction of the window; 0 keeps every anchor.
+MIN_SEGMENT = 0.0
+BOTH_SIDES = False
+#: A chunk also ends before a dropped anchor whose run would not fit in it any more.
+LOOKAHEAD = True
 
 Counter = Callable[[Sequence[str]], list[int]]
 
@@ -191,12 +197,14 @@ def _chunk_section(section: Section, window: Window, budget: int, overlap: int) 
         else:
             pieces = _split_long(block, window, budget)
             units.extend((piece, cost, i == 0) for i, (piece, cost) in enumerate(pieces))
+    marks = _kept_anchors(units, MIN_SEGMENT * budget, window.separator_cost)
     chunks: list[list[str]] = []
     current: list[str] = []
     used = 0
     sep = window.separator_cost
-    for text, cost, anchor in units:
-        if current and (anchor or used + sep + cost > budget):
+    for (text, cost, _), (kept, segment) in zip(units, marks, strict=True):
+        dropped_cut = LOOKAHEAD and segment and used + sep + segment > budget
+        if current and (kept or dropped_cut or used + sep + cost > budget):
             chunks.append(current)
             current, used = [], 0
         used += (sep if current else 0) + cost
@@ -208,6 +216,27 @@ def _chunk_section(section: Section, window: Window, budget: int, overlap: int) 
         tails = [_tail(previous, window, overlap) + text for previous, text in itertools.pairwise(joined)]
         joined = [joined[0], *tails]
     return joined
+
+
+def _kept_anchors(units: list[tuple[str, int, bool]], least: float, sep: int) -> list[tuple[bool, int]]:
+    """Per unit: whether a chunk must end before it (a kept anchor), and for a dropped anchor the cost of
+    its run (to the next anchor), else 0. Each decision reads only the runs around that anchor."""
+    segments: list[int] = []  # the cost of each run from an anchor (or the start) to the next
+    for i, (_, cost, anchor) in enumerate(units):
+        if i == 0 or anchor:
+            segments.append(cost)
+        else:
+            segments[-1] += sep + cost
+    out = []
+    n = 0
+    for i, (_, _, anchor) in enumerate(units):
+        if i and anchor:
+            n += 1
+            keep = segments[n - 1] >= least and (not BOTH_SIDES or segments[n] >= least)
+            out.append((keep, 0 if keep else segments[n]))
+        else:
+            out.append((False, 0))
+    return out
 
 
 def _tail(text: str, window: Window, overlap: int) -> str:
