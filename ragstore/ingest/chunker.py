@@ -10,7 +10,10 @@ hard.
 Where a chunk ends is decided by the content, not only by the running length (content-defined chunking,
 as rsync and restic cut files): every block is an *anchor* or not by its own text alone (its hash, read as
 a fraction of 1, is below its cost over half the window, so anchors come about every half window of
-text), and a chunk always ends before an anchor, else when the next block would not fit. Chunks so never
+text), and a chunk always ends before an anchor, else when the next block would not fit. An anchor less
+than a quarter window of text after the one before it (:data:`MIN_SEGMENT`) is dropped, so that short
+paragraphs do not make chunks of their own; whether it is dropped also reads only the text between the
+two anchors. Chunks so never
 cross an anchor, and the anchors do not depend on where the chunk before ended: an edit, or a paragraph
 inserted at the top, changes only the chunks between the anchors around it, and every other chunk stays
 the same text (and keeps its id: :func:`chunk_ids`).
@@ -37,12 +40,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 #: Anchors come about once per this fraction of the window (a block's chance is its cost over it).
 ANCHOR_SPACING = 1 / 2
-#: An anchor is kept only when the run of text before it since the anchor before (and, with
-#: ``BOTH_SIDES``, the run after it) holds at least this fraction of the window; 0 keeps every anchor.
-MIN_SEGMENT = 0.0
-BOTH_SIDES = False
-#: A chunk also ends before a dropped anchor whose run would not fit in it any more.
-LOOKAHEAD = True
+#: An anchor counts only when the run of text from the anchor before it holds at least this fraction of
+#: the window (0 keeps every anchor): a short run joins the next one (docs/decisions.md).
+MIN_SEGMENT = 1 / 4
 
 Counter = Callable[[Sequence[str]], list[int]]
 
@@ -197,14 +197,13 @@ def _chunk_section(section: Section, window: Window, budget: int, overlap: int) 
         else:
             pieces = _split_long(block, window, budget)
             units.extend((piece, cost, i == 0) for i, (piece, cost) in enumerate(pieces))
-    marks = _kept_anchors(units, MIN_SEGMENT * budget, window.separator_cost)
+    units = _kept_anchors(units, MIN_SEGMENT * budget, window.separator_cost)
     chunks: list[list[str]] = []
     current: list[str] = []
     used = 0
     sep = window.separator_cost
-    for (text, cost, _), (kept, segment) in zip(units, marks, strict=True):
-        dropped_cut = LOOKAHEAD and segment and used + sep + segment > budget
-        if current and (kept or dropped_cut or used + sep + cost > budget):
+    for text, cost, anchor in units:
+        if current and (anchor or used + sep + cost > budget):
             chunks.append(current)
             current, used = [], 0
         used += (sep if current else 0) + cost
@@ -218,24 +217,18 @@ def _chunk_section(section: Section, window: Window, budget: int, overlap: int) 
     return joined
 
 
-def _kept_anchors(units: list[tuple[str, int, bool]], least: float, sep: int) -> list[tuple[bool, int]]:
-    """Per unit: whether a chunk must end before it (a kept anchor), and for a dropped anchor the cost of
-    its run (to the next anchor), else 0. Each decision reads only the runs around that anchor."""
-    segments: list[int] = []  # the cost of each run from an anchor (or the start) to the next
-    for i, (_, cost, anchor) in enumerate(units):
-        if i == 0 or anchor:
-            segments.append(cost)
+def _kept_anchors(units: list[tuple[str, int, bool]], least: float, sep: int) -> list[tuple[str, int, bool]]:
+    """``units`` with the anchors whose run before them (from the anchor before, or the section's start)
+    costs less than ``least`` dropped: each decision reads only the text between two anchors."""
+    out: list[tuple[str, int, bool]] = []
+    run = 0
+    for text, cost, anchor in units:
+        if out and anchor:
+            out.append((text, cost, run >= least))
+            run = cost
         else:
-            segments[-1] += sep + cost
-    out = []
-    n = 0
-    for i, (_, _, anchor) in enumerate(units):
-        if i and anchor:
-            n += 1
-            keep = segments[n - 1] >= least and (not BOTH_SIDES or segments[n] >= least)
-            out.append((keep, 0 if keep else segments[n]))
-        else:
-            out.append((False, 0))
+            run += (sep if out else 0) + cost
+            out.append((text, cost, anchor))
     return out
 
 
