@@ -29,6 +29,7 @@ from ragstore.errors import (
     PermissionDenied,
     RagstoreError,
     SchemaError,
+    StorageCaveatWarning,
     Timeout,
 )
 
@@ -85,6 +86,7 @@ __all__ = [
     "PermissionDenied",
     "RagstoreError",
     "SchemaError",
+    "StorageCaveatWarning",
     "Store",
     "Timeout",
     "connect",

@@ -180,5 +180,10 @@ class FingerprintVectorsWarning(UserWarning):
     its vector scores say how alike two texts' characters are, not what they mean."""
 
 
+class StorageCaveatWarning(UserWarning):
+    """A family created with an index storage that measured recall@10 below the floor somewhere
+    (``ragstore.families.storage.measured_caveat``, the note ``family create`` prints)."""
+
+
 class SchemaError(RagstoreError):
     """The database schema is missing or older than this code needs: run `ragstore migrate`."""

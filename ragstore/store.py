@@ -32,7 +32,7 @@ from ragstore.caches import Caches
 from ragstore.common.closing import Closing
 from ragstore.db.connection import NO_DATABASE as NO_DATABASE_OF
 from ragstore.db.connection import given_dsn, mask_dsn, register_vector, statement_timeout
-from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput
+from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput, StorageCaveatWarning
 from ragstore.ingest.programs import records_source
 from ragstore.ingest.records import ChunkRecord
 from ragstore.search.api import search as _api_search
@@ -293,12 +293,13 @@ class Store(Closing):
         :class:`~ragstore.errors.FingerprintVectorsWarning` saying so
         (:func:`ragstore.embed.registry.default_backend`).
         ``storage``: how its HNSW index holds the vectors, ``"vector"`` (default), ``"halfvec"`` or ``"bit"``
-        (with ``rerank_factor`` candidates per hit re-ranked exactly; docs/guide/storage.md).
+        (with ``rerank_factor`` candidates per hit re-ranked exactly; docs/guide/storage.md); a storage that
+        measured badly warns with :class:`~ragstore.errors.StorageCaveatWarning`, the note of ``family create``.
         Raises InvalidInput, Conflict (it exists)."""
         from ragstore.embed.base import Backend as BackendType
         from ragstore.embed.registry import default_backend, make_backend
         from ragstore.families import check_name, create_family
-        from ragstore.families.storage import storage_options
+        from ragstore.families.storage import measured_caveat, storage_options
 
         check_name(name)
         if backend is None:
@@ -313,6 +314,9 @@ class Store(Closing):
         with self.connection(autocommit=False) as conn:
             family = create_family(conn, name, made, options=family_options)
         self.caches.remember_family(family)
+        caveat = measured_caveat(family.storage, family.model, family.dim)
+        if caveat is not None:
+            warnings.warn(StorageCaveatWarning(f"family {name}: {caveat}"), stacklevel=2)
         return family
 
     def family(self, name: str) -> Family:
