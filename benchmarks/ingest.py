@@ -6,8 +6,9 @@ For each size N (default 100k; add 1M with --sizes 100000,1000000):
   into tables built ``LIKE`` ragstore's chunk and family tables (same columns, keys, generated tsvector,
   btree/GIN indexes and foreign key; no HNSW), then the HNSW build on them with ragstore's m and
   ef_construction;
-* ragstore first run: ``write_records`` into an empty offline family — validation, hashing, embedding,
-  lookup, staging COPY, ON CONFLICT merge, per-batch commits and the HNSW build at the end, all on the clock;
+* ragstore first run: ``write_records`` (the path of ``ragstore index``: the one pass, then the write) into
+  an empty offline family — validation, hashing, embedding, lookup, COPY, merge, per-batch commits and the
+  HNSW build at the end, all on the clock;
 * ragstore second run over the same records (all unchanged).
 
 Prints rows/s of each and the ratios: first run / physical limit (goal >= 0.5) and re-run / first run
@@ -39,7 +40,7 @@ from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend, fingerprint
 from ragstore.families import HNSW_EF_CONSTRUCTION, HNSW_M, create_family
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 
 WORDS = "vector index query table chunk model store search recall token embed cosine graph layer".split()
 
@@ -66,7 +67,8 @@ def physical_limit(conn: psycopg.Connection, records: list[tuple[str, ChunkRecor
     conn.execute("CREATE TABLE bench.emb (LIKE ragstore.emb_bench INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
     conn.execute("ALTER TABLE bench.emb ADD PRIMARY KEY (chunk_id)")
     conn.execute(
-        "ALTER TABLE bench.emb ADD FOREIGN KEY (chunk_id) REFERENCES bench.chunks (chunk_id) ON DELETE CASCADE"
+        "ALTER TABLE bench.emb ADD FOREIGN KEY (family, chunk_id) REFERENCES bench.chunks (family, chunk_id)"
+        " ON DELETE CASCADE"
     )
     conn.execute("CREATE INDEX ON bench.emb (package_path text_pattern_ops)")
     conn.commit()
@@ -74,11 +76,12 @@ def physical_limit(conn: psycopg.Connection, records: list[tuple[str, ChunkRecor
     with conn.cursor() as cur:
         with cur.copy(
             # metadata and fts_config take their defaults ('{}', english); the tsvector is generated.
-            "COPY bench.chunks (chunk_id, package_path, text, content_sha256, record_sha256) FROM STDIN (FORMAT BINARY)"
+            "COPY bench.chunks (family, chunk_id, package_path, text, content_sha256, record_sha256)"
+            " FROM STDIN (FORMAT BINARY)"
         ) as copy:
-            copy.set_types(["text", "text", "text", "bytea", "bytea"])
+            copy.set_types(["text", "text", "text", "text", "bytea", "bytea"])
             for i, r in enumerate(rows):
-                copy.write_row((r.chunk_id, r.package_path, r.text, content[i], record[i]))
+                copy.write_row(("bench", r.chunk_id, r.package_path, r.text, content[i], record[i]))
         with cur.copy(
             "COPY bench.emb (chunk_id, package_path, embedding, model, content_sha256) FROM STDIN (FORMAT BINARY)"
         ) as copy:
@@ -104,11 +107,11 @@ def run_size(admin: str, n: int) -> dict[str, float]:
         family = create_family(conn, "bench", OfflineBackend())
         raw = physical_limit(conn, records)
         started = time.perf_counter()
-        first = write_records(conn, family, OfflineBackend(), records, expected=n)
+        first = write_records(conn, family, OfflineBackend(), records)
         first_s = time.perf_counter() - started
         assert first.inserted == n, first
         started = time.perf_counter()
-        second = write_records(conn, family, OfflineBackend(), records, expected=n)
+        second = write_records(conn, family, OfflineBackend(), records)
         second_s = time.perf_counter() - started
         assert second.unchanged == n and second.inserted == 0, second
     return {

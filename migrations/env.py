@@ -8,7 +8,7 @@ In one transaction, under the lock:
 
 1. an empty database is built from ``ragstore/sql/schema.sql`` and the function files and stamped at the
    newest revision (the revisions are for databases made before them); a database at a revision of the
-   chain the baseline replaced is bridged to the baseline (``versions/0001_baseline.py``);
+   chains the baseline replaced is upgraded to the baseline in place (``versions/0006_baseline.py``);
 2. the revisions it lacks run;
 3. every replaceable file whose text differs from the one the database recorded is re-applied (a function
    file, section ``grants`` of ``schema.sql``); their names go to ``config.attributes["replaced"]``.
@@ -25,7 +25,7 @@ from ragstore.db import schema
 
 # Any 64-bit number will do; it only has to be the same for every `ragstore migrate`.
 MIGRATE_LOCK = 0x7261677374_6F7265  # "ragstore"
-BASELINE = "0001_baseline"
+BASELINE = "0006_baseline"
 
 config = context.config
 
@@ -48,7 +48,7 @@ def _build() -> None:
 
 
 def _prepare(connection: Connection) -> None:
-    """Step 1: build an empty database, or bridge one of the old chain; any other is left to Alembic."""
+    """Step 1: build an empty database, or upgrade one of the replaced chains; any other is left to Alembic."""
     has = connection.execute(
         text("SELECT to_regclass('ragstore.alembic_version') IS NOT NULL, to_regclass('ragstore.families') IS NOT NULL")
     ).one()
@@ -61,13 +61,13 @@ def _prepare(connection: Connection) -> None:
         _build()
         return
     module = _baseline()
-    if version in module.OLD_CHAIN:
-        if version not in module.BRIDGED:
-            raise RuntimeError(
-                f"this database is at ragstore revision {version}, older than {module.BRIDGED[0]}: migrate it with a "
-                f"ragstore from before the squash first (see CHANGELOG.md), then with this one"
-            )
-        module.bridge(context.execute, version)
+    if version in module.OLD_CHAIN and version not in module.BRIDGED:
+        raise RuntimeError(
+            f"this database is at ragstore revision {version}, older than {module.BRIDGED[0]}: migrate it with a "
+            f"ragstore from before the squash first (see CHANGELOG.md), then with this one"
+        )
+    if version in module.BRIDGED or version in module.SQUASHED:
+        module.upgrade_old(context.execute, version)
 
 
 def _replace(connection: Connection) -> None:

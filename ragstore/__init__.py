@@ -29,7 +29,6 @@ from ragstore.errors import (
     PermissionDenied,
     RagstoreError,
     SchemaError,
-    StorageCaveatWarning,
     Timeout,
 )
 
@@ -42,10 +41,10 @@ if TYPE_CHECKING:
     from ragstore.db.connection import connect_given as connect
     from ragstore.families import Family, create_family, get_family, list_families
     from ragstore.ingest.records import ChunkRecord, IndexRow
-    from ragstore.ingest.run import index_sources
-    from ragstore.ingest.writer import IndexReport, write_records
+    from ragstore.ingest.run import index_sources, write_records
+    from ragstore.ingest.writer import IndexReport
     from ragstore.search.api import search
-    from ragstore.search.types import Hit
+    from ragstore.search.request import Hit
     from ragstore.store import Store
     from ragstore.store_async import AsyncStore
 
@@ -60,8 +59,8 @@ _LAZY: dict[str, str] = {
     "IndexRow": "ragstore.ingest.records",
     "index_sources": "ragstore.ingest.run",
     "IndexReport": "ragstore.ingest.writer",
-    "write_records": "ragstore.ingest.writer",
-    "Hit": "ragstore.search.types",
+    "write_records": "ragstore.ingest.run",
+    "Hit": "ragstore.search.request",
     "search": "ragstore.search.api",
     "Store": "ragstore.store",
     "AsyncStore": "ragstore.store_async",
@@ -86,7 +85,6 @@ __all__ = [
     "PermissionDenied",
     "RagstoreError",
     "SchemaError",
-    "StorageCaveatWarning",
     "Store",
     "Timeout",
     "connect",

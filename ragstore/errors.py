@@ -180,9 +180,10 @@ class FingerprintVectorsWarning(UserWarning):
     its vector scores say how alike two texts' characters are, not what they mean."""
 
 
-class StorageCaveatWarning(UserWarning):
-    """A family created with an index storage that measured recall@10 below the floor somewhere
-    (``ragstore.families.storage.measured_caveat``, the note ``family create`` prints)."""
+class StorageRecallWarning(UserWarning):
+    """A family created in a storage (``bit``) whose measured recall@10 fell short somewhere: the figures,
+    and what to do (``ragstore check-recall`` once loaded; a wider rerank factor or ``halfvec``). The same
+    text ``ragstore family create`` prints as its note."""
 
 
 class SchemaError(RagstoreError):

@@ -19,6 +19,7 @@ from alembic.script import ScriptDirectory
 
 from ragstore.db import citus
 from ragstore.db.connection import connect, db_errors, map_db_error, resolve_dsn
+from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.errors import PermissionDenied, SchemaError
 
@@ -150,13 +151,13 @@ def upgrade(dsn: str | None = None, revision: str = "head") -> MigrationResult:
     with connect(target, autocommit=True) as lock, db_errors():
         lock.execute("SELECT pg_advisory_lock(%s)", (_UPGRADE_LOCK,))
         before = current_revision(target)
-        on_citus = citus.is_citus(lock)
-        if on_citus and citus.any_distributed(lock):
+        lays_out = dialect_of(lock).lays_out
+        if lays_out and citus.any_distributed(lock):
             _check_citus_ready(before, revision)
         cfg = _config(target, upgrading=True)
         _run_alembic(command.upgrade, cfg, revision)
         after = current_revision(target)
-        if on_citus:
+        if lays_out:
             # The tables the migrations created are plain tables on the coordinator until laid out.
             citus.distribute(lock)
     assert after is not None

@@ -20,7 +20,7 @@ import functools
 import inspect
 import os
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from ragstore.caches import Caches
 from ragstore.common.closing import Closing
 from ragstore.db.connection import NO_DATABASE as NO_DATABASE_OF
 from ragstore.db.connection import given_dsn, mask_dsn, register_vector, statement_timeout
-from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput, StorageCaveatWarning
+from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput, StorageRecallWarning
 from ragstore.ingest.programs import records_source
 from ragstore.ingest.records import ChunkRecord
 from ragstore.search.api import search as _api_search
@@ -99,31 +99,68 @@ class PoolOptions(TypedDict, total=False):
     min_size: int
     timeout: float
     application_name: str
+    recover: bool
+
+
+# How long a recovering pool (PoolSettings.recover) retries a lost database before the next call retries it.
+RECONNECT_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
 class PoolSettings:
     """A pool's settings, checked when made: at most ``pool_size`` connections, ``min_size`` kept open,
     ``timeout`` seconds to wait for a free connection (and for the first one when the pool opens), and the
-    ``application_name`` its connections show in ``pg_stat_activity``."""
+    ``application_name`` its connections show in ``pg_stat_activity``. ``recover`` is for servers: every
+    connection is checked before it is lent (:func:`check_idle`), so that one the database dropped while
+    idle (a restart) is replaced instead of failing the call that gets it, and a pool that lost its database
+    tries again every second instead of backing off for minutes, so that the first call after the database
+    returns gets a connection."""
 
     pool_size: int = DEFAULT_POOL_SIZE
     min_size: int = 1
     timeout: float = 30.0
     application_name: str = DEFAULT_APPLICATION_NAME
+    recover: bool = False
 
     def __post_init__(self) -> None:
         check_pool_sizes(self.pool_size, self.min_size)
         object.__setattr__(self, "timeout", float(self.timeout))
 
     def pool_kwargs(self) -> dict[str, Any]:
-        """The psycopg_pool arguments these settings make (the same for the sync and the async pool)."""
+        """The psycopg_pool arguments these settings make (the same for the sync and the async pool; the
+        ``check`` function differs and is each pool's own)."""
+        # With recover, a failed reconnection is given up after a second (psycopg_pool's default backs off
+        # for up to 5 minutes); the next call that needs a connection starts a new attempt at once.
+        recovery = {"reconnect_timeout": RECONNECT_SECONDS} if self.recover else {}
         return {
+            **recovery,
             "min_size": self.min_size,
             "max_size": self.pool_size,
             "timeout": self.timeout,
             "kwargs": {"autocommit": True, "application_name": self.application_name, "connect_timeout": 10},
         }
+
+
+def quiet_socket(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether an idle pooled connection has nothing waiting on its socket: the case of a live one (with
+    nothing asked, the server sends nothing). Something readable is the server closing it (a restart, a
+    crash: end of file or a last FATAL message) or, rarely, a notice: the caller then checks it with a
+    statement. A check of recovering pools that costs no round trip on the hot path."""
+    import select
+
+    if conn.closed:
+        return False
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    return not readable
+
+
+def check_idle(conn: Conn) -> None:
+    """psycopg_pool's ``check`` of a recovering pool: the socket test, else one empty statement (which
+    raises for a connection the server closed, and the pool replaces it)."""
+    from psycopg_pool import ConnectionPool
+
+    if not quiet_socket(conn):
+        ConnectionPool.check_connection(conn)
 
 
 def configure_connection(conn: Conn, timeout: str | None) -> None:
@@ -164,7 +201,7 @@ CLOSED = "the {what} is closed (close() was called, or its `with` block ended): 
 
 class Lender(Protocol):
     """What a Store asks of its connections' source: ``psycopg_pool.ConnectionPool``, or
-    :class:`ragstore.db.direct.DirectConnections` for :meth:`Store.direct`."""
+    :class:`ragstore.db.connection.DirectConnections` for :meth:`Store.direct`."""
 
     @property
     def closed(self) -> bool: ...
@@ -201,7 +238,12 @@ class Store(Closing):
             configure_connection(conn, statement_timeout_ms)
 
         pool: ConnectionPool[Conn] = ConnectionPool(
-            self.dsn, configure=configure, open=False, name=settings.application_name, **settings.pool_kwargs()
+            self.dsn,
+            configure=configure,
+            open=False,
+            name=settings.application_name,
+            check=check_idle if settings.recover else None,
+            **settings.pool_kwargs(),
         )
         try:
             pool.open(wait=True, timeout=self._timeout)
@@ -285,6 +327,7 @@ class Store(Closing):
         fts_config: str = "english",
         storage: str | None = None,
         rerank_factor: int | None = None,
+        title_prefix: bool | None = None,
     ) -> Family:
         """Create family ``name`` for ``backend`` (a name such as ``"offline"``/``"minilm"``/``"openai"``,
         or a :class:`~ragstore.embed.base.Backend` instance) with its table and HNSW index. ``options`` are
@@ -293,9 +336,12 @@ class Store(Closing):
         :class:`~ragstore.errors.FingerprintVectorsWarning` saying so
         (:func:`ragstore.embed.registry.default_backend`).
         ``storage``: how its HNSW index holds the vectors, ``"vector"`` (default), ``"halfvec"`` or ``"bit"``
-        (with ``rerank_factor`` candidates per hit re-ranked exactly; docs/guide/storage.md); a storage that
-        measured badly warns with :class:`~ragstore.errors.StorageCaveatWarning`, the note of ``family create``.
-        Raises InvalidInput, Conflict (it exists)."""
+        (with ``rerank_factor`` candidates per hit re-ranked exactly; docs/guide/storage.md).
+        ``title_prefix``: whether document chunks are embedded with their ``Title > Heading`` path as the
+        first line (recorded as the family option; None: :data:`ragstore.families.DEFAULT_TITLE_PREFIX`).
+        Warns :class:`~ragstore.errors.StorageRecallWarning` where the storage measured a recall below the
+        floor somewhere (the note ``ragstore family create`` prints). Raises InvalidInput, Conflict (it
+        exists)."""
         from ragstore.embed.base import Backend as BackendType
         from ragstore.embed.registry import default_backend, make_backend
         from ragstore.families import check_name, create_family
@@ -310,13 +356,15 @@ class Store(Closing):
         made = backend if isinstance(backend, BackendType) else make_backend(backend, model=model, **recorded)
         if fts_config != "english":
             recorded["fts_config"] = fts_config
+        if title_prefix is not None:
+            recorded["title_prefix"] = title_prefix
         family_options = {**recorded, **storage_options(storage, rerank_factor)}
         with self.connection(autocommit=False) as conn:
             family = create_family(conn, name, made, options=family_options)
         self.caches.remember_family(family)
         caveat = measured_caveat(family.storage, family.model, family.dim)
         if caveat is not None:
-            warnings.warn(StorageCaveatWarning(f"family {name}: {caveat}"), stacklevel=2)
+            warnings.warn(StorageRecallWarning(f"family {name}: {caveat}"), stacklevel=2)
         return family
 
     def family(self, name: str) -> Family:
@@ -425,6 +473,9 @@ class Store(Closing):
         replace_root: bool = False,
         chunk_tokens: int | None = None,
         overlap: int = 0,
+        columns: Sequence[str] = (),
+        progress: Callable[[int], None] | None = None,
+        on_validated: Callable[[int], None] | None = None,
     ) -> IndexReport:
         """Index files and folders as ``ragstore index FAMILY PATH...`` does (JSONL chunk files, folders of
         ``.txt``/``.md``/``.rst`` documents, single documents), with the same validation-before-write guarantee.
@@ -432,17 +483,25 @@ class Store(Closing):
         A folder's documents are named ``<folder name>/<path>``, or ``<as_>/<path>`` (``name`` is the same
         option); a run whose prefix was last written from another folder raises Conflict before anything
         is written, unless ``replace_root`` takes the prefix over (see :meth:`sources`). The report's
-        ``sources`` names the prefixes and roots written; ``skipped_files`` is not part of it: use
-        :func:`ragstore.ingest.run.index_sources` for the list of files not read. ``chunk_tokens`` and
-        ``overlap`` size the documents' chunks as ``--chunk-tokens`` and ``--overlap`` do.
+        ``sources`` names the prefixes and roots written, its ``skipped_files`` the files not read and why.
+        ``chunk_tokens`` and ``overlap`` size the documents' chunks as ``--chunk-tokens`` and ``--overlap``
+        do; ``columns`` maps Parquet columns as ``--column FIELD=COLUMN`` does. ``on_validated(n)`` is called
+        once the pass has read the whole input (``n`` records), ``progress(n)`` as ``n`` more are written.
+        A path of ``-`` reads JSONL from standard input (``ragstore index FAMILY -``).
         """
+        from ragstore.ingest.columnar import parse_columns
         from ragstore.ingest.readers import close_sources, open_sources
 
         if as_ is not None and name is not None and as_ != name:
             raise InvalidInput(f"as_={as_!r} and name={name!r}: give one name")
-        sources = open_sources([str(p) for p in paths], skip_bad_files=skip_bad_files, as_=as_ or name)
+        mapping = parse_columns(list(columns))
+        sources = open_sources(
+            [str(p) for p in paths], skip_bad_files=skip_bad_files, columns=mapping, as_=name if as_ is None else as_
+        )
         try:
-            return self._index_sources(sources, family, prune, batch_size, backend, replace_root, chunk_tokens, overlap)
+            return self._index_sources(
+                sources, family, prune, batch_size, backend, replace_root, chunk_tokens, overlap, progress, on_validated
+            )
         finally:
             close_sources(sources)
 
@@ -464,6 +523,8 @@ class Store(Closing):
         replace_root: bool = False,
         chunk_tokens: int | None = None,
         overlap: int = 0,
+        progress: Callable[[int], None] | None = None,
+        on_validated: Callable[[int], None] | None = None,
     ) -> IndexReport:
         """:func:`ragstore.ingest.run.index_sources` (the one pass, then the write) on a pooled connection."""
         from ragstore.ingest.run import index_sources
@@ -481,6 +542,8 @@ class Store(Closing):
                 replace_root=replace_root,
                 chunk_tokens=chunk_tokens,
                 overlap=overlap,
+                progress=progress,
+                on_validated=on_validated,
             )
 
     # -- tables a family follows (ragstore sync, docs/guide/sync.md) -------------------------------
@@ -641,6 +704,26 @@ class Store(Closing):
     #: (after ``conn``), modes, errors and guarantees (the top ``min(k, rows that match)`` hits).
     search = _pooled(_api_search)
 
+    def explain(self, /, family: str, query: str | None = None, *, analyze: bool = False, **options: Any) -> str:
+        """The psql script of the statements the search ``search(family, query, **options)`` runs, with
+        their parameters inlined (``ragstore search --explain``); ``analyze`` adds ``EXPLAIN ANALYZE`` of
+        each (:func:`ragstore.search.explain.explain`). The same errors as :meth:`search`."""
+        from ragstore.search.explain import explain
+        from ragstore.search.request import SearchRequest
+
+        request = SearchRequest.of(family, query, **options)
+        with self.connection(autocommit=False) as conn:
+            return explain(conn, request, analyze=analyze, caches=self.caches)
+
+    def sweep_recall(self, /, family: str, ef_values: Sequence[int], **options: Any) -> list[RecallReport]:
+        """:meth:`check_recall` at each ``ef_search`` of ``ef_values`` on the same samples, recording nothing
+        (``ragstore check-recall --plot``): the recall-against-ef_search curve
+        (:func:`ragstore.search.recall.sweep_recall`)."""
+        from ragstore.search.recall import sweep_recall
+
+        with self.connection(autocommit=False) as conn:
+            return sweep_recall(conn, family, ef_values, **options)
+
     def check_recall(self, family: str, **options: Any) -> RecallReport:
         """HNSW recall@k against the exact top k on sampled queries (``ragstore check-recall``); options as
         :func:`ragstore.search.recall.check_recall` (``k``, ``samples``, ``ef_search``, ``package``,
@@ -728,7 +811,7 @@ class Store(Closing):
         :func:`ragstore.db.connection.connect` when a call first needs one (a database that does not
         answer fails that call at once, with its one-line message) and kept for the next; at most
         ``max_connections`` are open (two: an index run's second writer)."""
-        from ragstore.db.direct import DirectConnections
+        from ragstore.db.connection import DirectConnections
 
         check_pool_sizes(max_connections, 0)
         store = cls.__new__(cls)
@@ -952,8 +1035,12 @@ class Memory:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def add(self, records: Iterable[MemoryRecord | Mapping[str, Any]]) -> AddResult:
-        """Append records (``MemoryRecord``s or their dicts); an identical record is not added twice."""
+    def add(
+        self, records: Iterable[MemoryRecord | Mapping[str, Any]], *, undated: Collection[tuple[str, str]] = ()
+    ) -> AddResult:
+        """Append records (``MemoryRecord``s or their dicts); an identical record is not added twice.
+        ``undated`` names the (agent, id) records whose ``at`` is "now" rather than given: for those the
+        stored ``at`` stands (:func:`ragstore.memory.store.add_records`)."""
         from ragstore.memory.models import MemoryRecord as RecordType
         from ragstore.memory.store import add_records, make_record
 
@@ -961,7 +1048,7 @@ class Memory:
             r if isinstance(r, RecordType) else make_record(dict(r), f"record {i}") for i, r in enumerate(records, 1)
         ]
         with self._store.connection(autocommit=False) as conn:
-            return add_records(conn, made)
+            return add_records(conn, made, undated=undated)
 
     def compose(
         self, profile: AgentProfile | str | Path, *, task_hint: str | None = None, now: datetime | None = None
@@ -973,13 +1060,30 @@ class Memory:
             return compose_from_db(conn, _profile(profile), now=now or datetime.now(UTC), task_hint=task_hint)
 
     def recall(
-        self, profile: AgentProfile | str | Path, query: str, k: int = 8, *, now: datetime | None = None
+        self,
+        profile: AgentProfile | str | Path,
+        query: str,
+        k: int = 8,
+        *,
+        now: datetime | None = None,
+        backend: Backend | None = None,
     ) -> RecallResult:
-        """The ``k`` records of ``profile`` nearest ``query`` by meaning, text and recency."""
+        """The ``k`` records of ``profile`` nearest ``query`` by meaning, text and recency; ``backend``
+        embeds the query and the records not embedded yet (default: the offline backend)."""
         from ragstore.memory.recall import recall
 
         with self._store.connection(autocommit=False) as conn:
-            return recall(conn, _profile(profile), query, k, now=now or datetime.now(UTC))
+            return recall(conn, _profile(profile), query, k, now=now or datetime.now(UTC), backend=backend)
+
+    def layers(
+        self, profile: AgentProfile | str | Path, *, task_hint: str | None = None, now: datetime | None = None
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The composed memory of ``profile`` as context-pack layers ``(L4 lines, L5 state)``
+        (``ragstore context-pack --memory-profile``; :func:`ragstore.memory.store.memory_layers`)."""
+        from ragstore.memory.store import memory_layers
+
+        with self._store.connection(autocommit=False) as conn:
+            return memory_layers(conn, profile, task_hint, now or datetime.now(UTC))
 
     def forget(self, agent: str, record_id: str, reason: str) -> ForgetResult:
         """Erase one record (owner side only), with an audit entry naming ``reason``."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, 
 import psycopg
 
 from ragstore.errors import DatabaseUnavailable, InvalidInput
-from ragstore.store import CLOSED, Memory, PoolOptions, PoolSettings, Store
+from ragstore.store import CLOSED, Memory, PoolOptions, PoolSettings, Store, quiet_socket
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ragstore.ingest.writer import IndexReport
     from ragstore.migrate import MigrationResult
     from ragstore.search.recall import RecallReport
-    from ragstore.search.types import Hit
+    from ragstore.search.request import Hit
     from ragstore.sync.sources import SyncSource
     from ragstore.sync.worker import RunReport
 
@@ -105,6 +105,14 @@ def _memory_in_thread(
     return method
 
 
+async def _check_idle(conn: AConn) -> None:
+    """:func:`ragstore.store.check_idle` of the async pool."""
+    from psycopg_pool import AsyncConnectionPool
+
+    if not quiet_socket(conn):
+        await AsyncConnectionPool.check_connection(conn)
+
+
 class AsyncStore:
     """ragstore on an asyncio connection pool; see the module docstring. Use ``async with`` (or
     ``await store.open()`` then ``await store.close()``)."""
@@ -119,6 +127,7 @@ class AsyncStore:
             min_size=0,
             timeout=self._settings.timeout,
             application_name=self._settings.application_name,
+            recover=self._settings.recover,
         )
         self._timeout = self._settings.timeout
         self._dsn = dsn
@@ -153,6 +162,7 @@ class AsyncStore:
             min_size=workers.min_size,
             timeout=workers.timeout,
             application_name=workers.application_name,
+            recover=workers.recover,
         )
         timeout_ms = statement_timeout()
 
@@ -168,6 +178,7 @@ class AsyncStore:
             configure=configure,
             open=False,
             name=f"{settings.application_name}-async",
+            check=_check_idle if settings.recover else None,
             **settings.pool_kwargs(),
         )
         try:
@@ -392,6 +403,8 @@ class AsyncStore:
     similarity = _in_thread(Store.similarity)
     rank = _in_thread(Store.rank)
     verify_pack = _in_thread(Store.verify_pack)
+    explain = _in_thread(Store.explain)
+    sweep_recall = _in_thread(Store.sweep_recall)
     create_token = _in_thread(Store.create_token)
     tokens = _in_thread(Store.tokens)
     revoke_token = _in_thread(Store.revoke_token)
@@ -434,9 +447,9 @@ class AsyncMemory:
     def __init__(self, store: AsyncStore) -> None:
         self._store = store
 
-    async def add(self, records: Iterable[Any]) -> Any:
+    async def add(self, records: Iterable[Any], **options: Any) -> Any:
         """:meth:`Memory.add` in a worker thread."""
-        return await asyncio.to_thread(self._store.store.memory.add, list(records))
+        return await asyncio.to_thread(self._store.store.memory.add, list(records), **options)
 
     async def compose(self, profile: Any, **options: Any) -> Any:
         """:meth:`Memory.compose` in a worker thread."""
@@ -455,6 +468,7 @@ class AsyncMemory:
     grant = _memory_in_thread(Memory.grant)
     revoke = _memory_in_thread(Memory.revoke)
     principals = _memory_in_thread(Memory.principals)
+    layers = _memory_in_thread(Memory.layers)
 
 
 async def _register_vector_async(conn: AConn) -> None:

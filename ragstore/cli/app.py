@@ -14,8 +14,6 @@ import click
 from ragstore.errors import RagstoreError, mask_secrets
 
 if TYPE_CHECKING:
-    import psycopg
-
     from ragstore.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,11 +61,6 @@ def terminal_safe(text: str) -> str:
 class AppContext:
     dsn: str | None
     debug: bool
-
-    def connect(self) -> psycopg.Connection[Any]:
-        from ragstore.db.connection import connect
-
-        return connect(self.dsn)
 
     def store(self) -> Store:
         """The Store a command calls (:meth:`Store.direct`: no pool, a connection opened on first use) on

@@ -6,14 +6,13 @@ RagstoreError and propagate to the main group, which prints them on one line.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
 import click
 
-from ragstore.cli.app import terminal_safe
-from ragstore.cli.second_stage import closing, hyde_options, make_hyde, make_reranker, reranker_options
+from ragstore.cli.app import app, terminal_safe
+from ragstore.cli.search import closing, hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.context import (
     BudgetConfig,
     ContextPack,
@@ -29,13 +28,13 @@ from ragstore.context import (
 )
 from ragstore.context.sources import build_from_disk, load_pack
 from ragstore.search.api import MODES
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 __all__ = ["context_pack"]
 
 
 def _retrieve(
-    ctx_obj: object,
+    ctx: click.Context,
     family: str,
     query: str,
     k: int,
@@ -44,20 +43,15 @@ def _retrieve(
     mmr_lambda: float,
     remote: dict[str, Any] | None = None,
 ) -> list[Hit]:
-    """The hits for ``query`` in ``family`` from the database (:func:`ragstore.search.api.search`).
+    """The hits for ``query`` in ``family`` from the database (:meth:`ragstore.Store.search`).
 
     Raises whatever the search raises (DatabaseUnavailable, NotFound, …).
     """
-    from ragstore.db.connection import connect
-    from ragstore.search.api import search
-
     remote = remote or {}
     reranker = make_reranker(rerank, remote)
     hyde = make_hyde(remote)
-    dsn = ctx_obj.get("dsn") if isinstance(ctx_obj, dict) else getattr(ctx_obj, "dsn", None)
-    with closing(reranker, hyde), contextlib.closing(connect(dsn)) as conn:
-        hits = search(
-            conn,
+    with closing(reranker, hyde), app(ctx).store() as store:
+        hits = store.search(
             family,
             query,
             k=k,
@@ -73,16 +67,11 @@ def _retrieve(
     return hits
 
 
-def _memory(ctx_obj: object, profile: Path, task_hint: str | None) -> tuple[list[str], dict[str, Any]]:
-    """The agent's composed memory as (L4 lines, L5 state), read now from the database."""
-    from datetime import UTC, datetime
-
-    from ragstore.db.connection import connect
-    from ragstore.memory.store import memory_layers
-
-    dsn = ctx_obj.get("dsn") if isinstance(ctx_obj, dict) else getattr(ctx_obj, "dsn", None)
-    with contextlib.closing(connect(dsn)) as conn:
-        return memory_layers(conn, profile, task_hint, datetime.now(UTC))
+def _memory(ctx: click.Context, profile: Path, task_hint: str | None) -> tuple[list[str], dict[str, Any]]:
+    """The agent's composed memory as (L4 lines, L5 state), read now from the database
+    (:meth:`ragstore.store.Memory.layers`)."""
+    with app(ctx).store() as store:
+        return store.memory.layers(profile, task_hint=task_hint)
 
 
 def _emit(text: bytes, out: Path | None) -> None:
@@ -168,7 +157,7 @@ def context_pack(ctx: click.Context, /, **opts: Any) -> None:
         if not opts["family"]:
             raise click.UsageError("--retrieve needs --family")
         hits = _retrieve(
-            ctx.obj,
+            ctx,
             opts["family"],
             opts["query"],
             opts["k"],
@@ -182,7 +171,7 @@ def context_pack(ctx: click.Context, /, **opts: Any) -> None:
     memory_summaries: list[str] = []
     memory_state: dict[str, Any] | None = None
     if opts["memory_profile"] is not None:
-        memory_summaries, memory_state = _memory(ctx.obj, opts["memory_profile"], opts["memory_task_hint"])
+        memory_summaries, memory_state = _memory(ctx, opts["memory_profile"], opts["memory_task_hint"])
     pack: ContextPack = build_from_disk(
         brief=opts["brief"],
         root=root,

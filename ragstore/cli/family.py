@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import warnings
 from typing import Any
 
 import click
@@ -11,7 +12,7 @@ import click
 from ragstore import families
 from ragstore.cli.app import CliError, app, emit_json, human_size, terminal_safe
 from ragstore.embed.registry import BACKENDS, backend_settings, default_backend, make_backend
-from ragstore.errors import mask_secrets
+from ragstore.errors import StorageRecallWarning, mask_secrets
 from ragstore.families.storage import (
     DEFAULT_RERANK_FACTOR,
     MAX_RERANK_FACTOR,
@@ -64,6 +65,13 @@ def family_group() -> None:
     default=None,
     help=f"For --storage bit: candidates read per hit, re-ranked by exact cosine. Default {DEFAULT_RERANK_FACTOR}.",
 )
+@click.option(
+    "--title-prefix/--no-title-prefix",
+    default=None,
+    help="Embed each document chunk with its title and heading path (Title > Install > From source) as its "
+    "first line. Recorded for the family: every run chunks its documents the same way. Default: off "
+    "(docs/guide/documents.md).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def family_create(
@@ -77,6 +85,7 @@ def family_create(
     fts_config: str,
     storage: str,
     rerank_factor: int | None,
+    title_prefix: bool | None,
     as_json: bool,
 ) -> None:
     """Create family NAME (its table ragstore.emb_NAME and an HNSW cosine index)."""
@@ -86,7 +95,8 @@ def family_create(
         backend_name, note = default_backend()
     options = backend_settings(base_url, dimensions, api_key_env)
     backend = make_backend(backend_name, model=model, **options)  # a bad setting fails before the database
-    with app(ctx).store() as store:
+    with app(ctx).store() as store, warnings.catch_warnings():
+        warnings.simplefilter("ignore", StorageRecallWarning)  # printed below as the note
         family = store.create_family(
             name,
             backend,
@@ -94,6 +104,7 @@ def family_create(
             fts_config=fts_config,
             storage=storage,
             rerank_factor=rerank_factor,
+            title_prefix=title_prefix,
         )
     if note is not None:
         click.echo(f"note: {note}", err=True)

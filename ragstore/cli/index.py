@@ -8,9 +8,7 @@ from typing import Any
 import click
 
 from ragstore.cli.app import app, emit_json, interactive, terminal_safe
-from ragstore.ingest.columnar import parse_columns
-from ragstore.ingest.readers import close_sources, not_read_line, open_sources
-from ragstore.ingest.run import index_sources, skipped_files
+from ragstore.ingest.readers import not_read_line
 from ragstore.ingest.writer import DEFAULT_BATCH
 
 
@@ -83,7 +81,6 @@ def index_command(
     folder's documents are named <folder name>/<path> (or NAME/<path> with --as NAME); a run whose folder
     name was last written from another folder is refused before it writes anything.
     """
-    resolved = open_sources(sources, skip_bad_files=skip_bad_files, columns=parse_columns(columns), as_=as_)
     show_bar = interactive() if progress is None else progress
     bar: Any = None
 
@@ -98,24 +95,25 @@ def index_command(
             bar.update(n)
 
     try:
-        with app(ctx).connect() as conn:
-            report = index_sources(
-                conn,
+        with app(ctx).store() as store:
+            report = store.index_files(
+                sources,
                 family,
-                resolved,
                 prune=prune,
                 batch_size=batch_size,
-                progress=advance,
-                on_validated=started,
+                skip_bad_files=skip_bad_files,
+                as_=as_,
                 replace_root=replace_root,
                 chunk_tokens=chunk_tokens,
                 overlap=overlap,
+                columns=columns,
+                progress=advance,
+                on_validated=started,
             )
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
-        close_sources(resolved)
-    skipped = skipped_files(resolved)
+    skipped = report.skipped_files
     if as_json:
         emit_json(report.as_dict() | {"skipped_files": [item.as_dict() for item in skipped]})
         return

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 
 import click
 
 from ragstore.cli.app import CliError, app
+from ragstore.cli.search import RERANK_OPTIONS, add_options, closing, make_reranker
+from ragstore.cli.serve import SERVE_RERANK_TABLE
 
 
 def _loopback(host: str) -> bool:
@@ -38,20 +41,23 @@ def _loopback(host: str) -> bool:
 @click.option(
     "--allow-remote", is_flag=True, help="http: allow a --host that is not a loopback address (needs --tokens)."
 )
+@functools.partial(add_options, table=SERVE_RERANK_TABLE)  # the depth is the tool call's own
 @click.pass_context
 def mcp_command(
     ctx: click.Context,
+    /,
     allow_writes: bool,
     transport: str,
     host: str,
     port: int,
     use_tokens: bool,
     allow_remote: bool,
+    **remote: object,
 ) -> None:
     """Serve ragstore's tools (search, families, chunks, context packs, memory) to MCP clients.
 
     Over stdio every call runs as the DSN's role. Over http the same, unless --tokens: then each request
-    runs as its bearer token's role.
+    runs as its bearer token's role. With --reranker-url the search tool may ask for rerank "cross".
     """
     if transport == "stdio" and (use_tokens or allow_remote):
         raise CliError("--tokens and --allow-remote apply to --transport http only")
@@ -72,10 +78,17 @@ def mcp_command(
         ) from None
     from ragstore.db.connection import resolve_dsn
 
+    options = dict(remote)
+    if not options.get("reranker_url"):
+        given = [name for name in RERANK_OPTIONS if options.get(name) not in (None, "cohere")]
+        if given:
+            raise click.UsageError(f"--{given[0].replace('_', '-')} is used only with --reranker-url")
+    reranker = make_reranker("cross" if options.get("reranker_url") else None, options)
     dsn = resolve_dsn(app(ctx).dsn)
-    if transport == "stdio":
-        serve_stdio(dsn, allow_writes=allow_writes)
-        return
-    from ragstore.mcpserver.http import serve_http
+    with closing(reranker):
+        if transport == "stdio":
+            serve_stdio(dsn, allow_writes=allow_writes, reranker=reranker)
+            return
+        from ragstore.mcpserver.http import serve_http
 
-    serve_http(dsn, host=host, port=port, allow_writes=allow_writes, use_tokens=use_tokens)
+        serve_http(dsn, host=host, port=port, allow_writes=allow_writes, use_tokens=use_tokens, reranker=reranker)

@@ -17,8 +17,7 @@ from ragstore.cli.app import CliError, app, emit_json, terminal_safe
 from ragstore.common.moments import check_aware
 from ragstore.embed.registry import BACKENDS, make_backend
 from ragstore.memory.models import ALL_STORES, load_profile
-from ragstore.memory.recall import recall
-from ragstore.memory.store import add_records, make_record
+from ragstore.memory.store import make_record
 
 if TYPE_CHECKING:
     from ragstore.store import Memory
@@ -77,8 +76,8 @@ def memory_add(ctx: click.Context, /, **opts: Any) -> None:
     record = make_record(fields, "memory add")
     # Without --at the time is "now": for a given --id the stored time stands, so a rerun is a no-op.
     undated = {(record.agent, record.id)} if opts["at"] is None and opts["record_id"] is not None else set()
-    with app(ctx).connect() as conn:
-        result = add_records(conn, [record], undated=undated)
+    with app(ctx).store() as store:
+        result = store.memory.add([record], undated=undated)
     if opts["as_json"]:
         emit_json({"id": record.id, "agent": record.agent, "added": result.added, "existing": result.existing})
     else:
@@ -137,8 +136,8 @@ def memory_recall(ctx: click.Context, /, **opts: Any) -> None:
     when = _now(opts["now"])
     profile = load_profile(opts["profile_path"])
     backend = make_backend(opts["backend_name"], model=opts["model"])
-    with app(ctx).connect() as conn:
-        result = recall(conn, profile, opts["query"], opts["k"], now=when, backend=backend)
+    with app(ctx).store() as store:
+        result = store.memory.recall(profile, opts["query"], opts["k"], now=when, backend=backend)
     if opts["as_json"]:
         emit_json(result.to_dict())
         return

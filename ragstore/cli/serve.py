@@ -10,7 +10,7 @@ import click
 
 from ragstore import config
 from ragstore.cli.app import CliError, app
-from ragstore.cli.second_stage import (
+from ragstore.cli.search import (
     HYDE_TABLE,
     RERANK_OPTIONS,
     RERANK_TABLE,

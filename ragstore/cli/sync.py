@@ -37,11 +37,8 @@ def sync_add(
     as_json: bool,
 ) -> None:
     """Follow TABLE into FAMILY: install its triggers and queue the rows already there (run as its owner)."""
-    from ragstore.sync.sources import add_source
-
-    with app(ctx).connect() as conn:
-        source, queued = add_source(
-            conn,
+    with app(ctx).store() as store:
+        source, queued = store.sync_add(
             family,
             table,
             id_column=id_column,
@@ -83,7 +80,6 @@ def sync_alter(
 ) -> None:
     """Change what FAMILY follows of TABLE in place; only the rows the change concerns are queued again."""
     from ragstore.errors import InvalidInput
-    from ragstore.sync.sources import alter_source
 
     for given, flag, other in (
         (metadata_columns, "--no-metadata", no_metadata),
@@ -103,8 +99,8 @@ def sync_alter(
         changes["predicate"] = predicate
     if not changes:
         raise InvalidInput("sync alter: nothing to change (give --text, --metadata, --package or --where)")
-    with app(ctx).connect() as conn:
-        source, queued = alter_source(conn, family, table, **changes)
+    with app(ctx).store() as store:
+        source, queued = store.sync_alter(family, table, **changes)
     if as_json:
         emit_json(source.as_dict() | {"queued": queued})
         return
@@ -117,10 +113,8 @@ def sync_alter(
 @click.pass_context
 def sync_list(ctx: click.Context, families: tuple[str, ...], as_json: bool) -> None:
     """The tables each family follows, with their columns and predicate."""
-    from ragstore.sync.sources import list_sources
-
-    with app(ctx).connect() as conn:
-        sources = list_sources(conn, families or None)
+    with app(ctx).store() as store:
+        sources = store.sync_list(families or None)
     if as_json:
         emit_json([s.as_dict() for s in sources])
         return
@@ -137,10 +131,8 @@ def sync_list(ctx: click.Context, families: tuple[str, ...], as_json: bool) -> N
 @click.pass_context
 def sync_show(ctx: click.Context, family: str, table: str) -> None:
     """What FAMILY follows of TABLE (columns, predicate, followed columns) and its status, as JSON."""
-    from ragstore.sync.sources import show_source
-
-    with app(ctx).connect() as conn:
-        shown = show_source(conn, family, table)
+    with app(ctx).store() as store:
+        shown = store.sync_show(family, table)
     emit_json(shown)
 
 
@@ -151,10 +143,8 @@ def sync_show(ctx: click.Context, family: str, table: str) -> None:
 @click.pass_context
 def sync_remove(ctx: click.Context, family: str, table: str, delete_chunks: bool) -> None:
     """Stop following TABLE: drop its triggers and queue; the family's chunks stay unless --delete-chunks."""
-    from ragstore.sync.sources import remove_source
-
-    with app(ctx).connect() as conn:
-        source, deleted = remove_source(conn, family, table, delete_chunks=delete_chunks)
+    with app(ctx).store() as store:
+        source, deleted = store.sync_remove(family, table, delete_chunks=delete_chunks)
     kept = f"deleted {deleted} chunks" if delete_chunks else "its chunks kept"
     click.echo(terminal_safe(f"{source.family} no longer follows {source.name}; {kept}"))
 
@@ -173,7 +163,7 @@ def sync_run(
     ctx: click.Context, families: tuple[str, ...], mode: str, batch_size: int, workers: int, as_json: bool
 ) -> None:
     """Write the queued rows of FAMILIES (all by default) as `ragstore index` would; delete deleted rows' chunks."""
-    from ragstore.sync.worker import RunReport, follow_workers, run_workers
+    from ragstore.sync.worker import RunReport, follow_workers
 
     def show(report: RunReport) -> None:
         if as_json:
@@ -182,7 +172,9 @@ def sync_run(
             click.echo(terminal_safe(report.summary()))
 
     if mode == "once":
-        show(run_workers(app(ctx).dsn, families or None, batch=batch_size, workers=workers))
+        with app(ctx).store() as store:
+            report = store.sync_run(families or None, batch_size=batch_size, workers=workers)
+        show(report)
         return
     stopping = {"now": False}
 
@@ -208,10 +200,8 @@ def sync_run(
 @click.pass_context
 def sync_status(ctx: click.Context, as_json: bool) -> None:
     """Per followed table: rows queued, lag (age of the oldest change not synced), backoff, last error, rows/s."""
-    from ragstore.sync.sources import status
-
-    with app(ctx).connect() as conn:
-        rows = status(conn)
+    with app(ctx).store() as store:
+        rows = store.sync_status()
     if as_json:
         emit_json(rows)
         return

@@ -209,7 +209,11 @@ class JsonEndpoint:
             response = httpx.Response(
                 streamed.status_code, headers=headers, content=b"".join(pieces), request=streamed.request
             )
-        except httpx.TransportError as exc:  # connect/read/write errors and timeouts
+        except httpx.ConnectTimeout as exc:
+            raise _Retryable(f"{type(exc).__name__}: {self.redact(str(exc)) or 'no detail'}") from None
+        except httpx.TimeoutException:  # a read or write outlasting the timeout: the same as the deadline
+            raise _Retryable(self._late()) from None
+        except httpx.TransportError as exc:  # connect/read/write errors
             raise _Retryable(f"{type(exc).__name__}: {self.redact(str(exc)) or 'no detail'}") from None
         except httpx.HTTPError as exc:
             raise BackendError(f"{self.url}: {type(exc).__name__}: {self.redact(str(exc))}") from None

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 
 from ragstore.context.models import Snippet
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 __all__ = ["hits_to_snippets", "retrieval_reason"]
 

@@ -53,14 +53,6 @@ def on_citus(conn: Conn) -> bool:
     return dialect_of(conn).name == "citus"
 
 
-def sequential(conn: Conn) -> None:
-    """On Citus, run this transaction's multi-shard statements shard by shard (``SET LOCAL``): needed where
-    one transaction reads or writes a reference table (the registry) and changes a table with a foreign
-    key to it (``ragstore/sql/citus.sql`` says which)."""
-    if on_citus(conn):
-        conn.execute(query("citus", "sequential"))
-
-
 def _exists(conn: Conn, table: str) -> bool:
     row = conn.execute(query("citus", "table_exists"), {"table": table}).fetchone()
     return bool(row and row[0])

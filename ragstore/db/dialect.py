@@ -9,7 +9,19 @@ A :class:`Dialect` carries what differs, as data instead of ``if on_citus`` bran
   (one node) or they are ``SET LOCAL`` first and propagated to the workers (Citus:
   :meth:`Dialect.hnsw_settings`); whether the hybrid statement may check the family's row in its own
   snapshot (the guard of a search on a remembered family: one node); whether the exact scan streams
-  heap-page ranges (a ``ctid`` means nothing across shards).
+  heap-page ranges (a ``ctid`` means nothing across shards); whether ragstore's tables are laid out over
+  nodes (a new family table is distributed, a followed table must not be; ``ragstore migrate`` lays them
+  out); whether families have their view ``ragstore.vectors_<family>``; whether a chunk delete takes the
+  shared lock of the words' document counts (one node: Citus's writers keep no counts);
+- the statements a transaction that reads the registry and then writes a family table's shards (or the
+  reverse) runs first: :meth:`Dialect.registry_then_shards` (block ``sequential`` of ``citus.sql`` on
+  Citus, nothing on one node);
+- the write path's capabilities (:mod:`ragstore.ingest.writer`): whether a merge orders its locks (the
+  family's term-df lock first, the stored chunks' vectors merged before the chunk merge), whether a load
+  into an empty family may COPY straight into the tables (and stream), whether a run may write on a
+  second connection, whether a churned family's HNSW index is rebuilt, and whether the session's staging
+  tables may be joined to a family's table in an UPDATE or DELETE (Citus refuses: its ``ingest_citus.sql``
+  blocks take the ids as an array instead).
 
 :func:`dialect_of` asks the database once per connection whether it has the citus extension
 (:func:`ragstore.db.citus.on_citus` reads the same answer).
@@ -37,6 +49,16 @@ class Dialect:
     settings_in_statement: bool
     guard: bool
     page_ranges: bool
+    lays_out: bool = False
+    family_views: bool = True
+    term_df_lock: bool = True
+    # Blocks of ragstore/sql/citus.sql run by registry_then_shards.
+    registry_then_shards_blocks: tuple[str, ...] = ()
+    ordered_merge: bool = True
+    direct_copy: bool = True
+    second_writer: bool = True
+    rebuild_index: bool = True
+    stage_joins: bool = True
 
     def _source(self, file: str) -> str:
         return dict(self.overrides).get(file, file)
@@ -59,6 +81,13 @@ class Dialect:
         except KeyError:
             return ""
 
+    def registry_then_shards(self, conn: Conn) -> None:
+        """Before statements that read or write the registry (a reference table on Citus) and change a
+        family table in one transaction: on Citus, run the multi-shard ones shard by shard (``SET LOCAL``;
+        ``ragstore/sql/citus.sql`` says why); nothing on one node."""
+        for block in self.registry_then_shards_blocks:
+            conn.execute(query("citus", block))
+
     def hnsw_settings(self, *, ef_search: int, iterative: bool) -> list[sql.Composed | sql.SQL]:
         """What runs before an HNSW statement, in its transaction: nothing on one node (the statement sets
         them), the ``SET LOCAL`` that reach the workers on Citus."""
@@ -74,10 +103,21 @@ class Dialect:
 POSTGRES = Dialect("postgres", (), settings_in_statement=True, guard=True, page_ranges=True)
 CITUS = Dialect(
     "citus",
-    (("hybrid", "hybrid_citus"), ("search", "search_citus")),
+    (("hybrid", "hybrid_citus"), ("search", "search_citus"), ("ingest", "ingest_citus")),
     settings_in_statement=False,
     guard=False,
     page_ranges=False,
+    lays_out=True,
+    family_views=False,
+    term_df_lock=False,
+    registry_then_shards_blocks=("sequential",),
+    # Citus spreads a batch's shards over its workers' cores already; the one-node lock order and bulk
+    # paths are not its own (a temporary table lives on the coordinator only).
+    ordered_merge=False,
+    direct_copy=False,
+    second_writer=False,
+    rebuild_index=False,
+    stage_joins=False,
 )
 
 

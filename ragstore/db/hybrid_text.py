@@ -27,7 +27,7 @@ __all__ = ["PARTS", "assemble", "expand", "function_form"]
 # The blocks a statement of hybrid.sql is made of, in the order they are filled in: on Citus each is
 # hybrid_citus.sql's block of that name where that file has one. {cosine} (in fts_top) is the cosine
 # block in the hybrid statement and NULL in the full-text one, which has no query vector.
-PARTS = ("query_terms", "bm25", "fts_top", "hits", "vec_top", "vec_scan")
+PARTS = ("query_terms", "bm25", "bm25_weights", "bm25_sum", "fts_top", "hits", "vec_top", "vec_scan")
 
 
 def assemble(
@@ -116,15 +116,18 @@ def _statement() -> str:
     ).rstrip(";")
 
 
-_MARKER = re.compile(r"\{\{hybrid_(statement|block:(\w+))\}\}")
+_MARKER = re.compile(r"\{\{hybrid_(statement|block:(\w+)|inline:(\w+))\}\}")
 
 
 def expand(text: str) -> str:
-    """A function file's text with its ``{{hybrid_statement}}`` and ``{{hybrid_block:<name>}}`` markers
-    replaced (module docstring); a block comes as a dollar-quoted literal, the statement bare (inside the
-    file's own ``format()`` literal)."""
+    """A function file's text with its ``{{hybrid_statement}}``, ``{{hybrid_block:<name>}}`` and
+    ``{{hybrid_inline:<name>}}`` markers replaced (module docstring); a block comes as a dollar-quoted
+    literal, the statement bare (inside the file's own ``format()`` literal), an inline block bare with each
+    parameter ``%(x)s`` as the function's own argument ``x`` (so it must have one of that name)."""
 
     def one(match: re.Match[str]) -> str:
+        if match.group(3) is not None:
+            return _PARAM.sub(lambda m: m.group(1), query("hybrid", match.group(3)))
         if match.group(2) is None:
             return _statement()
         body = function_form(query("hybrid", match.group(2)))

@@ -29,20 +29,24 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import psycopg
 
+from ragstore.caches import caches_for
 from ragstore.common.stats import p95
 from ragstore.db.connection import Conn
 from ragstore.embed.base import Backend, Matrix
 from ragstore.errors import InvalidInput
 from ragstore.evaluation.datasets import Qrels, Query
 from ragstore.evaluation.metrics import METRICS, Report, evaluate
-from ragstore.families import Family
+from ragstore.families import Family, backend_for, get_family
+from ragstore.search import hybrid
 from ragstore.search.api import MODES
+from ragstore.search.api import search as api_search
 from ragstore.search.fusion import FusionSettings
+from ragstore.search.request import Hit
 from ragstore.search.rerank import DEFAULT_DEPTH, Reranker
 
 __all__ = ["MODES", "RERANKS", "EvalResult", "ModeResult", "ModeSpec", "format_table", "p95", "run_eval"]
@@ -181,9 +185,27 @@ def _exact_rankings(
     return out
 
 
+class Searcher(Protocol):
+    """What :func:`run_eval` calls for a plain mode: :func:`ragstore.search.api.search`'s shape."""
+
+    def __call__(
+        self,
+        conn: Conn,
+        family: str,
+        query: str | None = None,
+        *,
+        k: int = ...,
+        mode: str = ...,
+        rerank: str | None = ...,
+        backend: Backend | None = ...,
+        reranker: Reranker | None = ...,
+        rerank_depth: int = ...,
+    ) -> list[Hit]: ...
+
+
 def run_eval(
     conn: Conn,
-    family: str,
+    family: str | Family,
     queries: Sequence[Query],
     qrels: Qrels,
     modes: Sequence[ModeSpec],
@@ -195,25 +217,23 @@ def run_eval(
     per_leg: int | None = None,
     reranker: Reranker | None = None,
     rerank_depth: int = DEFAULT_DEPTH,
+    search: Searcher = api_search,
 ) -> EvalResult:
-    """Evaluate ``queries`` against ``family`` in every mode of ``modes`` (see the module docstring).
+    """Evaluate ``queries`` against ``family`` (its name, or the family read already) in every mode of
+    ``modes`` (see the module docstring).
 
     ``backend`` overrides the family's recorded one (tests); ``now`` fixes the blend's "now" (default:
     the wall clock, read once); ``per_leg`` sets the hybrid N for weighted and blended runs;
-    ``reranker`` and ``rerank_depth`` serve the ``cross`` rerank.
+    ``reranker`` and ``rerank_depth`` serve the ``cross`` rerank; ``search`` runs a plain mode
+    (:func:`ragstore.search.api.search`; a test passes its own).
     """
-    from ragstore.caches import caches_for
-    from ragstore.families import backend_for, get_family
-    from ragstore.search import hybrid
-    from ragstore.search.api import search
-
     if not modes:
         raise InvalidInput("give at least one mode to evaluate")
     for spec in modes:
         spec.check()
     if reranker is None and any(spec.rerank == "cross" for spec in modes):
         raise InvalidInput("the cross rerank needs a reranker (--reranker-url)")
-    fam = get_family(conn, family)
+    fam = family if isinstance(family, Family) else get_family(conn, family)
     needs_vectors = any(spec.mode != "fts" for spec in modes)
     cache: dict[str, Matrix] = {}
     started = clock()
@@ -251,7 +271,7 @@ def run_eval(
         else:
             hits = search(
                 conn,
-                family,
+                fam.name,
                 text,
                 k=k,
                 mode=spec.mode,
@@ -282,7 +302,7 @@ def run_eval(
             latencies.append((clock() - t0) * 1000.0)
         report = evaluate(rankings, {qid: qrels.get(qid, {}) for qid in rankings}, k)
         results.append(ModeResult(spec, report, latencies))
-    return EvalResult(family=family, k=k, queries=len(queries), embed_seconds=embed_seconds, modes=results)
+    return EvalResult(family=fam.name, k=k, queries=len(queries), embed_seconds=embed_seconds, modes=results)
 
 
 def format_table(result: EvalResult) -> str:

@@ -20,7 +20,9 @@ from psycopg.types.json import Jsonb
 
 from ragstore.db import citus
 from ragstore.db.connection import Conn, db_errors
+from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
+from ragstore.db.sync_triggers import drop_family_triggers
 from ragstore.embed.base import Backend
 from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
 from ragstore.families import storage as storages
@@ -158,8 +160,21 @@ NOT_BACKEND_OPTIONS = frozenset(
         "rerank_factor",
         "recall",
         "storage_target",
+        "title_prefix",
     }
 )
+#: Whether a document's chunks start with their title and heading path in the embedded text, when the
+#: family does not say (option ``title_prefix``; docs/decisions.md, "The title prefix is a family setting").
+DEFAULT_TITLE_PREFIX = False
+
+
+def title_prefix_of(family: Family) -> bool:
+    """The family option ``title_prefix`` (:data:`DEFAULT_TITLE_PREFIX` when unset): whether its document
+    chunks are embedded with their ``Title > Heading`` path as the first line."""
+    value = family.options.get("title_prefix", DEFAULT_TITLE_PREFIX)
+    if not isinstance(value, bool):
+        raise InvalidInput(f"family {family.name!r} has an invalid title_prefix option {value!r}: true or false")
+    return value
 
 
 def backend_options(family: Family) -> dict[str, Any]:
@@ -212,6 +227,8 @@ def create_family(
         storages.check_storage(options["storage"], backend.dim, vector_type)
     if "rerank_factor" in options:
         storages.check_rerank_factor(options["rerank_factor"])
+    if not isinstance(options.get("title_prefix", False), bool):
+        raise InvalidInput(f"title_prefix must be true or false, not {options['title_prefix']!r}")
     family = Family(
         name=name,
         backend=backend.name,
@@ -272,7 +289,7 @@ def create_table(conn: Conn, family: Family) -> None:
     ids = family.identifiers()
     for block in ("create_table", "create_package_index", "create_metadata_index", "create_hnsw_index"):
         conn.execute(sql.SQL(query("families", block)).format(**ids))
-    if citus.is_citus(conn):
+    if dialect_of(conn).lays_out:
         # On Citus the table is distributed on chunk_id, co-located with ragstore.chunks (its shards and
         # their indexes are created on the workers, in this transaction).
         citus.distribute_family(conn, family.table)
@@ -285,7 +302,7 @@ def create_view(conn: Conn, family: Family) -> None:
     in ragstore/sql/families.sql), owned by ``ragstore_owner`` and readable by the app and reader roles, inside
     the caller's transaction: the stable name hand-written SQL uses, whatever model migrations did. Not on
     Citus (docs/guide/citus.md): there, read the table name from ``ragstore.families``."""
-    if citus.is_citus(conn):
+    if not dialect_of(conn).family_views:
         return
     ids = family.identifiers()
     conn.execute(sql.SQL(query("families", "create_view")).format(**ids))
@@ -375,9 +392,7 @@ def drop_family(conn: Conn, name: str) -> None:
         tables.append(target["table"])
     with conn.transaction(), db_errors():
         lock_term_df_shared(conn, name)
-        from ragstore.sync.sources import drop_family_sources
-
-        drop_family_sources(conn, name)  # the followed tables' triggers; sources and queue cascade
+        drop_family_triggers(conn, name)  # the followed tables' triggers; sources and queue cascade
         conn.execute(sql.SQL(query("families", "drop_view")).format(**family.identifiers()))
         for table in tables:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS ragstore.{table}").format(table=sql.Identifier(table)))
@@ -389,7 +404,7 @@ def lock_term_df_shared(conn: Conn, family: str) -> None:
     of the words' document counts are one sorted sequence, which cannot deadlock with another, but can with
     a merge that both inserts and updates chunks (two sequences), which takes this lock alone
     (``term_df_lock_shared`` in ragstore/sql/ingest.sql). Not on Citus, whose writers do not take it."""
-    if not citus.on_citus(conn):
+    if dialect_of(conn).term_df_lock:
         conn.execute(query("ingest", "term_df_lock_shared"), {"family": family})
 
 
@@ -432,7 +447,7 @@ def ensure_hnsw_index(conn: Conn, family: Family) -> None:
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
         if not may_own(conn, family):
-            citus.sequential(conn)
+            dialect_of(conn).registry_then_shards(conn)
             conn.execute(query("roles", "build_hnsw"), {"family": family.name})
             return
         conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
@@ -450,7 +465,7 @@ def cluster_by_package(conn: Conn, family: Family) -> None:
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
         if not may_own(conn, family):  # the app: ragstore.family_bulk_cluster clusters and analyzes
-            citus.sequential(conn)
+            dialect_of(conn).registry_then_shards(conn)
             conn.execute(query("roles", "bulk_cluster"), {"family": family.name})
             return
         conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
@@ -468,7 +483,7 @@ def drop_hnsw_index(conn: Conn, family: Family) -> bool:
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
         if not may_own(conn, family):
-            citus.sequential(conn)
+            dialect_of(conn).registry_then_shards(conn)
             row = conn.execute(query("roles", "bulk_drop_hnsw"), {"family": family.name}).fetchone()
             return bool(row and row[0])
         conn.execute(sql.SQL(query("families", "drop_hnsw_index")).format(**family.identifiers()))

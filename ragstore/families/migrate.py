@@ -35,6 +35,7 @@ from psycopg.types.json import Jsonb
 
 from ragstore.db import citus
 from ragstore.db.connection import Conn, db_errors
+from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import UNCACHED_BACKENDS, cache_key, embed_cached, key_for, seed_from_family
@@ -323,7 +324,7 @@ def _begin(conn: Conn, family: Family, new: Family, target: Target) -> None:
         for block in ("create_table", "create_package_index", "create_metadata_index"):
             conn.execute(sql.SQL(query("families", block)).format(**ids))
         filter_keys.create_indexes(conn, new)
-        if citus.is_citus(conn):
+        if dialect_of(conn).lays_out:
             # Distributed and co-located like the old table: the backfill's joins and the swap's
             # catch-up run shard by shard, and the new shards sit on every worker.
             citus.distribute_family(conn, new.table)
@@ -392,7 +393,9 @@ def _swap(conn: Conn, old: Family, new: Family, target: Target, copier: _Copier,
         options["fts_config"] = old.options["fts_config"]
     conn.commit()
     with conn.transaction(), db_errors():
-        citus.sequential(conn)  # on Citus: the catch-up writes the new table's shards, then the registry
+        dialect_of(conn).registry_then_shards(
+            conn
+        )  # on Citus: the catch-up writes the new table's shards, then the registry
         row = conn.execute(query("family_migrate", "lock_family"), {"name": old.name}).fetchone()
         held = None if row is None else (row[1] or {}).get("target")
         if row is None or row[0] != "migrating" or held != target.as_json():

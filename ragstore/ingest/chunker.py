@@ -47,13 +47,15 @@ def count_characters(texts: Sequence[str]) -> list[int]:
 
 @dataclass(frozen=True)
 class Window:
-    """How long a chunk may be: ``limit`` ``unit``s as ``count`` measures them (one number per text), and
-    how many of them of the chunk before a document's chunks repeat at their start (``overlap``)."""
+    """How long a chunk may be: ``limit`` ``unit``s as ``count`` measures them (one number per text), how
+    many of them of the chunk before a document's chunks repeat at their start (``overlap``), and whether
+    each chunk starts with its :func:`heading_prefix` (``prefix``, the family option ``title_prefix``)."""
 
     limit: int = MAX_CHARS
     unit: str = "characters"
     count: Counter = count_characters
     overlap: int = 0
+    prefix: bool = False
 
     def __post_init__(self) -> None:
         if self.limit < 1:
@@ -72,16 +74,16 @@ class Window:
 CHARACTERS = Window()
 
 
-def window_for(backend: object, chunk_tokens: int | None = None, overlap: int = 0) -> Window:
+def window_for(backend: object, chunk_tokens: int | None = None, overlap: int = 0, prefix: bool = False) -> Window:
     """The chunk window of a family's backend: its word pieces when it can count them (``count_tokens``
     and ``max_tokens``, as MiniLM), at most ``chunk_tokens`` of them (never more than the model reads);
     else characters, ``chunk_tokens`` of them (default 1,200). ``overlap`` is in the same unit; ValueError
-    when it is not less than the window."""
+    when it is not less than the window. ``prefix``: each chunk starts with its title and heading path."""
     count = getattr(backend, "count_tokens", None)
     limit = getattr(backend, "max_tokens", None)
     if callable(count) and isinstance(limit, int):
-        return Window(min(limit, chunk_tokens or limit), "tokens", count, overlap)
-    return Window(chunk_tokens or MAX_CHARS, overlap=overlap)
+        return Window(min(limit, chunk_tokens or limit), "tokens", count, overlap, prefix)
+    return Window(chunk_tokens or MAX_CHARS, overlap=overlap, prefix=prefix)
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,9 @@ def write_batches(
     writer: Writer, batches: Iterable[Prepared], progress: Progress | None, lender: Lender | None
 ) -> None:
     """Write ``batches`` with ``writer``, and with a second writer on a connection of ``lender`` when it
-    gives one (not on Citus). The second writer's counts are added to ``writer``'s report."""
-    if lender is None or writer.citus:
+    gives one (where the dialect allows a second writer: not on Citus). The second writer's counts are added
+    to ``writer``'s report."""
+    if lender is None or not writer.dialect.second_writer:
         _one(writer, batches, progress)
         return
     items = halved_tail(iter(batches))

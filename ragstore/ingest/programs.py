@@ -50,31 +50,49 @@ def record_lines(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterator
 
 def records_source(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Source:
     """The records as one source of kind ``records`` for :func:`ragstore.ingest.run.index_sources`."""
+    return lines_source(record_lines(records))
+
+
+def named_records_source(pairs: Iterable[tuple[str, ChunkRecord]]) -> Source:
+    """``(where, record)`` pairs as one source of kind ``records``, each record named ``where`` in messages."""
+    return lines_source(_named_lines(pairs))
+
+
+def lines_source(lines: Iterator[RawLine]) -> Source:
     from ragstore.ingest.readers import Source
 
-    return Source("records", None, kind="records", lines=record_lines(records))
+    return Source("records", None, kind="records", lines=lines)
+
+
+def _named_lines(pairs: Iterable[tuple[str, ChunkRecord]]) -> Iterator[RawLine]:
+    from ragstore.ingest.fast import RawLine
+
+    for where, record in pairs:
+        yield RawLine(where, _line(record, where))
 
 
 def _record_lines(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterator[RawLine]:
-    import orjson
-
     from ragstore.ingest.fast import RawLine
 
     for i, item in enumerate(records, 1):
         where = f"record {i}"
-        if isinstance(item, ChunkRecord):
-            fields = item.model_dump(exclude_none=True)
-            fields["metadata"] = json_metadata(item.metadata, f"{where}: metadata")
-            data = orjson.dumps(fields, option=orjson.OPT_SERIALIZE_NUMPY)
-        elif isinstance(item, Mapping):
-            item = dict(item)
-            if item.get("metadata") is not None:  # values JSON does not have: mapped or refused, once
-                item["metadata"] = json_metadata(item["metadata"], f"{where}: metadata")
-            try:
-                data = orjson.dumps(item, option=orjson.OPT_SERIALIZE_NUMPY)
-            except TypeError:  # not JSON as given: pydantic names the field, or reads it (a tuple, a float32)
-                data = record_from(item, where).model_dump_json(exclude_none=True).encode()
-        else:
-            record_from(item, where)  # names what it is
-            continue
-        yield RawLine(where, data)
+        yield RawLine(where, _line(item, where))
+
+
+def _line(item: ChunkRecord | Mapping[str, Any], where: str) -> bytes:
+    """``item`` as the JSON line a file would hold; InvalidInput naming ``where`` for what is no record."""
+    import orjson
+
+    if isinstance(item, ChunkRecord):
+        fields = item.model_dump(exclude_none=True)
+        fields["metadata"] = json_metadata(item.metadata, f"{where}: metadata")
+        return orjson.dumps(fields, option=orjson.OPT_SERIALIZE_NUMPY)
+    if not isinstance(item, Mapping):
+        record_from(item, where)  # names what it is
+    item = dict(item)
+    if item.get("metadata") is not None:  # values JSON does not have: mapped or refused, once
+        item["metadata"] = json_metadata(item["metadata"], f"{where}: metadata")
+    try:
+        return orjson.dumps(item, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:  # not JSON as given: pydantic names the field, or reads it (a tuple, a float32)
+        return record_from(item, where).model_dump_json(exclude_none=True).encode()

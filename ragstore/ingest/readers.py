@@ -415,7 +415,7 @@ def document_metadata(package: str, choice: Choice, document: Document) -> dict[
 def _document_records(path: Path, package: str, window: Window, choice: Choice) -> list[tuple[str, ChunkRecord]]:
     """Every chunk of one document, built whole first, so that a bad document yields nothing."""
     document = _document(path, choice)
-    chunks = chunk_document(document, window, overlap=window.overlap)
+    chunks = chunk_document(document, window, overlap=window.overlap, prefix=window.prefix)
     if not chunks:
         return []
     metadata = document_metadata(package, choice, document)

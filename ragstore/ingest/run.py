@@ -12,7 +12,7 @@ from ragstore.db.connection import db_errors, second_connection
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import cache_key, seed_from_positional_ids, uses_cache
 from ragstore.errors import InvalidInput, RagstoreError
-from ragstore.families import Family, backend_for, check_fts_config, get_family
+from ragstore.families import Family, backend_for, check_fts_config, get_family, title_prefix_of
 from ragstore.ingest.chunker import window_for
 from ragstore.ingest.columnar import COLUMNAR_KINDS, read_columnar
 from ragstore.ingest.fast import OnePass, Spool
@@ -23,7 +23,7 @@ from ragstore.ingest.roots import check as check_roots
 from ragstore.ingest.roots import claim as claim_roots
 from ragstore.ingest.roots import roots_of
 from ragstore.ingest.stream import BulkStream
-from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector, write_records  # noqa: F401  (re-exported)
+from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector
 from ragstore.search.fts import fts_config_of
 
 Conn = psycopg.Connection[Any]
@@ -116,7 +116,7 @@ def index_sources(
     with about ``overlap`` of them from the chunk before. A text the model would cut (a JSONL record longer
     than its window) is embedded from its start and counted, and named, in the report's ``truncated``.
 
-    The report's ``skipped`` counts blank texts and empty documents; :func:`skipped_files` lists the files
+    The report's ``skipped`` counts blank texts and empty documents; its ``skipped_files`` lists the files
     the sources left out, and why. ``batch_size`` is the write batch (the pass batches by
     :data:`~ragstore.ingest.fast.PASS_BATCH`).
 
@@ -135,7 +135,7 @@ def index_sources(
     if chunk_tokens is not None and chunk_tokens < 1:
         raise InvalidInput(f"--chunk-tokens (chunk_tokens=) {chunk_tokens}: must be at least 1")
     try:
-        window = window_for(chosen, chunk_tokens, overlap)
+        window = window_for(chosen, chunk_tokens, overlap, title_prefix_of(family))
     except ValueError as exc:
         raise InvalidInput(f"--overlap (overlap=) {overlap}: {exc}") from None
     for source in sources:
@@ -193,7 +193,8 @@ def index_sources(
             second=(lender or (lambda: second_connection(conn))) if connections >= 2 else None,
         )
     # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
-    report.skipped += sum(1 for item in skipped_files(sources) if item.reason == EMPTY)
+    report.skipped_files = skipped_files(sources)
+    report.skipped += sum(1 for item in report.skipped_files if item.reason == EMPTY)
     report.sources = claimed
     return report
 
@@ -234,6 +235,27 @@ def index_records(
         prune=options.get("prune", False),
         backend=options.get("backend"),
         progress=options.get("progress"),
+    )
+
+
+def write_records(
+    conn: Conn,
+    family: Family,
+    backend: Backend | None,
+    records: Iterable[tuple[str, ChunkRecord]],
+    *,
+    batch_size: int = DEFAULT_BATCH,
+    prune: bool = False,
+    progress: Progress | None = None,
+) -> IndexReport:
+    """Write ``(where, record)`` pairs into ``family`` by the path of ``ragstore index`` (:func:`index_sources`:
+    the one pass, then the write): each record read as the JSON line a file would hold, named ``where`` in
+    messages; nothing is written if one does not fit. ``backend`` embeds (else the family's)."""
+    from ragstore.ingest.programs import named_records_source
+
+    source = named_records_source(records)
+    return index_sources(
+        conn, family.name, [source], prune=prune, batch_size=batch_size, backend=backend, progress=progress
     )
 
 

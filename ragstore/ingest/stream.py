@@ -33,8 +33,8 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg import sql
 
-from ragstore.db.citus import on_citus
 from ragstore.db.connection import db_errors, map_db_error
+from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput
@@ -72,7 +72,7 @@ class BulkStream:
         """A stream fed by ``one`` when its run may stream (an ``external`` family, empty when the pass
         began, on a single node), else None. The caller attaches one to a pass over JSONL only (a Parquet
         pass holds the interpreter in long pyarrow and numpy calls, which starve the writer thread)."""
-        if family.backend != "external" or not one.empty or on_citus(conn):
+        if family.backend != "external" or not one.empty or not dialect_of(conn).direct_copy:
             return None
         conn.commit()
         stream = cls(conn, family, backend, fts_config, one)

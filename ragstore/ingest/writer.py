@@ -11,6 +11,16 @@ For each batch of records:
 
 An interrupted run loses nothing committed, and a rerun converges to the table a clean run leaves.
 Counts come from what the merges actually changed, so concurrent writers' reports add up.
+
+The pipeline, as a reader follows it: :func:`ragstore.ingest.run.index_sources` reads the sources and runs
+the one pass (:mod:`ragstore.ingest.fast`), which spools the batches to write; :func:`write_prepared`
+joins them into write batches and hands them to one writer or two (:mod:`ragstore.ingest.parallel`);
+each batch is hashed, looked up and planned (which rows to rewrite, which to embed) by :class:`Writer`,
+then written by the run's :class:`BatchWrite`, chosen once: :class:`Merge` (staging COPY and ``ON
+CONFLICT`` merges), or :class:`DirectCopy` (a bulk load into an empty family, straight into the tables).
+A first load of precomputed vectors may instead be streamed during the pass, in one transaction
+(:mod:`ragstore.ingest.stream`, through :func:`copy_direct`). What differs on Citus is the dialect's
+(:class:`ragstore.db.dialect.Dialect`: ``ordered_merge``, ``direct_copy``, ``second_writer``...).
 """
 
 from __future__ import annotations
@@ -22,8 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import orjson
@@ -35,8 +44,8 @@ from pydantic import ValidationError
 
 from ragstore.common.like import like_prefix
 from ragstore.common.problems import describe_validation_error
-from ragstore.db.citus import on_citus
 from ragstore.db.connection import db_errors, map_db_error
+from ragstore.db.dialect import Dialect, dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import embed_cached
@@ -59,6 +68,7 @@ if TYPE_CHECKING:
     import tenacity
 
     from ragstore.ingest.parallel import Lender
+    from ragstore.ingest.readers import Skipped
 
 DEFAULT_BATCH = 5000
 # Above this many records going into an empty family, the HNSW index is dropped and built once at the
@@ -105,10 +115,13 @@ class IndexReport:
     #: ``root``, ``host``, ``registered`` (``new``, ``same`` or ``replaced``).
     sources: list[dict[str, str]] = field(default_factory=list)
     packages: set[str] = field(default_factory=set, repr=False)
+    #: The files the sources did not index, and why (``ragstore index --json`` prints them beside the report).
+    skipped_files: list[Skipped] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("packages")
+        data.pop("skipped_files")
         data["seconds"] = round(self.seconds, 3)
         return data
 
@@ -149,14 +162,32 @@ class _Batch:
     stored: set[str] | None = None
 
 
-def _batches(items: Iterable[tuple[str, ChunkRecord]], size: int) -> Iterator[list[tuple[str, ChunkRecord]]]:
-    iterator = iter(items)
-    while batch := list(islice(iterator, size)):
-        yield batch
+#: What a batch's write changed: the chunks rewritten, the vectors inserted, the vectors updated (by id).
+Changed = tuple[set[str], set[str], set[str]]
+
+
+class BatchWrite(Protocol):
+    """How one batch's rows reach the family's tables: the seam of the write strategies, one implementation
+    each (:class:`Merge`, :class:`DirectCopy`), chosen once per run by :func:`_write_run`. ``looks_up``:
+    whether the writer first fetches what the store holds for the batch's ids (a direct COPY into an empty
+    family has nothing to find). ``write`` runs the batch's transaction and says what it changed."""
+
+    looks_up: bool
+
+    def write(
+        self,
+        w: Writer,
+        batch: _Batch,
+        chunk_rows: list[int],
+        embed_rows: list[int],
+        vectors: np.ndarray,
+        *,
+        alone: bool,
+    ) -> Changed: ...
 
 
 class Writer:
-    """Writes records of one family. Use :func:`write_records`; the class keeps the run's state.
+    """Writes records of one family. Use :func:`write_prepared`; the class keeps the run's state.
 
     With ``direct`` (a bulk load into a family that was empty when the run began), a batch is COPied
     straight into the chunk and family tables, without staging or merge; should a row already be there (a
@@ -170,28 +201,29 @@ class Writer:
         self.backend = backend
         self.fts_config = fts_config
         self.seen: set[str] = set()
-        self.direct = False
+        #: How each batch reaches the tables (:class:`Merge`, or :class:`DirectCopy`), chosen by the run.
+        self.strategy: BatchWrite = MERGE
         self._fts: int | None = None
         self.report = IndexReport(family=family.name)
         # Serialises the backend's embedding calls between the writers of one run (a model session need
         # not be thread-safe); a writer alone takes it uncontended.
         self.embed_lock = threading.Lock()
         self._lookup = sql.SQL(query("ingest", "lookup")).format(**family.identifiers())
-        self._merge_embeddings = embedding_merge(family)
-        self._merge_existing = embedding_merge(family, "merge_embeddings_existing")
-        self._copy_family = sql.SQL(query("ingest", "copy_family_direct")).format(**family.identifiers())
+        self.merge_embeddings = embedding_merge(family)
+        self.merge_existing = embedding_merge(family, "merge_embeddings_existing")
+        self.copy_family = sql.SQL(query("ingest", "copy_family_direct")).format(**family.identifiers())
         with db_errors():
             conn.execute(query("ingest", "create_stage"))
             # Asked here, in a transaction this commits: a batch's transaction() must begin on an idle
             # connection (on one left in a transaction it would be a savepoint, never committed).
-            self.citus = on_citus(conn)
+            self.dialect: Dialect = dialect_of(conn)
             conn.commit()
 
     def partner(self, conn: Conn) -> Writer:
         """A writer of the same run on a second connection (see :mod:`ragstore.ingest.parallel`): the same
         family, backend, configuration, bulk mode and embedding lock, its own report."""
         other = Writer(conn, self.family, self.backend, fts_config=self.fts_config)
-        other.direct = self.direct
+        other.strategy = self.strategy
         other.embed_lock = self.embed_lock
         return other
 
@@ -210,35 +242,6 @@ class Writer:
         mine.retries += theirs.retries
 
     # -- one batch -----------------------------------------------------------------------------
-    def write_batch(self, raw: list[tuple[str, ChunkRecord]]) -> None:
-        """Write one batch of parsed records (duplicates of ids seen before in this run are dropped)."""
-        dim = self.family.dim
-        out = Prepared([], [], [], [], [], [], np.zeros((0, dim), dtype=np.float32), np.zeros(0, dtype=bool))
-        vectors: list[list[float] | None] = []
-        for where, record in raw:
-            if record.chunk_id in self.seen:
-                self.report.duplicates += 1
-                continue
-            self.seen.add(record.chunk_id)
-            if record.is_blank:
-                self.report.skipped += 1
-                continue
-            check_supplied_vector(where, record, self.family)
-            out.wheres.append(where)
-            out.ids.append(record.chunk_id)
-            out.packages.append(record.package_path)
-            out.texts.append(record.text)
-            out.metadata.append(record.metadata)
-            out.sources.append(None)
-            vectors.append(record.vector)
-            self.report.packages.add(record.package_path)
-        out.vectors = np.zeros((len(vectors), dim), dtype=np.float32)
-        out.has_vector = np.asarray([v is not None for v in vectors], dtype=bool)
-        for i, v in enumerate(vectors):
-            if v is not None:
-                out.vectors[i] = np.asarray(v, dtype=np.float32)
-        self.write_prepared(out)
-
     def write_prepared(self, batch: Prepared) -> None:
         """Write one batch of the one pass (:mod:`ragstore.ingest.fast`): checked, deduplicated, with its
         vectors as a matrix and the records' source hashes."""
@@ -253,7 +256,7 @@ class Writer:
             return
         if not batch.has_vector.all():
             raise ValueError("a streamed bulk load takes records with their vectors only")
-        self._copy_direct(self._hashed(batch), batch.vectors)
+        copy_direct(self, self._hashed(batch), batch.vectors)
         self.report.inserted += len(batch)
         self.report.batches += 1
 
@@ -271,7 +274,8 @@ class Writer:
     def _write(self, batch: _Batch) -> None:
         rows = batch.rows
         ids = rows.ids
-        if self.direct:
+        looks_up = self.strategy.looks_up
+        if not looks_up:
             stored: dict[str, tuple[bytes, bytes | None, str, bytes, bytes | None]] = {}
         else:
             with db_errors():
@@ -288,7 +292,7 @@ class Writer:
                 }
                 self.conn.commit()
 
-        if not self.direct:
+        if looks_up:
             batch.stored = set(stored)
         chunk_rows: list[int] = []
         embed_rows: list[int] = []
@@ -323,8 +327,8 @@ class Writer:
                     # A retry runs alone: under the family's exclusive df lock, no other merge holds a row.
                     alone = attempt.retry_state.attempt_number > 1
                     try:
-                        changed, emb_inserted, emb_updated = self._merge(
-                            batch, chunk_rows, embed_rows, vectors, alone=alone
+                        changed, emb_inserted, emb_updated = self.strategy.write(
+                            self, batch, chunk_rows, embed_rows, vectors, alone=alone
                         )
                     except _TRANSIENT:
                         _rollback(self.conn)
@@ -384,113 +388,6 @@ class Writer:
                     self.report.truncated_at.append(where)
         return {text: min(n, limit) for text, n in zip(texts, counts, strict=True)}
 
-    def _merge(
-        self, batch: _Batch, chunk_rows: list[int], embed_rows: list[int], vectors: np.ndarray, *, alone: bool = False
-    ) -> tuple[set[str], set[str], set[str]]:
-        if self.direct:
-            try:
-                return self._copy_direct(batch, vectors)
-            except pgerrors.UniqueViolation:
-                # A row is there already (a concurrent writer): this batch, and the rest of the run, merge.
-                _rollback(self.conn)
-                self.direct = False
-        conn = self.conn
-        rows = batch.rows
-        citus = self.citus
-        inserted: set[str] = set()
-        updated: set[str] = set()
-        with conn.transaction(), conn.cursor() as cur:
-            if (chunk_rows or alone) and not citus:
-                self._lock_term_df(cur, batch, chunk_rows, alone=alone)
-            if chunk_rows:
-                with cur.copy(query("ingest", "copy_chunks")) as copy:
-                    copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])
-                    for i in chunk_rows:
-                        copy.write_row(
-                            (
-                                rows.ids[i],
-                                rows.packages[i],
-                                rows.texts[i],
-                                batch.content[i],
-                                batch.record[i],
-                                json.dumps(rows.metadata[i], ensure_ascii=False, sort_keys=True),
-                                self.fts_config,
-                                rows.sources[i],
-                            )
-                        )
-            if embed_rows:
-                with cur.copy(query("ingest", "copy_embeddings")) as copy:
-                    copy.set_types(["text", "text", "vector", "text", "bytea"])
-                    model = self.family.model
-                    for k, i in enumerate(embed_rows):
-                        copy.write_row((rows.ids[i], rows.packages[i], vectors[k], model, batch.content[i]))
-                if not citus:
-                    # The HNSW inserts of chunks already stored come first, before any df row lock is taken.
-                    for chunk_id, was_inserted in cur.execute(self._merge_existing).fetchall():
-                        (inserted if was_inserted else updated).add(chunk_id)
-            if chunk_rows:
-                merged = cur.execute(query("ingest", "merge_chunks"), {"family": self.family.name})
-                changed = {row[0] for row in merged.fetchall()}
-            else:
-                changed = set()
-            if embed_rows:
-                for chunk_id, was_inserted in cur.execute(self._merge_embeddings).fetchall():
-                    (inserted if was_inserted else updated).add(chunk_id)
-            if changed:
-                self._sync_package_paths(cur, changed)
-        return changed, inserted, updated
-
-    def _lock_term_df(
-        self, cur: psycopg.Cursor[Any], batch: _Batch, chunk_rows: list[int], *, alone: bool = False
-    ) -> None:
-        """The family's df lock, the merge transaction's first lock: exclusive when the merge may both insert
-        and update chunks (two df upserts, see ``term_df_lock`` in ragstore/sql/ingest.sql) or when ``alone``
-        (a retry after a conflict), shared otherwise.
-
-        Taken before any row lock, so a transaction waiting for it holds nothing another waits for. Merges
-        under the shared lock may still deadlock on rows (a chunk another writer committed after this batch's
-        lookup is locked by the first embedding merge, before the chunk merge); the retry takes the
-        exclusive lock and runs while no other merge of the family holds a row, so it cannot conflict."""
-        stored = batch.stored
-        # A batch never looked up (a direct COPY that met a row already there) may hold either kind.
-        kinds = {True, False} if stored is None else {batch.rows.ids[i] in stored for i in chunk_rows}
-        name = "term_df_lock" if alone or len(kinds) > 1 else "term_df_lock_shared"
-        cur.execute(query("ingest", name), {"family": self.family.name})
-
-    def _copy_direct(self, batch: _Batch, vectors: np.ndarray) -> tuple[set[str], set[str], set[str]]:
-        """A batch of new rows (every one of them: the family was empty and the pass removed duplicates)
-        COPied straight into the chunk and family tables, in package order, in one transaction."""
-        conn = self.conn
-        rows = batch.rows
-        family, model, fts = self.family.name, self.family.model, self.fts_oid()
-        order = sorted(range(len(rows.ids)), key=lambda i: (rows.packages[i], rows.ids[i]))
-        with conn.transaction(), conn.cursor() as cur:
-            set_json_dumps(_json_text, cur)
-            cur.execute(query("ingest", "term_df_lock_shared"), {"family": family})
-            with cur.copy(query("ingest", "copy_chunks_direct")) as copy:
-                copy.set_types(["text", "text", "text", "text", "bytea", "bytea", "jsonb", "oid", "bytea"])
-                for i in order:
-                    copy.write_row(
-                        (
-                            family,
-                            rows.ids[i],
-                            rows.packages[i],
-                            rows.texts[i],
-                            batch.content[i],
-                            batch.record[i],
-                            rows.metadata[i],
-                            fts,
-                            rows.sources[i],
-                        )
-                    )
-            with cur.copy(self._copy_family) as copy:
-                copy.set_types(["text", "text", "vector", "text", "bytea", "jsonb"])
-                for i in order:
-                    copy.write_row(
-                        (rows.ids[i], rows.packages[i], vectors[i], model, batch.content[i], rows.metadata[i])
-                    )
-        return set(), set(rows.ids), set()
-
     def fts_oid(self) -> int:
         """The oid of the run's text-search configuration (a binary COPY sends a regconfig as its oid)."""
         if self._fts is None:
@@ -502,16 +399,6 @@ class Writer:
             self._fts = int(row[0])
         return self._fts
 
-    def _sync_package_paths(self, cur: psycopg.Cursor[Any], changed: set[str]) -> None:
-        """This family's table follows its chunks' package_path (no other family's row is touched; a model
-        migration in progress picks the change up in its catch-up)."""
-        table = sql.Identifier(self.family.table)
-        if on_citus(self.conn):
-            statement = sql.SQL(query("ingest_citus", "sync_package_path")).format(table=table)
-            cur.execute(statement, {"family": self.family.name, "ids": sorted(changed)})
-            return
-        cur.execute(sql.SQL(query("ingest", "sync_package_path")).format(table=table))
-
     # -- the end of a run ----------------------------------------------------------------------
     def prune(self, prefixes: Iterable[str] = (), packages: Iterable[str] | None = None) -> int:
         """Delete this family's chunks of this run's packages (or of ``packages``, or under ``prefixes``)
@@ -520,10 +407,10 @@ class Writer:
         packages = sorted(self.report.packages if packages is None else set(packages))
         if not packages and not like:
             return 0
-        if on_citus(self.conn):
+        if not self.dialect.stage_joins:  # the run's ids as an array instead of the session's seen table
             with db_errors(), self.conn.transaction(), self.conn.cursor() as cur:
                 params = {"packages": packages, "prefixes": like, "family": self.family.name, "seen": list(self.seen)}
-                cur.execute(query("ingest_citus", "prune"), params)
+                cur.execute(self.dialect.block("ingest", "prune"), params)
                 pruned = max(cur.rowcount, 0)
             self.report.pruned += pruned
             return pruned
@@ -540,6 +427,162 @@ class Writer:
         pruned = int(row[0]) if row else 0
         self.report.pruned += pruned
         return pruned
+
+
+class Merge:
+    """The merge: the batch's rows COPied into the session's staging tables, then one ``INSERT … SELECT … ON
+    CONFLICT`` per table, in one transaction. Right for any batch: rows new, changed or already there."""
+
+    looks_up = True
+
+    def write(
+        self,
+        w: Writer,
+        batch: _Batch,
+        chunk_rows: list[int],
+        embed_rows: list[int],
+        vectors: np.ndarray,
+        *,
+        alone: bool,
+    ) -> Changed:
+        conn = w.conn
+        rows = batch.rows
+        ordered = w.dialect.ordered_merge
+        inserted: set[str] = set()
+        updated: set[str] = set()
+        with conn.transaction(), conn.cursor() as cur:
+            if (chunk_rows or alone) and ordered:
+                _lock_term_df(w, cur, batch, chunk_rows, alone=alone)
+            if chunk_rows:
+                with cur.copy(query("ingest", "copy_chunks")) as copy:
+                    copy.set_types(["text", "text", "text", "bytea", "bytea", "text", "text", "bytea"])
+                    for i in chunk_rows:
+                        copy.write_row(
+                            (
+                                rows.ids[i],
+                                rows.packages[i],
+                                rows.texts[i],
+                                batch.content[i],
+                                batch.record[i],
+                                json.dumps(rows.metadata[i], ensure_ascii=False, sort_keys=True),
+                                w.fts_config,
+                                rows.sources[i],
+                            )
+                        )
+            if embed_rows:
+                with cur.copy(query("ingest", "copy_embeddings")) as copy:
+                    copy.set_types(["text", "text", "vector", "text", "bytea"])
+                    model = w.family.model
+                    for k, i in enumerate(embed_rows):
+                        copy.write_row((rows.ids[i], rows.packages[i], vectors[k], model, batch.content[i]))
+                if ordered:
+                    # The HNSW inserts of chunks already stored come first, before any df row lock is taken.
+                    for chunk_id, was_inserted in cur.execute(w.merge_existing).fetchall():
+                        (inserted if was_inserted else updated).add(chunk_id)
+            if chunk_rows:
+                merged = cur.execute(query("ingest", "merge_chunks"), {"family": w.family.name})
+                changed = {row[0] for row in merged.fetchall()}
+            else:
+                changed = set()
+            if embed_rows:
+                for chunk_id, was_inserted in cur.execute(w.merge_embeddings).fetchall():
+                    (inserted if was_inserted else updated).add(chunk_id)
+            if changed:
+                _sync_package_paths(w, cur, changed)
+        return changed, inserted, updated
+
+
+class DirectCopy:
+    """A bulk load into a family that was empty when the run began: the batch's rows (every one new: the pass
+    removed duplicates) COPied straight into the chunk and family tables, in package order, in one
+    transaction, with no lookup, staging or merge. Should a row be there already (a concurrent writer), the
+    batch is rolled back and merged, and so is the rest of the run (the writer's strategy becomes
+    :data:`MERGE`)."""
+
+    looks_up = False
+
+    def write(
+        self,
+        w: Writer,
+        batch: _Batch,
+        chunk_rows: list[int],
+        embed_rows: list[int],
+        vectors: np.ndarray,
+        *,
+        alone: bool,
+    ) -> Changed:
+        try:
+            return copy_direct(w, batch, vectors)
+        except pgerrors.UniqueViolation:
+            _rollback(w.conn)
+            w.strategy = MERGE
+            return MERGE.write(w, batch, chunk_rows, embed_rows, vectors, alone=alone)
+
+
+MERGE = Merge()
+DIRECT = DirectCopy()
+
+
+def copy_direct(w: Writer, batch: _Batch, vectors: np.ndarray) -> Changed:
+    """A batch of new rows COPied straight into the chunk and family tables, in package order, in one
+    transaction (a savepoint inside a streamed load's, see :mod:`ragstore.ingest.stream`)."""
+    conn = w.conn
+    rows = batch.rows
+    family, model, fts = w.family.name, w.family.model, w.fts_oid()
+    order = sorted(range(len(rows.ids)), key=lambda i: (rows.packages[i], rows.ids[i]))
+    with conn.transaction(), conn.cursor() as cur:
+        set_json_dumps(_json_text, cur)
+        cur.execute(query("ingest", "term_df_lock_shared"), {"family": family})
+        with cur.copy(query("ingest", "copy_chunks_direct")) as copy:
+            copy.set_types(["text", "text", "text", "text", "bytea", "bytea", "jsonb", "oid", "bytea"])
+            for i in order:
+                copy.write_row(
+                    (
+                        family,
+                        rows.ids[i],
+                        rows.packages[i],
+                        rows.texts[i],
+                        batch.content[i],
+                        batch.record[i],
+                        rows.metadata[i],
+                        fts,
+                        rows.sources[i],
+                    )
+                )
+        with cur.copy(w.copy_family) as copy:
+            copy.set_types(["text", "text", "vector", "text", "bytea", "jsonb"])
+            for i in order:
+                copy.write_row((rows.ids[i], rows.packages[i], vectors[i], model, batch.content[i], rows.metadata[i]))
+    return set(), set(rows.ids), set()
+
+
+def _lock_term_df(
+    w: Writer, cur: psycopg.Cursor[Any], batch: _Batch, chunk_rows: list[int], *, alone: bool = False
+) -> None:
+    """The family's df lock, the merge transaction's first lock: exclusive when the merge may both insert
+    and update chunks (two df upserts, see ``term_df_lock`` in ragstore/sql/ingest.sql) or when ``alone``
+    (a retry after a conflict), shared otherwise.
+
+    Taken before any row lock, so a transaction waiting for it holds nothing another waits for. Merges
+    under the shared lock may still deadlock on rows (a chunk another writer committed after this batch's
+    lookup is locked by the first embedding merge, before the chunk merge); the retry takes the
+    exclusive lock and runs while no other merge of the family holds a row, so it cannot conflict."""
+    stored = batch.stored
+    # A batch never looked up (a direct COPY that met a row already there) may hold either kind.
+    kinds = {True, False} if stored is None else {batch.rows.ids[i] in stored for i in chunk_rows}
+    name = "term_df_lock" if alone or len(kinds) > 1 else "term_df_lock_shared"
+    cur.execute(query("ingest", name), {"family": w.family.name})
+
+
+def _sync_package_paths(w: Writer, cur: psycopg.Cursor[Any], changed: set[str]) -> None:
+    """This family's table follows its chunks' package_path (no other family's row is touched; a model
+    migration in progress picks the change up in its catch-up)."""
+    table = sql.Identifier(w.family.table)
+    statement = sql.SQL(w.dialect.block("ingest", "sync_package_path")).format(table=table)
+    if w.dialect.stage_joins:  # joined to the staging table
+        cur.execute(statement)
+    else:
+        cur.execute(statement, {"family": w.family.name, "ids": sorted(changed)})
 
 
 def embedding_merge(family: Family, name: str = "merge_embeddings") -> sql.Composed:
@@ -585,7 +628,7 @@ def rebuild_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> b
     An updated or deleted row leaves a dead entry in the graph, which searches visit and drop; the rebuilt
     graph holds the live rows only. A role that may not rebuild the index (not its owner) leaves it to
     the owner's maintenance, as a failed rebuild does (the index stays valid)."""
-    if churned <= 0 or on_citus(conn):
+    if churned <= 0 or not dialect_of(conn).rebuild_index:
         return False
     with db_errors():
         row = conn.execute(query("ingest", "family_rows"), {"table": family.table}).fetchone()
@@ -643,35 +686,6 @@ def check_supplied_vector(where: str, record: ChunkRecord, family: Family) -> No
         )
     except ValidationError as exc:
         raise InvalidInput(f"{where}: {describe_validation_error(exc)}") from exc
-
-
-def write_records(
-    conn: Conn,
-    family: Family,
-    backend: Backend,
-    records: Iterable[tuple[str, ChunkRecord]],
-    *,
-    batch_size: int = DEFAULT_BATCH,
-    expected: int | None = None,
-    prune: bool = False,
-    prune_prefixes: Iterable[str] = (),
-    progress: Progress | None = None,
-    fts_config: str | None = None,
-) -> IndexReport:
-    """Write ``records`` (``(where, record)`` pairs) into ``family``; see the module docstring.
-
-    ``expected`` (the number of records, when known) lets a large load into an empty family build the
-    HNSW index once at the end; a family whose index is missing (a bulk load killed before its end) gets
-    it built at the end of this run. Raises InvalidInput/ModelMismatch for bad rows, DatabaseUnavailable.
-    """
-
-    def work(writer: Writer) -> None:
-        for batch in _batches(records, batch_size):
-            writer.write_batch(batch)
-            if progress is not None:
-                progress(len(batch))
-
-    return _write_run(conn, family, backend, work, expected, prune, prune_prefixes, fts_config)
 
 
 def write_prepared(
@@ -791,7 +805,8 @@ def _write_run(
             conn.commit()
         if row and row[0]:
             bulk = drop_hnsw_index(conn, family)
-            writer.direct = bulk and not on_citus(conn)
+            if bulk and writer.dialect.direct_copy:
+                writer.strategy = DIRECT
     try:
         work(writer)
         if prune:

@@ -32,7 +32,7 @@ from ragstore.families.chunks import delete_chunks
 from ragstore.ingest.programs import record_from
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.writer import IndexReport
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 from ragstore.store import Store
 
 Conn = psycopg.Connection[Any]

@@ -33,7 +33,7 @@ from ragstore.common.closing import Closing
 from ragstore.errors import InvalidInput
 from ragstore.integrations._family import FamilyAdapter, FamilyClient, Item, as_matrix, model_name
 from ragstore.search.api import hit_cosines
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 from ragstore.store import Store
 
 SEARCH_TYPES = ("similarity", "hybrid")

@@ -30,6 +30,7 @@ from ragstore.db.connection import map_db_error
 from ragstore.db.sqlfiles import query
 from ragstore.errors import DatabaseUnavailable, PermissionDenied
 from ragstore.mcpserver.server import build_server
+from ragstore.search.rerank import HttpReranker
 from ragstore.serve import tokens
 from ragstore.store import Store
 
@@ -58,7 +59,7 @@ class RoleStores:
     def __init__(self, dsn: str, pool_size: int = 2) -> None:
         self.dsn = dsn
         self.pool_size = pool_size
-        self.login = Store(dsn, pool_size=2, timeout=10.0)
+        self.login = Store(dsn, pool_size=2, timeout=10.0, recover=True)
         self._roles: dict[str, Store] = {}
         self._lock = threading.Lock()
 
@@ -83,7 +84,7 @@ class RoleStores:
                 map_db_error(exc)
             if row is None or not row[0]:
                 raise PermissionDenied(f"permission denied: the server's login role may not act as role {role!r}")
-            store = Store(role_dsn(self.dsn, role), pool_size=self.pool_size, timeout=10.0)
+            store = Store(role_dsn(self.dsn, role), pool_size=self.pool_size, timeout=10.0, recover=True)
             self._roles[role] = store
             return store
 
@@ -150,7 +151,14 @@ async def token_role(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -
 
 
 def serve_http(
-    dsn: str, *, host: str, port: int, allow_writes: bool, use_tokens: bool, log_level: str = "warning"
+    dsn: str,
+    *,
+    host: str,
+    port: int,
+    allow_writes: bool,
+    use_tokens: bool,
+    log_level: str = "warning",
+    reranker: HttpReranker | None = None,
 ) -> None:
     """Serve the tools at ``http://host:port/mcp`` until interrupted: as the DSN's role, or with
     ``use_tokens`` as each request's token role."""
@@ -174,6 +182,7 @@ def serve_http(
             stores.current if use_tokens else stores.login,
             allow_writes=allow_writes,
             middleware=[token_role] if use_tokens else [],
+            reranker=reranker,
         )
         app: Any = server.streamable_http_app(streamable_http_path=PATH, host=host)
         if use_tokens:

@@ -13,6 +13,7 @@ traceback.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 from collections.abc import Callable, Sequence
@@ -21,11 +22,13 @@ from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import MCPServerError, ResourceError, ToolError
+from mcp_types import Resource as MCPResource
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragstore.errors import RagstoreError, mask_secrets
 from ragstore.mcpserver import tools
+from ragstore.search.rerank import DEFAULT_DEPTH, HttpReranker
 from ragstore.store import Store
 
 P = ParamSpec("P")
@@ -49,13 +52,20 @@ MaxChars = Annotated[
 ]
 Family = Annotated[str, Field(description="The family (see list_families).")]
 Rerank = Annotated[
-    Literal["mmr"] | None,
-    Field(description="mmr: re-rank the top 50 for diversity (maximal marginal relevance)."),
+    Literal["mmr", "cross"] | None,
+    Field(
+        description="mmr: re-rank the top 50 for diversity (maximal marginal relevance); cross: re-rank the "
+        "top rerank_depth hits with the server's cross-encoder (when it was started with --reranker-url)."
+    ),
+]
+RerankDepth = Annotated[
+    int, Field(ge=1, le=1000, description="With rerank=cross: how many first-stage hits the cross-encoder reorders.")
 ]
 MmrLambda = Annotated[float, Field(ge=0, le=1, description="With rerank=mmr: weight of relevance against diversity.")]
 Stores = Annotated[list[MemoryStore] | None, Field(description="The memory stores to read (default: all five).")]
 
 _current: contextvars.ContextVar[Callable[[], Store]] = contextvars.ContextVar("ragstore_mcp_store")
+_reranker: contextvars.ContextVar[HttpReranker | None] = contextvars.ContextVar("ragstore_mcp_reranker", default=None)
 
 
 def store() -> Store:
@@ -119,10 +129,13 @@ def search(
     max_chars: MaxChars = tools.DEFAULT_MAX_CHARS,
     rerank: Rerank = None,
     mmr_lambda: MmrLambda = 0.5,
+    rerank_depth: RerankDepth = DEFAULT_DEPTH,
 ) -> str:
     """Search a family of chunks for a text query. Hits come best first, each with its citation, chunk_id,
-    package_path, heading/page when known, score and text."""
-    return tools.search(store(), family, query, k, mode, filter, package, max_chars, rerank, mmr_lambda)
+    package_path, heading/page when known, score and text (and rerank_score after rerank=cross)."""
+    return tools.search(
+        store(), family, query, k, mode, filter, package, max_chars, rerank, mmr_lambda, _reranker.get(), rerank_depth
+    )
 
 
 def list_families(max_chars: MaxChars = tools.DEFAULT_MAX_CHARS) -> str:
@@ -260,24 +273,43 @@ def family_resource(name: str) -> str:
     return tools.family_resource(store(), name)
 
 
+class FamiliesServer(MCPServer[Any]):
+    """``MCPServer`` whose ``resources/list`` also names one resource per family (``ragstore://families/
+    <name>``, read through the family template), as the caller's role sees them when the list is asked."""
+
+    async def list_resources(self) -> list[MCPResource]:
+        listed = await super().list_resources()
+        try:
+            # In a worker thread (the Store is synchronous), with this request's context (its Store).
+            families = await asyncio.to_thread(tools.family_uris, store())
+        except RagstoreError as exc:
+            raise ResourceError(mask_secrets(str(exc))) from None
+        return listed + [
+            MCPResource(uri=uri, name=name, description=what, mime_type="application/json")
+            for uri, name, what in families
+        ]
+
+
 def build_server(
     source: Store | Callable[[], Store],
     *,
     allow_writes: bool = False,
     middleware: Sequence[ServerMiddleware[Any]] = (),
+    reranker: HttpReranker | None = None,
 ) -> MCPServer[Any]:
     """An ``MCPServer`` whose tools call ``source`` (a Store, or a callable giving the Store of the call at
-    hand); the write tools only with ``allow_writes``."""
+    hand); the write tools only with ``allow_writes``; ``search``'s ``rerank="cross"`` with ``reranker``."""
     current: Callable[[], Store] = source if callable(source) else (lambda: source)
 
     async def bind_store(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        marker = _current.set(current)
+        marker, crossing = _current.set(current), _reranker.set(reranker)
         try:
             return await call_next(ctx)
         finally:
+            _reranker.reset(crossing)
             _current.reset(marker)
 
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = FamiliesServer(
         "ragstore", instructions=INSTRUCTIONS, middleware=[one_line_errors, bind_store, *middleware]
     )
     for fn in READ_TOOLS:
@@ -296,12 +328,12 @@ def build_server(
     return server
 
 
-def serve_stdio(dsn: str, *, allow_writes: bool) -> None:
+def serve_stdio(dsn: str, *, allow_writes: bool, reranker: HttpReranker | None = None) -> None:
     """Open a Store on ``dsn`` and serve the tools over stdin/stdout until the client closes them."""
     import logging
 
     # The pool's own warnings (each failed connection attempt) would reach stderr through Python's last-resort
     # handler; a failure to connect is reported once, as the CLI's one-line error.
     logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
-    with Store(dsn, pool_size=2, timeout=10.0) as s:
-        build_server(s, allow_writes=allow_writes).run("stdio")
+    with Store(dsn, pool_size=2, timeout=10.0, recover=True) as s:
+        build_server(s, allow_writes=allow_writes, reranker=reranker).run("stdio")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragstore.errors import InvalidInput
+from ragstore.search.rerank import DEFAULT_DEPTH, HttpReranker
 from ragstore.store import Store
 
 DEFAULT_MAX_CHARS = 20_000
@@ -91,15 +92,25 @@ def search(
     max_chars: int,
     rerank: str | None = None,
     mmr_lambda: float = 0.5,
+    reranker: HttpReranker | None = None,
+    rerank_depth: int = DEFAULT_DEPTH,
 ) -> str:
+    """``rerank="cross"`` reorders the first ``rerank_depth`` hits with ``reranker``, the cross-encoder the
+    server was started with (InvalidInput when it was started without one)."""
     check_max_chars(max_chars)
+    cross: dict[str, Any] = {}
+    if rerank == "cross":
+        if reranker is None:
+            raise InvalidInput("rerank cross: this server has no reranker (start ragstore mcp with --reranker-url)")
+        cross = {"reranker": reranker, "rerank_depth": rerank_depth}
     hits = store.search(
-        family, query, k=k, mode=mode, metadata=filter, package=package, rerank=rerank, mmr_lambda=mmr_lambda
+        family, query, k=k, mode=mode, metadata=filter, package=package, rerank=rerank, mmr_lambda=mmr_lambda, **cross
     )
     items = [
         {
             **cite(hit.chunk_id, hit.package_path, hit.citation, hit.metadata),
             "score": round(hit.score, 6),
+            **({} if hit.rerank_score is None else {"rerank_score": round(hit.rerank_score, 6)}),
             "text": hit.text,
             "metadata": hit.metadata,
         }
@@ -321,6 +332,18 @@ def families_resource(store: Store) -> str:
     return bounded({}, "families", items, DEFAULT_MAX_CHARS)
 
 
+def family_uris(store: Store) -> list[tuple[str, str, str]]:
+    """Each family's resource as (URI, name, one-line description), for ``resources/list``."""
+    return [
+        (
+            FAMILY_URI.format(name=f.name),
+            f.name,
+            f"Family {f.name}: {f.backend} {f.model}, dimension {f.dim}, {f.storage} storage",
+        )
+        for f in store.families()
+    ]
+
+
 def family_resource(store: Store, name: str) -> str:
     """The ``ragstore://families/{name}`` resource: the family's settings, its counts and its first chunks."""
     family = store.family(name)
@@ -330,6 +353,7 @@ def family_resource(store: Store, name: str) -> str:
         "backend": family.backend,
         "model": family.model,
         "dim": family.dim,
+        "storage": family.storage,
         "state": family.state,
         "chunks_total": page.total,
         "packages": page.packages,

@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from ragstore.search.api import search
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 __all__ = ["Hit", "search"]
 

@@ -53,9 +53,8 @@ from ragstore.families import Family, get_family
 from ragstore.search import drive
 from ragstore.search.filters import Filter
 from ragstore.search.plan import default_mode, fingerprint_note, hit_cosines, plan_search, plan_vector
-from ragstore.search.request import MAX_K, MODES, RERANKS, SearchRequest
+from ragstore.search.request import MAX_K, MODES, RERANKS, Hit, SearchRequest
 from ragstore.search.rerank import DEFAULT_DEPTH, Reranker
-from ragstore.search.types import Hit
 
 __all__ = [
     "MAX_K",

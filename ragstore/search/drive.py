@@ -1,26 +1,138 @@
-"""The synchronous driver of search plans: runs each step of a plan on one psycopg connection.
+"""What a search plan asks its driver to do, one step at a time, and the synchronous driver that does it
+(psycopg's ``generators.py`` shape).
 
-Errors are mapped and thrown into the plan by :func:`ragstore.search.steps.advance`, the one loop both
-drivers turn; the plan may handle them (a stale cached family is read again) or let them out.
+A plan (:mod:`ragstore.search.plan`) is a generator: it yields a step, the driver does it and sends the
+result back (or throws the step's error into the plan, mapped to ragstore's error tree), until the plan
+returns its answer. The plan holds no connection; the drivers hold it: :func:`run` here on a psycopg
+connection, :func:`ragstore.search.drive_async.run` on an async one. Both turn the crank with
+:func:`advance`, which is where a step's error is mapped (:func:`ragstore.db.connection.map_db_error`) and
+thrown into the plan: the drivers only do steps; the plan may handle an error (a stale cached family is
+read again) or let it out. A step is plain data, so ``ragstore search --explain`` prints the statements
+the plan yields.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from psycopg import pq
+import psycopg
+from psycopg import pq, sql
 
-from ragstore.db.connection import Conn, run_isolated
+from ragstore.db.connection import Conn, map_db_error, run_isolated
 from ragstore.db.dialect import dialect_of
+from ragstore.errors import RagstoreError
 from ragstore.search import vector as _vector
-from ragstore.search.steps import Call, Done, InError, Outcome, Pipeline, Plan, Rows, Step, WithConnection, advance
 
-__all__ = ["dialect_of", "run"]
+__all__ = [
+    "Call",
+    "Done",
+    "InError",
+    "Outcome",
+    "Pipeline",
+    "Plan",
+    "Rows",
+    "Step",
+    "WithConnection",
+    "advance",
+    "dialect_of",
+    "run",
+]
 
 T = TypeVar("T")
+Text = str | sql.SQL | sql.Composed
 
 
+@dataclass(frozen=True)
+class Rows:
+    """One read-only statement and its parameters: its rows. ``hnsw`` (ef_search, iterative) says the
+    statement makes the HNSW settings itself (``set_config(..., true)`` on one node; on Citus the driver
+    ``SET LOCAL``s them first, see :func:`ragstore.search.vector.run_with_settings`). ``isolated``: nothing it
+    does outlives it, and its failure leaves the caller's transaction usable
+    (:func:`ragstore.db.connection.run_isolated`). ``what`` names it for ``--explain``."""
+
+    statement: Text
+    params: Mapping[str, Any]
+    what: str
+    hnsw: tuple[int, bool] | None = None
+    isolated: bool = True
+    binary: bool = True
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Read-only statements in one round trip: the rows of each."""
+
+    statements: Sequence[tuple[Text, Mapping[str, Any]]]
+    what: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """A blocking call that is no SQL (an embedding, a chat model, a reranker): its result."""
+
+    fn: Callable[[], Any]
+    what: str
+
+
+@dataclass(frozen=True)
+class WithConnection:
+    """Work that needs a synchronous connection of its own (the exact path's server-side cursor, HyDE's
+    cache): ``fn(conn)``."""
+
+    fn: Callable[[psycopg.Connection[Any]], Any]
+    what: str
+
+
+@dataclass(frozen=True)
+class InError:
+    """Whether the connection's transaction is in error (a retry would fail too)."""
+
+
+Step = Rows | Pipeline | Call | WithConnection | InError
+Plan = Generator[Step, Any, T]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the driver got doing a step: its ``value``, or the ``error`` it raised."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class Done:
+    """The plan returned: its answer."""
+
+    value: Any
+
+
+def advance(plan: Plan[Any], outcome: Outcome) -> Step | Done:
+    """The plan's next step after ``outcome`` of the last (``Outcome()`` to start), or :class:`Done`.
+
+    A database error of the step is thrown into the plan as the RagstoreError that
+    :func:`~ragstore.db.connection.map_db_error` makes of it (caused by it), whichever driver ran the step; the
+    plan handles it (a stale cached family is read again) or lets it out to the driver's caller."""
+    try:
+        if outcome.error is None:
+            return plan.send(outcome.value)
+        return plan.throw(_mapped(outcome.error))
+    except StopIteration as stop:
+        return Done(stop.value)
+
+
+def _mapped(error: BaseException) -> BaseException:
+    if isinstance(error, psycopg.Error):
+        try:
+            map_db_error(error)
+        except RagstoreError as mapped:
+            return mapped
+    return error
+
+
+# -- the synchronous driver ----------------------------------------------------------------------
 def run(conn: Conn, plan: Plan[T], *, on_step: Callable[[Step], None] | None = None) -> T:
     """Drive ``plan`` on ``conn`` to its answer; ``on_step`` sees each step before it runs (``--explain``)."""
     step = advance(plan, Outcome())

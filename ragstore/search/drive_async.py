@@ -3,9 +3,9 @@
 The same plans as :mod:`ragstore.search.drive`, the same statements, the same isolation: a statement runs
 as its own transaction in autocommit, else between a savepoint and its rollback; on Citus the HNSW settings
 are ``SET LOCAL`` in a transaction rolled back after. Errors are mapped and thrown into the plan by
-:func:`ragstore.search.steps.advance`, as in the sync driver. What is no SQL
-(:class:`~ragstore.search.steps.Call`: embedding, a reranker) runs in a worker thread; so does
-:class:`~ragstore.search.steps.WithConnection` (the numpy exact scan's server-side cursor, HyDE's cache),
+:func:`ragstore.search.drive.advance`, as in the sync driver. What is no SQL
+(:class:`~ragstore.search.drive.Call`: embedding, a reranker) runs in a worker thread; so does
+:class:`~ragstore.search.drive.WithConnection` (the numpy exact scan's server-side cursor, HyDE's cache),
 on a connection that ``blocking`` lends.
 """
 
@@ -22,7 +22,7 @@ from psycopg import pq
 from ragstore.db.connection import db_errors
 from ragstore.db.dialect import CITUS, POSTGRES, Dialect
 from ragstore.db.sqlfiles import query
-from ragstore.search.steps import (
+from ragstore.search.drive import (
     Call,
     Done,
     InError,

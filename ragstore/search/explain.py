@@ -22,9 +22,9 @@ from psycopg import sql
 from ragstore.caches import Caches, caches_for
 from ragstore.db.connection import Conn, db_errors
 from ragstore.search import drive
+from ragstore.search.drive import Call, Pipeline, Rows, Step, Text, WithConnection
 from ragstore.search.plan import plan_search
 from ragstore.search.request import SearchRequest
-from ragstore.search.steps import Call, Pipeline, Rows, Step, Text, WithConnection
 
 __all__ = ["explain", "inline"]
 

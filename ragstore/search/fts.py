@@ -44,9 +44,9 @@ from ragstore.errors import InvalidInput
 from ragstore.families import Family
 from ragstore.families.storage import candidates, order_expression
 from ragstore.search import metafilter
+from ragstore.search.drive import Rows
 from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
-from ragstore.search.steps import Rows
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 from ragstore.search.vector import row_to_hit
 
 __all__ = ["BM25_B", "BM25_K1", "DEFAULT_FTS_CONFIG", "MATCHES", "fts_config_of", "fts_search"]

@@ -35,12 +35,12 @@ from ragstore.families import Family
 from ragstore.families.storage import candidates
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
+from ragstore.search.drive import Rows
 from ragstore.search.filters import Filter, check_k, make_filter
 from ragstore.search.fts import fts_search, guard_params, statement, text_params
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
-from ragstore.search.steps import Rows
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 from ragstore.search.vector import row_to_hit
 
 __all__ = [

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragstore.errors import InvalidInput, ModelMismatch
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 __all__ = ["mmr"]
 

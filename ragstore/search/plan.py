@@ -1,6 +1,6 @@
 """The search plan: a :class:`~ragstore.search.request.SearchRequest` turned into the steps that answer it.
 
-:func:`plan_search` is a generator of :mod:`ragstore.search.steps` (psycopg's ``generators.py`` shape):
+:func:`plan_search` is a generator of :mod:`ragstore.search.drive` (psycopg's ``generators.py`` shape):
 it holds no connection, so the sync driver (:mod:`ragstore.search.drive`: ``search()``, ``Store.search``,
 ``ragstore search``) and the async one (:mod:`ragstore.search.drive_async`: ``AsyncStore.search``) run the same
 plan, and ``ragstore search --explain`` prints the statements it yields. ``dialect``
@@ -41,12 +41,11 @@ from ragstore.search import filters as _filters
 from ragstore.search import fts as _fts
 from ragstore.search import hybrid as _hybrid
 from ragstore.search import vector as _vector
+from ragstore.search.drive import Call, InError, Pipeline, Plan, Rows, Step, WithConnection
 from ragstore.search.filters import Filter, check_query_vector
 from ragstore.search.mmr import mmr
-from ragstore.search.request import SearchRequest
+from ragstore.search.request import Hit, SearchRequest
 from ragstore.search.rerank import cross_rerank
-from ragstore.search.steps import Call, InError, Pipeline, Plan, Rows, Step, WithConnection
-from ragstore.search.types import Hit
 
 __all__ = ["Answer", "default_mode", "fingerprint_note", "plan_search", "plan_vector", "read_family"]
 

@@ -1,4 +1,4 @@
-"""``SearchRequest``: what a search asks for, checked once, before any I/O.
+"""``SearchRequest``: what a search asks for, checked once, before any I/O; and :class:`Hit`, what it answers.
 
 Every door (``search()``, ``Store.search``, ``AsyncStore.search``, ``ragstore search``) builds one; building it
 runs every check that needs no database (InvalidInput naming the argument): ``k`` and ``fetch_k`` positive
@@ -15,17 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
+
 from ragstore.common.strictjson import text_problem
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput
 from ragstore.search.filters import Filter, check_k, check_min_score, make_filter
 from ragstore.search.fusion import FUSIONS
-from ragstore.search.rerank import DEFAULT_DEPTH, Reranker
 
 if TYPE_CHECKING:
     from ragstore.search.hyde import Hyde
+    from ragstore.search.rerank import Reranker
 
-__all__ = ["MAX_K", "MODES", "RERANKS", "SearchRequest"]
+__all__ = ["DEFAULT_DEPTH", "MAX_K", "MODES", "RERANKS", "Hit", "SearchRequest"]
 
 MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
 # The most hits (and MMR candidates) one search returns, in every mode. Above it a search would be cut
@@ -33,6 +36,42 @@ MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
 # that wants a whole family reads it, it does not search it.
 MAX_K = 1000
 RERANKS = ("mmr", "cross")
+# First-stage hits a cross-encoder reranker reorders, unless the request says.
+DEFAULT_DEPTH = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result.
+
+    ``score`` is cosine similarity (``1 - (a <=> b)``) for vector modes, the fused score for hybrid.
+    ``vector`` is filled when the caller asked for vectors (MMR needs them). ``ranks`` holds each leg's
+    1-based rank in hybrid mode (``{"fts": 3, "vector": None}``); ``scores`` each leg's raw score.
+    After a cross-encoder rerank (``rerank="cross"``) ``score`` is still the first stage's, ``first_rank``
+    the hit's 1-based first-stage rank and ``rerank_score`` the reranker's relevance score. ``cosine`` is
+    a hybrid hit's cosine to the query as the search statement computed it (for either leg's hits; None
+    in the other modes, whose vector-mode ``score`` is that cosine already).
+    """
+
+    chunk_id: str
+    package_path: str
+    score: float
+    text: str
+    vector: npt.NDArray[np.float32] | None = field(default=None, compare=False, repr=False)
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+    ranks: dict[str, int | None] = field(default_factory=dict, compare=False)
+    scores: dict[str, float | None] = field(default_factory=dict, compare=False)
+    first_rank: int | None = field(default=None, compare=False)
+    rerank_score: float | None = field(default=None, compare=False)
+    cosine: float | None = field(default=None, compare=False)
+
+    @property
+    def citation(self) -> str:
+        """``[package_path#chunk_id]``, the form a model is asked to cite; ``[chunk_id]`` when the id names
+        its package already (a document's chunks are ``<package_path>#<n>``: ``[docs/fs.md#15]``)."""
+        if self.chunk_id.startswith(f"{self.package_path}#"):
+            return f"[{self.chunk_id}]"
+        return f"[{self.package_path}#{self.chunk_id}]"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ragstore.common.endpoint import EndpointClient
 from ragstore.errors import BackendError, InvalidInput
-from ragstore.search.types import Hit
+from ragstore.search.request import DEFAULT_DEPTH, Hit
 
 if TYPE_CHECKING:  # httpx is imported when a client is made: a plain search never loads it
     from typing_extensions import Unpack
@@ -37,8 +37,6 @@ if TYPE_CHECKING:  # httpx is imported when a client is made: a plain search nev
 __all__ = ["APIS", "DEFAULT_DEPTH", "HttpReranker", "Reranker", "check_results", "cross_rerank"]
 
 APIS = ("cohere", "tei")
-# First-stage candidates handed to the reranker when the caller does not say.
-DEFAULT_DEPTH = 50
 
 
 @runtime_checkable

@@ -36,7 +36,7 @@ from ragstore.families import Family
 from ragstore.families.storage import candidates, order_expression
 from ragstore.search import metafilter
 from ragstore.search.filters import Filter, ShapeFilter, cached_estimate, to_float32
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 # hnsw.ef_search when the caller names none (pgvector's own default is 40), filtered or not. From the
 # recall curve of benchmarks/query.py (benchmarks/README.md, "Queries"), recall@10 on clustered 100k rows at 384-d:

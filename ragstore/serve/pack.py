@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragstore.context import hits_to_snippets, pack_bytes, render_markdown, shed, shed_within_layers
 from ragstore.context.sources import build_from_disk
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 if TYPE_CHECKING:
     from ragstore.memory import AgentProfile

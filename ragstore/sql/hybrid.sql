@@ -76,6 +76,27 @@ bm25 AS MATERIALIZED (
     FROM ragstore.fts_scores(%(family)s, %(fts_config)s::regconfig, %(query)s, %(k1)s, %(b)s) AS s
 )
 
+-- name: bm25_weights
+-- BM25's arithmetic, the one text of it: each query word's weight from the corpus (bm25_corpus: n chunks,
+-- avgdl their mean length) and its document frequency (bm25_df: lexeme, df), idf = ln(1 + (N − df + 0.5) /
+-- (df + 0.5)) times k1 + 1, with the two constants of its length normalisation. Used by
+-- ragstore.fts_scores (ragstore/sql/functions/fts_scores.sql, its k1 and b for the parameters) and by the
+-- bm25 block of hybrid_citus.sql, which compute the statistics each their way.
+SELECT t.lexeme,
+       ln(1.0::float8 + (s.n - t.df + 0.5::float8) / (t.df + 0.5::float8)) * (%(k1)s + 1.0::float8) AS w,
+       %(k1)s * (1.0::float8 - %(b)s) AS c0,
+       %(k1)s * %(b)s / s.avgdl AS c1
+FROM bm25_df AS t
+CROSS JOIN bm25_corpus AS s
+
+-- name: bm25_sum
+-- Each chunk's score: Σ over the query words it holds (bm25_postings: chunk_id, lexeme, tf, the chunk's
+-- length dl) of w · tf / (tf + c0 + c1 · dl), the weights of bm25_weights.
+SELECT p.chunk_id, sum(w.w * p.tf / (p.tf + w.c0 + w.c1 * p.dl)) AS score
+FROM bm25_weights AS w
+JOIN bm25_postings AS p ON p.lexeme = w.lexeme
+GROUP BY p.chunk_id
+
 -- name: fts_top
 -- The top fts_n candidates whose chunk the family serves (its vector embeds the current text) and that
 -- pass the filter, walked best first (the candidates' own order, kept by the nested loop: no sort here):

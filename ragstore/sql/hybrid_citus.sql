@@ -4,8 +4,9 @@
 --   distributes no table with triggers), so the statistics come from the chunks' own tsv, which every
 --   write path keeps: one pass over the family's chunks on every shard for N and the total length, one
 --   over the chunks holding a query word for tf, the chunk's length (dl) and a word's document frequency
---   (df, its chunks). The arithmetic is ragstore.fts_scores' (ragstore/sql/functions/fts_scores.sql), so the scores are the
---   single node's: both round the score to 12 decimals (hybrid.sql's bm25 block says why).
+--   (df, its chunks). The arithmetic is the blocks bm25_weights and bm25_sum of hybrid.sql, which
+--   ragstore.fts_scores runs too, so the scores are the single node's: both round the score to 12
+--   decimals (hybrid.sql's bm25 block says why).
 -- - fts_top and hits: a join of the candidates to their chunk and vector instead of a LATERAL probe per
 --   candidate (Citus pushes no LIMIT subquery laterally joined to another); the same rows, as the probe
 --   is by key.
@@ -35,20 +36,12 @@ bm25_postings AS MATERIALIZED (
     ) AS p
     WHERE p.lexeme = ANY (tsvector_to_array(to_tsvector(%(fts_config)s::regconfig, %(query)s)))
 ),
-bm25_weights AS MATERIALIZED (
-    SELECT p.lexeme,
-           ln(1.0::float8 + (s.n - count(*) + 0.5::float8) / (count(*) + 0.5::float8)) * (%(k1)s + 1.0::float8) AS w,
-           %(k1)s * (1.0::float8 - %(b)s) AS c0,
-           %(k1)s * %(b)s / s.avgdl AS c1
-    FROM bm25_postings AS p
-    CROSS JOIN bm25_corpus AS s
-    GROUP BY p.lexeme, s.n, s.avgdl
+bm25_df AS MATERIALIZED (
+    SELECT p.lexeme, count(*) AS df FROM bm25_postings AS p GROUP BY p.lexeme
 ),
+bm25_weights AS MATERIALIZED ({bm25_weights}),
 bm25 AS MATERIALIZED (
-    SELECT p.chunk_id, round(sum(w.w * p.tf / (p.tf + w.c0 + w.c1 * p.dl)) * 1e12::float8) / 1e12::float8 AS score
-    FROM bm25_weights AS w
-    JOIN bm25_postings AS p ON p.lexeme = w.lexeme
-    GROUP BY p.chunk_id
+    SELECT s.chunk_id, round(s.score * 1e12::float8) / 1e12::float8 AS score FROM ({bm25_sum}) AS s
 )
 
 -- name: fts_top

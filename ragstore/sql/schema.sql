@@ -7,8 +7,8 @@
 --   2. every file of ragstore/sql/functions/ (CREATE OR REPLACE; the policies and triggers name them);
 --   3. section "bindings"  the triggers and the row-level security policies;
 --   4. section "grants"    the three group roles, ownership, and who may do what.
--- A database created before (from revision 0001_baseline on) gets the same through the revisions in
--- migrations/versions/, and tests/integration/test_schema.py checks that both ways give the same catalog.
+-- A database created before gets the same through migrations/versions/ (0006_baseline upgrades one made by
+-- a revision it replaced), and tests/integration/test_schema.py checks that both ways give the same catalog.
 -- Family tables (ragstore.emb_<family>, made by `ragstore family create`) are not here: their statements
 -- are in ragstore/sql/families.sql.
 --
@@ -485,8 +485,8 @@ BEGIN
         ragstore.chunk_terms, ragstore.chunk_term_df, ragstore.family_chunk_deltas, ragstore.memory,
         ragstore.memory_forget_log, ragstore.memory_embeddings, ragstore.agent_principals,
         ragstore.applied_files FROM ragstore_app, ragstore_reader;
-    -- The API tokens of `ragstore serve` are the owner side's alone (the table is there from revision
-    -- 0004_api_tokens on, which revokes the same).
+    -- The API tokens of `ragstore serve` are the owner side's alone (a database upgraded from before
+    -- revision 0004_api_tokens gets the table after a first run of these grants).
     IF to_regclass('ragstore.api_tokens') IS NOT NULL THEN
         REVOKE ALL ON ragstore.api_tokens FROM ragstore_app, ragstore_reader;
         REVOKE ALL ON SEQUENCE ragstore.api_tokens_id_seq FROM ragstore_app, ragstore_reader;

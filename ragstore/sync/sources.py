@@ -16,15 +16,16 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ragstore.db import citus
+from ragstore.db import sync_triggers
 from ragstore.db.connection import db_errors
+from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
+from ragstore.db.sync_triggers import trigger_name
 from ragstore.errors import Conflict, InvalidInput, NotFound, PermissionDenied, RagstoreError
 from ragstore.families import get_family
 from ragstore.sync.expressions import check_expression, expression_columns, predicate_sql
 
 Conn = psycopg.Connection[Any]
-TRIGGERS = ("insert", "update", "delete", "truncate")
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,6 @@ def source_from_row(row: Sequence[Any]) -> SyncSource:
     )
 
 
-def trigger_name(source_id: int, kind: str) -> sql.Identifier:
-    return sql.Identifier(f"ragstore_sync_{source_id}_{kind}")
-
-
 def split_table(name: str) -> tuple[str, str]:
     """``SCHEMA.TABLE`` (or ``TABLE``, in ``public``) as (schema, table); a name with more dots must be
     written with the schema first and is split at the first dot."""
@@ -103,7 +100,7 @@ def _refuse_distributed(conn: Conn, oid: int, schema: str, name: str) -> None:
     """Conflict when the table is a Citus distributed or reference table: its triggers would fire on the
     worker nodes' shards, where ragstore's queue is not. A local table of the coordinator is followed."""
     with db_errors():
-        distributed = citus.on_citus(conn) and conn.execute(query("sync", "citus_table"), {"oid": oid}).fetchone()
+        distributed = dialect_of(conn).lays_out and conn.execute(query("sync", "citus_table"), {"oid": oid}).fetchone()
     conn.commit()
     if distributed:
         raise Conflict(
@@ -348,13 +345,7 @@ def get_source(conn: Conn, family: str, table: str) -> SyncSource:
 
 def drop_triggers(conn: Conn, source: SyncSource) -> None:
     """Drop the source's triggers (in the caller's transaction); a table already gone has none."""
-    exists = conn.execute(query("sync", "table_of"), {"schema": source.schema, "table": source.table}).fetchone()
-    if exists is None:
-        return
-    for kind in TRIGGERS:
-        conn.execute(
-            sql.SQL(query("sync", "drop_trigger")).format(trigger=trigger_name(source.id, kind), **source.identifiers())
-        )
+    sync_triggers.drop_triggers(conn, source.id, source.schema, source.table)
 
 
 def remove_source(conn: Conn, family: str, table: str, *, delete_chunks: bool = False) -> tuple[SyncSource, int]:
@@ -377,18 +368,6 @@ def remove_source(conn: Conn, family: str, table: str, *, delete_chunks: bool = 
         drop_triggers(conn, source)
         conn.execute(query("sync", "delete_source"), {"source": source.id})
     return source, deleted
-
-
-def drop_family_sources(conn: Conn, family: str) -> None:
-    """In ``family drop``'s transaction: the triggers of every table the family follows (its sources and
-    queue go with the family, ON DELETE CASCADE)."""
-    for source in [s for s in _sources_in_tx(conn, family)]:
-        drop_triggers(conn, source)
-
-
-def _sources_in_tx(conn: Conn, family: str) -> list[SyncSource]:
-    rows = conn.execute(query("sync", "sources"), {"families": [family]}).fetchall()
-    return [source_from_row(r) for r in rows]
 
 
 def show_source(conn: Conn, family: str, table: str) -> dict[str, Any]:

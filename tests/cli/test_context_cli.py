@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 import ragstore.cli.context as cli_context
 from ragstore.cli.context import context_pack
 from ragstore.errors import InvalidInput
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "context"

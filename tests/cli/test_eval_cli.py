@@ -14,7 +14,7 @@ from ragstore.cli.app import AppContext, RagstoreGroup
 from ragstore.cli.eval import eval_command
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 
 TEXTS = {
     "cp#0": "cp copies files and directories",

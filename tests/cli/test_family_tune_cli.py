@@ -9,7 +9,7 @@ from ragstore import families
 from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search.fusion import FusionSettings, settings_of, store_settings
 
 WORDS = ["apple", "banana", "cherry", "grape", "melon", "kiwi", "lemon", "mango", "peach", "plum"]

@@ -12,7 +12,7 @@ from ragstore.cli.main import cli
 from ragstore.embed import registry
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search.api import search
 
 NOTE = "note: family docs uses offline fingerprint vectors (no meaning)"

@@ -21,7 +21,7 @@ from ragstore.db.connection import connect, run_isolated
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import DatabaseUnavailable, InvalidInput
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search import search
 from ragstore.search.api import MAX_K
 

@@ -5,12 +5,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-import ragstore.cli.search as cli_search
+import ragstore.search.recall as recall_module
 from ragstore import families
 from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search.recall import RecallReport
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
@@ -86,7 +86,7 @@ def test_check_recall_exits_3_below_min_recall(store, monkeypatch):
     def low(conn, family, **kw):
         return RecallReport("docs", 10, 5, 100, 0.5, 1.0, 2.0, 3.0, 4.0, 5, kw["min_recall"], False)
 
-    monkeypatch.setattr(cli_search, "check_recall", low)
+    monkeypatch.setattr(recall_module, "check_recall", low)  # what Store.check_recall calls
     failing = invoke(store, "check-recall", "docs", "--min-recall", "0.9")
     assert failing.exit_code == 3 and "recall@10  0.5000  FAIL (< 0.9)" in failing.output
 

@@ -17,7 +17,7 @@ from ragstore import families
 from ragstore.cli.main import cli
 from ragstore.embed.openai import OpenAIBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from tests.openai_stub import StubServer
 
 WORDS = ("apple", "banana", "cherry", "grape", "melon", "lemon", "plum")

@@ -13,7 +13,7 @@ from ragstore import families
 from ragstore.cli.main import COMMANDS, cli, load_command
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 
 HEAVY = ("alembic", "sqlalchemy", "numpy", "psycopg", "pydantic", "httpx", "onnxruntime", "matplotlib")
 NEVER_FOR_SEARCH = ("alembic", "sqlalchemy", "pydantic", "httpx", "onnxruntime", "matplotlib")

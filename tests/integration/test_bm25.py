@@ -13,8 +13,7 @@ import pytest
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.run import index_records
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import index_records, write_records
 from ragstore.search.fts import BM25_B, BM25_K1, fts_search
 from tests.toolkit.bm25 import document_frequencies_are_current, postings_are_current
 

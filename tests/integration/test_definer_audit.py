@@ -15,7 +15,7 @@ from ragstore import families
 from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from tests.toolkit.definer_audit import TAMPERING, app_dsn, fails, owner_dsn, reader_dsn, stats  # noqa: F401  (fixtures)
 
 TEXTS = {f"c{i}": f"cp copies files number {i} to a destination" for i in range(30)} | {

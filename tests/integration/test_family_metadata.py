@@ -12,7 +12,7 @@ from psycopg import sql
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search import search
 from ragstore.search.filters import estimate_statements, make_filter
 

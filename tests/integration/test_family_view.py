@@ -18,9 +18,10 @@ from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from tests.toolkit.definer_audit import app_dsn, owner_dsn, reader_dsn
 from tests.toolkit.family_migrate import HashBackend
+from tests.toolkit.old_chains import chain_0005, old_downgrade, old_upgrade
 from tests.toolkit.readme import sql_statements
 
-__all__ = ["app_dsn", "owner_dsn", "reader_dsn"]  # fixtures
+__all__ = ["app_dsn", "chain_0005", "owner_dsn", "reader_dsn"]  # fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sql_statements((ROOT / "sql" / "examples.sql").read_text(encoding="utf-8"))
@@ -118,19 +119,14 @@ def test_the_longest_family_name_gets_its_view_within_the_identifier_limit(conn)
     assert conn.execute("SELECT to_regclass(%s)", (f"ragstore.{family.view}",)).fetchone()[0] is not None
 
 
-def test_migrate_gives_a_family_made_before_the_views_its_view(dsn, conn):
-    """A database at the baseline revision whose families have no view gets them from `ragstore migrate`."""
-    quick_start(conn)
-    conn.execute("DROP VIEW ragstore.vectors_docs")
-    # What the revisions after 0002 made goes too, as their downgrades do (newest first), so the upgrade
-    # makes it again.
-    for frozen in sorted((ROOT / "migrations" / "versions" / "sql").glob("*.sql"), reverse=True):
-        if frozen.name > "0003":
-            text = frozen.read_text(encoding="utf-8")
-            down = text[text.index("-- section: downgrade") :]
-            conn.execute(down.split("-- section: ")[1].partition("\n")[2])
-    conn.execute("UPDATE ragstore.alembic_version SET version_num = '0001_baseline'")
-    conn.commit()
-    result = migrate.upgrade(dsn)
+def test_migrate_gives_a_family_made_before_the_views_its_view(chain_0005: Path, empty_dsn: str) -> None:
+    """A database at revision 0001_baseline, whose families have no view, gets them from `ragstore migrate`."""
+    old_upgrade(chain_0005, empty_dsn, "head")
+    with connect(empty_dsn) as conn:
+        quick_start(conn)
+    old_downgrade(chain_0005, empty_dsn, "0001_baseline")  # 0002_family_views's downgrade drops the views
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('ragstore.vectors_docs')").fetchone() == (None,)
+    result = migrate.upgrade(empty_dsn)
     assert result.after == migrate.head_revision()
-    run_examples(dsn)
+    run_examples(empty_dsn)

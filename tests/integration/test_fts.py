@@ -10,7 +10,7 @@ from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search.fts import fts_search, plain_words
 
 TEXTS = {

@@ -12,7 +12,7 @@ from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search.fusion import DEFAULT_FUSION, NORMALIZATIONS, FusionSettings, fuse, settings_of, store_settings
 from ragstore.search.hybrid import fusion_candidates, hybrid_search
 

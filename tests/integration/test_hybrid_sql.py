@@ -14,7 +14,7 @@ from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import NotFound
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search.api import search
 from ragstore.search.hybrid import hybrid_search
 from tests.toolkit.hybrid import QUERY, family  # noqa: F401  (fixture)

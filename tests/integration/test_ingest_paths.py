@@ -105,7 +105,7 @@ def test_a_run_that_rewrites_a_tenth_of_a_family_rebuilds_its_graph_and_a_small_
 
 def fail_second_copy(monkeypatch) -> list[int]:
     """The bulk load's second straight COPY raises RuntimeError; returns the sizes of the batches tried."""
-    copy_direct = writer.Writer._copy_direct
+    copy_direct = writer.copy_direct
     calls: list[int] = []
 
     def fail_second(self, batch, vectors):
@@ -114,7 +114,7 @@ def fail_second_copy(monkeypatch) -> list[int]:
             raise RuntimeError("stopped")
         return copy_direct(self, batch, vectors)
 
-    monkeypatch.setattr(writer.Writer, "_copy_direct", fail_second)
+    monkeypatch.setattr(writer, "copy_direct", fail_second)
     return calls
 
 
@@ -122,7 +122,7 @@ def test_a_bulk_load_stopped_half_way_leaves_nothing_and_a_rerun_converges(conn,
     # A bulk load of precomputed vectors is streamed during the pass in one transaction: all or nothing.
     src = write_jsonl(tmp_path / "v.jsonl", rows(40))
     monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
-    copy_direct = writer.Writer._copy_direct
+    copy_direct = writer.copy_direct
     calls = fail_second_copy(monkeypatch)
     with pytest.raises(RuntimeError, match="stopped"):
         index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
@@ -131,7 +131,7 @@ def test_a_bulk_load_stopped_half_way_leaves_nothing_and_a_rerun_converges(conn,
     assert conn.execute("SELECT count(*) FROM ragstore.emb_a").fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM ragstore.chunks WHERE family = 'a'").fetchone()[0] == 0
     assert families.family_stats(conn, "a").hnsw_index is not None
-    monkeypatch.setattr(writer.Writer, "_copy_direct", copy_direct)
+    monkeypatch.setattr(writer, "copy_direct", copy_direct)
     report = index_sources(conn, "a", open_sources([str(src)]), batch_size=16)
     assert (report.inserted, report.unchanged) == (40, 0)
     monkeypatch.setattr(writer, "BULK_THRESHOLD", 10**9)
@@ -284,13 +284,13 @@ def test_a_parquet_first_load_is_not_streamed_and_keeps_whole_batches(conn, two,
     pq.write_table(table, tmp_path / "v.parquet")
     monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
     streamed, _ = spy_streamed(monkeypatch)
-    copy_direct = writer.Writer._copy_direct
+    copy_direct = writer.copy_direct
     copied = fail_second_copy(monkeypatch)
     with pytest.raises(RuntimeError, match="stopped"):
         index_sources(conn, "a", open_sources([str(tmp_path / "v.parquet")]), batch_size=16)
     conn.rollback()
     assert streamed == [] and copied == [16, 16]
     assert conn.execute("SELECT count(*) FROM ragstore.emb_a").fetchone()[0] == 16  # the first batch, whole
-    monkeypatch.setattr(writer.Writer, "_copy_direct", copy_direct)
+    monkeypatch.setattr(writer, "copy_direct", copy_direct)
     report = index_sources(conn, "a", open_sources([str(tmp_path / "v.parquet")]), batch_size=16)
     assert (report.inserted, report.unchanged) == (24, 16)

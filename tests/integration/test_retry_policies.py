@@ -93,16 +93,16 @@ def test_a_batch_retried_after_a_deadlock_merges_alone_under_the_exclusive_df_lo
     path = tmp_path / "in.jsonl"
     records = ({"chunk_id": f"c{i}", "package_path": "p.md", "text": f"text {i}"} for i in range(20))
     path.write_text("".join(json.dumps(record) + "\n" for record in records))
-    original = writer.Writer._merge
+    original = writer.Merge.write
     calls: list[bool] = []
 
-    def merge_once_deadlocked(self: writer.Writer, *args: Any, alone: bool = False, **kwargs: Any) -> Any:
+    def merge_once_deadlocked(self: writer.Merge, *args: Any, alone: bool = False, **kwargs: Any) -> Any:
         calls.append(alone)
         if len(calls) == 1:
             raise pgerrors.DeadlockDetected("deadlock detected")
         return original(self, *args, alone=alone, **kwargs)
 
-    monkeypatch.setattr(writer.Writer, "_merge", merge_once_deadlocked)
+    monkeypatch.setattr(writer.Merge, "write", merge_once_deadlocked)
     results: list[Any] = []
     with psycopg.connect(dsn) as other:
         other.execute("SELECT pg_advisory_xact_lock_shared(hashtext('ragstore.chunk_term_df'), hashtext('docs'))")

@@ -1,19 +1,17 @@
 """The database in one place: ``ragstore/sql/schema.sql`` and ``ragstore/sql/functions/`` are what
-``ragstore migrate`` builds, what it upgrades a database of the old chain (0020-0022) to, data kept, and
-what a later revision must keep them equal to. The catalog compared is tests/catalog.py's."""
+``ragstore migrate`` builds, what it upgrades a database of either replaced chain (0020-0022, 0001_baseline-
+0005_sync_status) to, data kept, and what a later revision must keep them equal to. The catalog compared is
+tests/catalog.py's; the old chains are tests/toolkit/old_chains.py's."""
 
 from __future__ import annotations
 
 import shutil
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from alembic import command
-from alembic.config import Config
 from click.testing import CliRunner
 
 from ragstore import families, migrate
@@ -26,8 +24,9 @@ from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from tests.catalog import catalog, differences
 from tests.fix_db import _drop_database, _fresh_database, with_database
+from tests.toolkit.old_chains import chain_0005, chain_0022, old_downgrade, old_upgrade
 
-CHAIN = Path(__file__).resolve().parents[1] / "data" / "chain_0022.tar.gz"
+__all__ = ["chain_0005", "chain_0022"]  # fixtures
 
 
 @pytest.fixture
@@ -41,23 +40,6 @@ def schema_dsn(pg_admin_dsn: str) -> Iterator[str]:
             conn.execute(statement)
     yield target
     _drop_database(pg_admin_dsn, name)
-
-
-@pytest.fixture
-def old_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The revisions 0001-0022 ragstore had before the squash, unpacked (their helper module importable)."""
-    with tarfile.open(CHAIN) as tar:
-        tar.extractall(tmp_path, filter="data")
-    root = tmp_path / "chain_0022"
-    monkeypatch.syspath_prepend(str(root))
-    return root
-
-
-def old_upgrade(chain: Path, dsn: str, revision: str) -> None:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(chain))
-    cfg.attributes["connection_factory"] = lambda: psycopg.connect(dsn)
-    command.upgrade(cfg, revision)
 
 
 def seed(dsn: str, tmp_path: Path) -> None:
@@ -154,14 +136,14 @@ def test_a_changed_or_new_function_file_is_applied_with_the_owner_and_grants_of_
 @pytest.mark.slow
 @pytest.mark.parametrize("old", ["0020", "0021", "0022"])
 def test_a_database_of_the_old_chain_upgrades_in_place_with_its_data(
-    old: str, old_chain: Path, empty_dsn: str, schema_dsn: str, tmp_path: Path
+    old: str, chain_0022: Path, empty_dsn: str, schema_dsn: str, tmp_path: Path
 ) -> None:
-    old_upgrade(old_chain, empty_dsn, old)
+    old_upgrade(chain_0022, empty_dsn, old)
     seed(empty_dsn, tmp_path)
     kept = data(empty_dsn)
     assert kept["postings"] and kept["df"] and kept["memory"] and len(kept["bm25"]) == 5
     result = migrate.upgrade(empty_dsn)
-    assert (result.before, result.after, result.applied[0]) == (old, migrate.head_revision(), "0001_baseline")
+    assert (result.before, result.after, result.applied[0]) == (old, migrate.head_revision(), "0006_baseline")
     assert data(empty_dsn) == kept
     with connect(schema_dsn) as conn:  # the same family tables, made at head
         for name in ("docs", "notes"):
@@ -170,10 +152,64 @@ def test_a_database_of_the_old_chain_upgrades_in_place_with_its_data(
     assert not migrate.upgrade(empty_dsn).changed
 
 
-def test_a_database_older_than_the_bridge_is_refused_in_one_line_and_left_as_it_was(
-    old_chain: Path, empty_dsn: str
+SQUASHED = ["0001_baseline", "0002_family_views", "0003_sync", "0004_api_tokens", "0005_sync_status"]
+
+
+@pytest.mark.parametrize(
+    "old", [pytest.param(rev, marks=() if rev == SQUASHED[-1] else pytest.mark.slow) for rev in SQUASHED]
+)
+def test_a_database_of_the_squashed_chain_upgrades_in_place_with_its_data(
+    old: str, chain_0005: Path, empty_dsn: str, schema_dsn: str, tmp_path: Path
 ) -> None:
-    old_upgrade(old_chain, empty_dsn, "0018")
+    # Built as that ragstore built it: to its head, seeded, then down to `old` by its revisions' downgrades.
+    old_upgrade(chain_0005, empty_dsn, "head")
+    seed(empty_dsn, tmp_path)
+    if old != SQUASHED[-1]:
+        old_downgrade(chain_0005, empty_dsn, old)
+    assert migrate.current_revision(empty_dsn) == old
+    kept = data(empty_dsn)
+    assert kept["postings"] and kept["df"] and kept["memory"] and len(kept["bm25"]) == 5
+    with psycopg.connect(empty_dsn) as conn:
+        recorded = {str(n): bytes(s) for n, s in conn.execute("SELECT name, sha256 FROM ragstore.applied_files")}
+    result = migrate.upgrade(empty_dsn)
+    assert (result.before, result.after, result.applied) == (old, migrate.head_revision(), ("0006_baseline",))
+    # At the old head the revision only re-stamps: then the files whose text changed since are re-applied,
+    # as at any migrate. Below it, the revision applies every file itself.
+    changed = tuple(item.name for item in schema.pending(recorded)) if old == SQUASHED[-1] else ()
+    assert result.replaced == changed
+    assert data(empty_dsn) == kept
+    with connect(schema_dsn) as conn:
+        for name in ("docs", "notes"):
+            families.create_family(conn, name, OfflineBackend())
+    assert differences(catalog(empty_dsn), catalog(schema_dsn)) == []
+    assert not migrate.upgrade(empty_dsn).changed
+
+
+def test_the_baseline_downgrades_to_an_empty_schema_even_with_a_followed_table(dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        families.create_family(conn, "docs", OfflineBackend())
+        conn.execute("CREATE TABLE public.notes (id int PRIMARY KEY, body text)")
+        conn.execute(
+            "CREATE TRIGGER notes_sync AFTER INSERT ON public.notes FOR EACH ROW "
+            "EXECUTE FUNCTION ragstore.sync_enqueue()"
+        )
+        conn.commit()
+    migrate.downgrade(dsn)
+    with psycopg.connect(dsn) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'ragstore' AND c.relname <> 'alembic_version' AND c.relkind IN ('r', 'v', 'S')"
+        ).fetchone()
+        assert left == (0,)
+        assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgname = 'notes_sync'").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM public.notes").fetchone() == (0,)  # the user's table stays
+    assert migrate.upgrade(dsn).after == migrate.head_revision()
+
+
+def test_a_database_older_than_the_bridge_is_refused_in_one_line_and_left_as_it_was(
+    chain_0022: Path, empty_dsn: str
+) -> None:
+    old_upgrade(chain_0022, empty_dsn, "0018")
     before = catalog(empty_dsn)
     with pytest.raises(SchemaError, match=r"revision 0018, older than 0020.*CHANGELOG\.md"):
         migrate.upgrade(empty_dsn)

@@ -11,7 +11,7 @@ from ragstore.caches import caches_for
 from ragstore.embed.offline import OfflineBackend, fingerprint
 from ragstore.errors import InvalidInput, ModelMismatch, NotFound, RagstoreError
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search import api, exact, plan, search
 from ragstore.search import vector as vec
 from ragstore.search.filters import Filter

@@ -1,4 +1,4 @@
-"""The two search drivers turn one loop (ragstore.search.steps.advance): a failing statement reaches the plan
+"""The two search drivers turn one loop (ragstore.search.drive.advance): a failing statement reaches the plan
 as the same mapped RagstoreError, caused by the psycopg error, on a sync and an async connection, and the
 plan may handle it and go on."""
 
@@ -12,7 +12,7 @@ import pytest
 from ragstore.db.connection import connect
 from ragstore.errors import InvalidInput, SchemaError
 from ragstore.search import drive, drive_async
-from ragstore.search.steps import Plan, Rows
+from ragstore.search.drive import Plan, Rows
 
 
 def failing_then_answering() -> Plan[tuple[str, Any, int]]:

@@ -11,7 +11,7 @@ from pgvector import Vector
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from ragstore.search import search
 from tests.fix_storage import exhaustive_rerank
 

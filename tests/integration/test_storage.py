@@ -2,6 +2,7 @@
 filtered searches that still return k, the SQL functions, and the same expression on the Python and SQL sides."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -275,6 +276,29 @@ def test_create_with_bit_storage_prints_the_measured_caveat(dsn, conn):
     half = run_cli(dsn, "family", "create", "half", "--backend", "external", "--model", "mine",
                    "--dimensions", "32", "--storage", "halfvec")  # fmt: skip
     assert half.exit_code == 0 and "note:" not in half.output  # halfvec measured over 0.95 everywhere
+
+
+def test_the_store_warns_the_same_caveat_and_the_cli_prints_it_once(dsn):
+    from ragstore import Store
+    from ragstore.errors import StorageRecallWarning
+
+    backend = ExternalBackend("mine", DIM)
+    with Store(dsn) as store:
+        with pytest.warns(StorageRecallWarning) as caught:
+            store.create_family("ext", backend, options={"dimensions": DIM}, storage="bit")
+        [message] = [str(w.message) for w in caught if w.category is StorageRecallWarning]
+        assert message == f"family ext: {storages.measured_caveat('bit', 'mine', DIM)}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", StorageRecallWarning)
+            assert (
+                store.create_family("half", backend, options={"dimensions": DIM}, storage="halfvec").storage
+                == "halfvec"
+            )
+    made = run_cli(dsn, "family", "create", "cli", "--backend", "external", "--model", "mine",
+                   "--dimensions", "32", "--storage", "bit")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert made.output.count("bit storage measured recall@10") == 1, made.output
+    assert "StorageRecallWarning" not in made.output
 
 
 def test_the_caveat_follows_the_benchmark_table():

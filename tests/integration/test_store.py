@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -209,3 +210,21 @@ def test_a_reindex_through_store_index_is_skipped_by_its_bytes(store: Any) -> No
 
 def _sync_connection(store: Any) -> Any:
     return store.store.connection()
+
+
+def test_index_files_reports_the_files_not_read_and_the_progress(store: Any, tmp_path: Any) -> None:
+    # What `ragstore index` prints comes from this one call: the files skipped, the validated total, progress.
+    store.create_family("docs", "offline")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nCopy files and directories.\n", encoding="utf-8")
+    (folder / "b.md").write_bytes(b"\xff\xfe not utf-8 \x00\x01")
+    validated: list[int] = []
+    written: list[int] = []
+    report = store.index_files(
+        [folder], "docs", skip_bad_files=True, on_validated=validated.append, progress=written.append
+    )
+    assert report.inserted >= 1
+    assert [Path(item.path).name for item in report.skipped_files] == ["b.md"]
+    assert "skipped_files" not in report.as_dict()
+    assert validated == [report.inserted] and sum(written) == report.inserted

@@ -82,7 +82,7 @@ def changed_input(n: int) -> list[dict]:
 @pytest.mark.parametrize("bulk", [False, True], ids=["merge", "direct"])
 def test_two_connections_leave_the_table_and_counts_of_one(conn, pair, tmp_path, monkeypatch, helper_batches, bulk):
     first = write_jsonl(tmp_path / "first.jsonl", rows(230))
-    if bulk:  # a Parquet first load goes straight into the tables (Writer.direct), not streamed
+    if bulk:  # a Parquet first load goes straight into the tables (writer.DirectCopy), not streamed
         monkeypatch.setattr(writer, "BULK_THRESHOLD", 10)
         first = parquet_of(rows(230), tmp_path / "first.parquet")
     second = write_jsonl(tmp_path / "second.jsonl", changed_input(230))

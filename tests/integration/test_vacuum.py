@@ -16,7 +16,7 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.families.chunks import delete_chunks
 from ragstore.families.vacuum import SHARED_TABLES, vacuum
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from tests.toolkit.definer_audit import app_dsn, reader_dsn
 
 __all__ = ["app_dsn", "reader_dsn"]  # fixtures

@@ -20,6 +20,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from ragstore import Store
+from tests.rerank_stub import RerankStub
 from tests.toolkit.chunks import records
 from tests.toolkit.roles import _login_role
 
@@ -321,16 +322,59 @@ async def test_index_text_writes_only_its_family_as_the_roles_rules_allow(seeded
 
 async def test_families_are_resources(seeded: str, session: Session) -> None:
     async with session(seeded) as client:
-        assert [str(r.uri) for r in (await client.list_resources()).resources] == ["ragstore://families"]
+        listed = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["ragstore://families/{name}"]
         index = json.loads((await client.read_resource("ragstore://families")).contents[0].text)
-        other = json.loads((await client.read_resource("ragstore://families/other")).contents[0].text)
+        read = {str(r.uri): json.loads((await client.read_resource(str(r.uri))).contents[0].text) for r in listed}
         with pytest.raises(Exception, match="other2"):
             await client.read_resource("ragstore://families/other2")
+    # One resource per family besides the index, each described (model, dimension, storage) and readable.
+    assert [(str(r.uri), r.name) for r in listed] == [
+        ("ragstore://families", "families"),
+        ("ragstore://families/docs", "docs"),
+        ("ragstore://families/other", "other"),
+    ]
+    with Store(seeded, pool_size=1) as store:
+        docs = store.family("docs")
+    assert listed[1].description == f"Family docs: offline {docs.model}, dimension {docs.dim}, vector storage"
     assert [(f["name"], f["uri"]) for f in index["families"]] == [
         ("docs", "ragstore://families/docs"),
         ("other", "ragstore://families/other"),
     ]
-    assert (other["name"], other["backend"], other["chunks_total"], other["packages"]) == ("other", "offline", 1, 1)
+    other = read["ragstore://families/other"]
+    assert (other["name"], other["backend"], other["storage"], other["chunks_total"], other["packages"]) == (
+        "other",
+        "offline",
+        "vector",
+        1,
+        1,
+    )
+    assert (read["ragstore://families/docs"]["chunks_total"], read["ragstore://families/docs"]["dim"]) == (
+        len(records()),
+        docs.dim,
+    )
     assert other["chunks"] == [{"chunk_id": "h1", "package_path": "guide/a.md", "citation": "[guide/a.md#h1]"}]
+
+
+async def test_search_with_cross_rerank_gives_the_hits_of_ragstore_search_rerank_cross(
+    seeded: str, session: Session
+) -> None:
+    # The "cross-encoder" likes long documents best: an order no first stage here produces.
+    with RerankStub(scorer=lambda q, d: float(len(d))) as stub:
+        flags = ("--reranker-url", stub.rerank_url, "--reranker-model", "rr")
+        query = ("docs", "topic 3 copies", "-k", "4", "--mode", "hybrid", "--rerank", "cross", "--rerank-depth", "12")
+        expected = cli_search(seeded, *query, *flags)
+        assert isinstance(expected, list) and [h["first_rank"] for h in expected] != [1, 2, 3, 4]
+        arguments = {"family": "docs", "query": "topic 3 copies", "k": 4, "mode": "hybrid", "rerank": "cross"}
+        async with session(seeded, *flags) as client:
+            sent = len(stub.requests)
+            answer = await call(client, "search", **arguments, rerank_depth=12)
+            asked = stub.requests[sent:]
+        async with session(seeded) as client:  # started without --reranker-url
+            refused = await client.call_tool("search", arguments)
+    assert [h["chunk_id"] for h in answer["hits"]] == [h["chunk_id"] for h in expected]
+    assert [h["rerank_score"] for h in answer["hits"]] == [round(h["rerank_score"], 6) for h in expected]
+    assert answer["rerank"] == "cross"
+    assert len(asked) == 1 and asked[0].body["query"] == "topic 3 copies" and len(asked[0].body["documents"]) == 12
+    assert refused.is_error and "no reranker" in text_of(refused) and "--reranker-url" in text_of(refused)

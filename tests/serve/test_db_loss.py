@@ -1,6 +1,8 @@
 """The database dies under a running ``ragstore serve`` and comes back: while it is gone every answer is a
 503 with one JSON line (no token, no traceback), and once it returns the server answers the library's
-hits again by itself, without a restart. The server's own embedded PostgreSQL, killed with SIGKILL."""
+hits again by itself, without a restart: every request sent after the database accepts connections again
+is a 200, the first one included, whether the database died under load or while the server sat idle
+(its pooled connections all dead). The server's own embedded PostgreSQL, killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,13 +47,28 @@ def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedSer
                 os.kill(pid, signal.SIGKILL)
 
 
+def accepts_connections(dsn: str) -> float:
+    """Wait until the database accepts a connection; when it first did (time.monotonic())."""
+    for _ in range(1200):
+        try:
+            with psycopg.connect(dsn, connect_timeout=5) as conn:
+                conn.execute("SELECT 1")
+            return time.monotonic()
+        except psycopg.OperationalError:
+            time.sleep(0.1)
+    pytest.fail("the database never accepted a connection again")
+
+
 class Load:
-    """Clients searching in threads until stopped; each answer kept as (status, JSON or text)."""
+    """Clients searching in threads until stopped; each answer kept as (status, JSON or text), and when
+    its request was sent in ``sent`` (time.monotonic(), same index)."""
 
     def __init__(self, base: str, token: str, clients: int = 4) -> None:
         self.answers: list[tuple[int, object]] = []
+        self.sent: list[float] = []
         self.failures: list[str] = []
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._run, args=(base, token)) for _ in range(clients)]
         for thread in self._threads:
             thread.start()
@@ -58,13 +76,21 @@ class Load:
     def _run(self, base: str, token: str) -> None:
         with httpx.Client(base_url=base, timeout=120, headers={"Authorization": f"Bearer {token}"}) as client:
             while not self._stop.is_set():
+                started = time.monotonic()
                 try:
                     answer = client.post("/v1/families/docs/search", json=QUERY)
                 except httpx.TransportError as exc:  # the server itself must never go away
                     self.failures.append(repr(exc))
                     continue
                 body = answer.json() if answer.headers.get("content-type") == "application/json" else answer.text
-                self.answers.append((answer.status_code, body))
+                with self._lock:  # the two lists keep the same index
+                    self.sent.append(started)
+                    self.answers.append((answer.status_code, body))
+
+    def sent_after(self, moment: float) -> list[tuple[int, object]]:
+        """The answers of the requests sent after ``moment``."""
+        with self._lock:
+            return [answer for sent, answer in zip(self.sent, self.answers, strict=True) if sent > moment]
 
     def count(self, status: int, since: int = 0) -> int:
         return sum(1 for code, _ in self.answers[since:] if code == status)
@@ -89,7 +115,7 @@ def test_killing_the_database_mid_load_gives_503s_and_the_server_recovers_by_its
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "ragstore.cli", "--dsn", dsn, "serve", "--port", str(port)]
-    command += ["--pool-size", "2", "--pool-timeout", "2"]
+    command += ["--pool-size", "2", "--pool-timeout", "5"]
     env = {**os.environ, "RAGSTORE_HOME": str(tmp_path / "home")}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     load: Load | None = None
@@ -109,6 +135,7 @@ def test_killing_the_database_mid_load_gives_503s_and_the_server_recovers_by_its
 
         own_server.ensure_running()
         back = len(load.answers)
+        returned = accepts_connections(dsn)
 
         def recovered() -> bool:
             tail = running.answers[back:]
@@ -129,6 +156,22 @@ def test_killing_the_database_mid_load_gives_503s_and_the_server_recovers_by_its
                 assert reader not in message
         after = [code for code, _ in load.answers[back:]]
         assert after[-10:] == [200] * 10
+        sent_after_return = load.sent_after(returned)
+        assert sent_after_return and [code for code, _ in sent_after_return] == [200] * len(sent_after_return)
+
+        # Killed while the server sits idle: every pooled connection is dead when the database returns,
+        # and the very first request after it (token check, search) is answered, as is /healthz.
+        pid = own_server.running_pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        until(lambda: own_server.running_pid() is None, "the database gone", proc)
+        own_server.ensure_running()
+        accepts_connections(dsn)
+        headers = {"Authorization": f"Bearer {reader}"}
+        first = httpx.post(f"{base}/v1/families/docs/search", json=QUERY, headers=headers, timeout=120)
+        assert first.status_code == 200, first.text
+        assert [h["chunk_id"] for h in first.json()["hits"]] == expected
+        assert httpx.get(f"{base}/healthz", timeout=120).status_code == 200
     finally:
         if load is not None:
             load.stop()

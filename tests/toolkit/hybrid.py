@@ -10,7 +10,7 @@ import pytest
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 
 
 def unit(*xy: float) -> list[float]:

@@ -9,7 +9,7 @@ import pytest
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 from tests.rerank_stub import RerankStub
 
 KEY = "sk-Cl1Qw8Zr5TyUi3OpAsD"

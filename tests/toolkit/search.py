@@ -6,7 +6,7 @@ import pytest
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
-from ragstore.ingest.writer import write_records
+from ragstore.ingest.run import write_records
 
 
 def load(conn, family, vectors, *, ids=None, packages=None, metadata=None):

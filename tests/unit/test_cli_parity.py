@@ -3,23 +3,27 @@ method, prints).
 
 The click command tree is walked whole (the lazy top-level group included); each command is either
 mapped to the Store methods that do its work, or exempt with a reason. A new command with neither fails
-here, as does a mapped method missing on Store, on AsyncStore, or there not as a coroutine.
+here, as does a mapped method missing on Store, on AsyncStore, or there not as a coroutine, and a command
+module that opens a connection itself (a call of ``connect``) instead of calling its Store method.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
+from pathlib import Path
 
 import click
 
+import ragstore.cli
 from ragstore.cli.main import cli
 from ragstore.store import Memory, Store
 from ragstore.store_async import AsyncMemory, AsyncStore
 
 # A command (its words, as typed) -> the methods it calls; ``memory.X`` is ``store.memory.X``.
 METHODS: dict[str, tuple[str, ...]] = {
-    "check-recall": ("check_recall",),
-    "context-pack": ("context_pack", "verify_pack"),
+    "check-recall": ("check_recall", "sweep_recall"),
+    "context-pack": ("context_pack", "search", "memory.layers", "verify_pack"),
     "delete": ("delete",),
     "embed rank": ("rank",),
     "embed similarity": ("similarity",),
@@ -48,7 +52,7 @@ METHODS: dict[str, tuple[str, ...]] = {
     "memory recall": ("memory.recall",),
     "memory revoke": ("memory.revoke",),
     "migrate": ("migrate", "migration_status"),
-    "search": ("search",),
+    "search": ("search", "explain"),
     "sync add": ("sync_add",),
     "sync alter": ("sync_alter",),
     "sync list": ("sync_list",),
@@ -149,3 +153,38 @@ def test_the_async_methods_of_the_parity_block_take_the_store_methods_parameters
             if "worker thread" not in (async_fn.__doc__ or "") or not hasattr(async_fn, "__signature__"):
                 continue  # written by hand (the older methods): their own signatures
             assert inspect.signature(async_fn) == inspect.signature(getattr(sync_cls, attr)), name
+
+
+# A command module -> why it may still call ``connect`` itself (open a connection beside the Store). None
+# may today: every command reaches the database through AppContext.store() (Store.direct), and a long-lived
+# process (serve, mcp, sync run --follow) hands the DSN to the library that opens its own connections.
+OPENS_ITS_OWN: dict[str, str] = {}
+
+
+def connect_calls(source: str) -> list[int]:
+    """The lines of ``source`` that call a function or method named ``connect``."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name == "connect":
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_connect_finder_sees_each_way_of_calling_it():
+    source = "with app(ctx).connect() as c:\n    pass\nconn = connect(dsn)\nstore.search(x)\nconnect_given()\n"
+    assert connect_calls(source) == [1, 3]
+
+
+def test_no_command_module_opens_a_connection_itself():
+    folder = Path(ragstore.cli.__file__).parent
+    found = {
+        path.name: lines
+        for path in sorted(folder.glob("*.py"))
+        if (lines := connect_calls(path.read_text(encoding="utf-8")))
+    }
+    stray = {name: lines for name, lines in found.items() if name not in OPENS_ITS_OWN}
+    assert not stray, f"command modules calling connect() instead of their Store method: {stray}"
+    stale = set(OPENS_ITS_OWN) - set(found)
+    assert not stale, f"exceptions with no connect() call left: {stale}"

@@ -22,7 +22,7 @@ from ragstore.context import (
 )
 from ragstore.context.sources import read_file_entry, repo_map
 from ragstore.errors import InvalidInput, NotFound
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "context"
 

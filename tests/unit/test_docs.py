@@ -8,8 +8,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ("ragstore", "migrations", "tests", "benchmarks", "sql", "scripts", "docs", "examples", "README.md")
 SUFFIXES = {".py", ".sql", ".md", ".sh", ".toml", ".txt"}
@@ -87,20 +85,6 @@ def test_the_hybrid_sql_header_names_the_placeholders_the_blocks_use() -> None:
     named = set(re.findall(r"\{(\w+)\}", header))
     assert used <= named, f"placeholders used but not described: {sorted(used - named)}"
     assert named <= used, f"placeholders described but not used: {sorted(named - used)}"
-
-
-@pytest.mark.parametrize(
-    ("module", "name"),
-    [("ragstore.embed.cache", "cache_stats")],
-)
-def test_dead_code_is_gone(module: str, name: str) -> None:
-    import importlib
-
-    assert not hasattr(importlib.import_module(module), name)
-
-
-def test_context_retrieval_has_no_unreachable_branch() -> None:
-    assert "not available yet" not in (ROOT / "ragstore" / "cli" / "context.py").read_text(encoding="utf-8")
 
 
 def test_every_docs_page_is_in_the_site_navigation() -> None:

@@ -1,4 +1,5 @@
-"""The eval runner: every mode through api.search, queries embedded once, latency and deltas arithmetic."""
+"""The eval runner: every plain mode through the search it is given, queries embedded once, latency and deltas
+arithmetic."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ragstore.errors import InvalidInput
 from ragstore.evaluation.datasets import Query
 from ragstore.evaluation.runner import ModeSpec, format_table, p95, run_eval
 from ragstore.families import Family
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 FAMILY = Family("docs", "offline", "fingerprint-v1", 16, "vector", "emb_docs", "ready", {})
 QUERIES = [Query(query_id="q1", text="alpha"), Query(query_id="q2", text="beta"), Query(query_id="q3", text="gamma")]
@@ -34,28 +35,32 @@ class CountingBackend(OfflineBackend):
         return super().embed(texts)
 
 
-@pytest.fixture
-def fake_search(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    calls: list[dict[str, Any]] = []
+class RecordingSearch:
+    """A search that answers RESULTS and records each call (the family is given whole: no database)."""
 
-    def search(conn: Any, family: str, query: str, **kwargs: Any) -> list[Hit]:
-        calls.append({"family": family, "query": query, **kwargs})
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, conn: Any, family: str, query: str | None = None, **kwargs: Any) -> list[Hit]:
+        assert query is not None
+        self.calls.append({"family": family, "query": query, **kwargs})
         if kwargs["mode"] != "fts":
             kwargs["backend"].embed([query])  # as api.search does: must be served from the cache
         return [Hit(cid, "p", 1.0, "") for cid in RESULTS[kwargs["mode"]][query]]
 
-    monkeypatch.setattr("ragstore.search.api.search", search)
-    monkeypatch.setattr("ragstore.families.get_family", lambda conn, name: FAMILY)
-    return calls
+
+@pytest.fixture
+def fake_search() -> RecordingSearch:
+    return RecordingSearch()
 
 
-def test_modes_are_scored_with_deltas_against_the_first(fake_search: list[dict[str, Any]]) -> None:
+def test_modes_are_scored_with_deltas_against_the_first(fake_search: RecordingSearch) -> None:
     backend = CountingBackend()
     ticks = itertools.count()
     result = run_eval(
         None,  # type: ignore[arg-type]
-        "docs", QUERIES, QRELS, [ModeSpec("hnsw"), ModeSpec("fts")], k=2, backend=backend,
-        clock=lambda: float(next(ticks)),
+        FAMILY, QUERIES, QRELS, [ModeSpec("hnsw"), ModeSpec("fts")], k=2, backend=backend,
+        clock=lambda: float(next(ticks)), search=fake_search,
     )  # fmt: skip
     exact, fts = result.modes  # the first mode (hnsw) is the A of the A/B
     assert exact.report.evaluated == 2 and exact.report.skipped == ("q3",)
@@ -67,17 +72,21 @@ def test_modes_are_scored_with_deltas_against_the_first(fake_search: list[dict[s
     assert exact.latencies_ms == [1000.0, 1000.0, 1000.0] and exact.p95_ms == 1000.0
     # embedded once, in one batch, before any search; the searches hit the cache
     assert backend.calls == [["alpha", "beta", "gamma"]]
-    assert {c["mode"] for c in fake_search} == {"hnsw", "fts"} and all(c["k"] == 2 for c in fake_search)
+    calls = fake_search.calls
+    assert {c["mode"] for c in calls} == {"hnsw", "fts"} and all(c["k"] == 2 and c["family"] == "docs" for c in calls)
     table = format_table(result)
     assert "Δ fts" in table and "+0.2500" in table and "1 skipped" in table
     data = result.as_dict()
     assert data["modes"][1]["deltas"]["mrr"] == 0.25 and data["modes"][0]["latency_ms"]["p95"] == 1000.0
 
 
-def test_fts_only_runs_embed_nothing(fake_search: list[dict[str, Any]]) -> None:
+def test_fts_only_runs_embed_nothing(fake_search: RecordingSearch) -> None:
     backend = CountingBackend()
-    run_eval(None, "docs", QUERIES, QRELS, [ModeSpec("fts")], backend=backend)  # type: ignore[arg-type]
-    assert backend.calls == []
+    result = run_eval(
+        None,  # type: ignore[arg-type]
+        FAMILY, QUERIES, QRELS, [ModeSpec("fts")], backend=backend, search=fake_search,
+    )  # fmt: skip
+    assert backend.calls == [] and len(fake_search.calls) == 3 and result.family == "docs"
 
 
 @pytest.mark.parametrize(
@@ -89,15 +98,15 @@ def test_fts_only_runs_embed_nothing(fake_search: list[dict[str, Any]]) -> None:
         ModeSpec("exact", "blend"),
     ],
 )
-def test_bad_mode_specs_are_refused_before_any_search(fake_search: list[dict[str, Any]], spec: ModeSpec) -> None:
+def test_bad_mode_specs_are_refused_before_any_search(fake_search: RecordingSearch, spec: ModeSpec) -> None:
     with pytest.raises(InvalidInput):
-        run_eval(None, "docs", QUERIES, QRELS, [spec], backend=OfflineBackend())  # type: ignore[arg-type]
-    assert fake_search == []
+        run_eval(None, FAMILY, QUERIES, QRELS, [spec], backend=OfflineBackend(), search=fake_search)  # type: ignore[arg-type]
+    assert fake_search.calls == []
 
 
 def test_no_modes_is_refused() -> None:
     with pytest.raises(InvalidInput, match="at least one mode"):
-        run_eval(None, "docs", QUERIES, QRELS, [])  # type: ignore[arg-type]
+        run_eval(None, FAMILY, QUERIES, QRELS, [])  # type: ignore[arg-type]
 
 
 def test_labels_name_weights_and_rerank() -> None:

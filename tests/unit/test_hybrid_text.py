@@ -48,7 +48,12 @@ def test_the_citus_dialect_takes_hybrid_citus_blocks_and_the_rest_from_hybrid_sq
     citus = hybrid_text.assemble(
         "fts", dialect=CITUS, bit=False, candidates="any", guard=False, fusion=None, vectors=True
     )
-    assert query("hybrid", "bm25") in one and query("hybrid_citus", "bm25") in citus
+    assert query("hybrid", "bm25") in one and query("hybrid", "bm25") not in citus
+    # The Citus bm25 block, with BM25's arithmetic put in: the same text ragstore.fts_scores runs.
+    arithmetic = [query("hybrid", "bm25_weights"), query("hybrid", "bm25_sum")]
+    assert all(text in citus and text not in one for text in arithmetic)
+    fts_scores = next(f.text for f in schema.functions() if f.name == "fts_scores.sql")
+    assert all(text.replace("%(k1)s", "k1").replace("%(b)s", "b") in fts_scores for text in arithmetic)
     assert query("hybrid", "candidates_any") in one and query("hybrid", "candidates_any") in citus
     assert (
         CITUS.hnsw_settings(ef_search=40, iterative=True) and POSTGRES.hnsw_settings(ef_search=40, iterative=True) == []

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.search.mmr import mmr
-from ragstore.search.types import Hit
+from ragstore.search.request import Hit
 
 
 def _hit(chunk_id: str, score: float, vector: list[float] | None) -> Hit:

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from ragstore.errors import BackendError, InvalidInput
+from ragstore.search.request import Hit
 from ragstore.search.rerank import HttpReranker, Reranker, check_results, cross_rerank
-from ragstore.search.types import Hit
 from tests.openai_stub import Reply
 from tests.rerank_stub import RerankStub
 

@@ -27,13 +27,25 @@ def texts() -> list[Path]:
     return found
 
 
-def test_each_function_is_written_once_in_its_own_file() -> None:
+def sites(paths: list[Path], root: Path) -> dict[str, list[str]]:
+    """Each ragstore function created in ``paths``: the files (relative to ``root``) that create it."""
     where: dict[str, list[str]] = {}
-    for path in texts():
+    for path in paths:
         for match in _CREATE.finditer(path.read_text(encoding="utf-8")):
-            where.setdefault(match.group(1), []).append(str(path.relative_to(ROOT)))
+            where.setdefault(match.group(1), []).append(str(path.relative_to(root)))
+    return where
+
+
+def test_each_function_is_written_once_in_its_own_file() -> None:
     expected = {f.name.removesuffix(".sql"): [f"ragstore/sql/functions/{f.name}"] for f in schema.functions()}
-    assert where == expected
+    assert sites(texts(), ROOT) == expected
+
+
+def test_the_check_finds_a_function_written_twice(tmp_path: Path) -> None:
+    (tmp_path / "one.sql").write_text("CREATE OR REPLACE FUNCTION ragstore.fts_scores(q text) RETURNS int")
+    (tmp_path / "two.py").write_text('DDL = """create function  ragstore.fts_scores (q text) returns int"""')
+    found = sites(sorted(tmp_path.iterdir()), tmp_path)
+    assert found == {"fts_scores": ["one.sql", "two.py"]}
 
 
 def test_each_function_file_is_one_replaceable_function() -> None:
@@ -53,5 +65,5 @@ def test_schema_sql_has_its_sections_in_build_order() -> None:
 def test_the_baseline_reads_its_sql_where_the_installed_migrations_are() -> None:
     # migrations_dir() is the repository's migrations/ here and ragstore/_migrations in a wheel (the
     # force-include of pyproject.toml); the baseline reads its frozen file next to itself.
-    assert (migrations_dir() / "versions" / "sql" / "0001_baseline.sql").is_file()
-    assert (migrations_dir() / "versions" / "0001_baseline.py").is_file()
+    assert (migrations_dir() / "versions" / "sql" / "0006_baseline.sql").is_file()
+    assert (migrations_dir() / "versions" / "0006_baseline.py").is_file()
