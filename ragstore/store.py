@@ -33,8 +33,6 @@ from ragstore.common.closing import Closing
 from ragstore.db.connection import NO_DATABASE as NO_DATABASE_OF
 from ragstore.db.connection import given_dsn, mask_dsn, register_vector, statement_timeout
 from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput, StorageRecallWarning
-from ragstore.ingest.programs import records_source
-from ragstore.ingest.records import ChunkRecord
 from ragstore.search.api import search as _api_search
 
 if TYPE_CHECKING:
@@ -55,6 +53,7 @@ if TYPE_CHECKING:
     from ragstore.families.storage_migrate import StorageMigration
     from ragstore.families.vacuum import VacuumReport
     from ragstore.ingest.readers import Source
+    from ragstore.ingest.records import ChunkRecord
     from ragstore.ingest.roots import SourceRow
     from ragstore.ingest.writer import IndexReport
     from ragstore.memory.models import AgentProfile, MemoryRecord
@@ -457,6 +456,8 @@ class Store(Closing):
         ones never re-embedded. ``prune`` deletes the family's chunks of the packages read that the input no
         longer holds.
         """
+        from ragstore.ingest.programs import records_source  # pydantic: not loaded by a search
+
         return self._index_sources([records_source(records)], family, prune, batch_size, backend)
 
     def index_files(

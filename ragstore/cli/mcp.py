@@ -8,7 +8,7 @@ import ipaddress
 import click
 
 from ragstore.cli.app import CliError, app
-from ragstore.cli.search import RERANK_OPTIONS, add_options, closing, make_reranker
+from ragstore.cli.search import add_options, closing, server_reranker
 from ragstore.cli.serve import SERVE_RERANK_TABLE
 
 
@@ -79,11 +79,7 @@ def mcp_command(
     from ragstore.db.connection import resolve_dsn
 
     options = dict(remote)
-    if not options.get("reranker_url"):
-        given = [name for name in RERANK_OPTIONS if options.get(name) not in (None, "cohere")]
-        if given:
-            raise click.UsageError(f"--{given[0].replace('_', '-')} is used only with --reranker-url")
-    reranker = make_reranker("cross" if options.get("reranker_url") else None, options)
+    reranker = server_reranker(options)
     dsn = resolve_dsn(app(ctx).dsn)
     with closing(reranker):
         if transport == "stdio":

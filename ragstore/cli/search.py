@@ -124,6 +124,16 @@ def make_reranker(rerank: str | None, opts: dict[str, Any]) -> HttpReranker | No
     )
 
 
+def server_reranker(opts: dict[str, Any]) -> HttpReranker | None:
+    """The cross-encoder a server (``ragstore serve``, ``ragstore mcp``) offers its callers: the one at
+    ``--reranker-url``, or None; a usage error for reranker options given without that URL."""
+    if not opts.get("reranker_url"):
+        given = [name for name in RERANK_OPTIONS if opts.get(name) not in (None, "cohere")]
+        if given:
+            raise click.UsageError(f"--{given[0].replace('_', '-')} is used only with --reranker-url")
+    return make_reranker("cross" if opts.get("reranker_url") else None, opts)
+
+
 def make_hyde(opts: dict[str, Any]) -> Hyde | None:
     """The HyDE client ``--hyde`` asked for, or None; a usage error for options that do not fit."""
     if not opts.get("hyde"):

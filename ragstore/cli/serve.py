@@ -12,12 +12,11 @@ from ragstore import config
 from ragstore.cli.app import CliError, app
 from ragstore.cli.search import (
     HYDE_TABLE,
-    RERANK_OPTIONS,
     RERANK_TABLE,
     add_options,
     closing,
     make_hyde,
-    make_reranker,
+    server_reranker,
 )
 
 # The second-stage endpoints a request may ask for (``rerank: "cross"``, ``hyde: true``); the depth is the
@@ -121,11 +120,7 @@ def serve_command(
     os.environ.setdefault(config.TIMEOUT_ENV, statement_timeout)
     checked_timeout()  # a malformed value stops here, in one line
     options = dict(remote)
-    if not options.get("reranker_url"):
-        given = [name for name in RERANK_OPTIONS if options.get(name) not in (None, "cohere")]
-        if given:
-            raise click.UsageError(f"--{given[0].replace('_', '-')} is used only with --reranker-url")
-    reranker = make_reranker("cross" if options.get("reranker_url") else None, options)
+    reranker = server_reranker(options)
     hyde = make_hyde(options)
     settings = Settings(
         dsn=resolve_dsn(app(ctx).dsn),

@@ -358,9 +358,12 @@ class MiniLMBackend:
         ids = [e.ids for part in _slices(texts) for e in loaded.tokenizer.encode_batch(part, add_special_tokens=True)]
         # Batches of similar length waste little on padding; results go back to their input rows.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        batches = _batches(order, [len(row) for row in ids], self._batch_size)
+        # The sessions run side by side, so each gets its share of the attention budget: the activations
+        # in flight at once stay those of one session's batch.
+        sessions = min(len(loaded.sessions), len(ids))
+        batches = _batches(order, [len(row) for row in ids], self._batch_size, ATTENTION_BUDGET // sessions)
         # Session s runs batches s, s + n, s + 2n, ...: lengths rise along the list, so each gets a fair share.
-        workers = min(len(loaded.sessions), len(batches))
+        workers = min(sessions, len(batches))
 
         def run_share(s: int) -> None:
             for rows in batches[s::workers]:
@@ -381,15 +384,15 @@ def _slices(texts: Sequence[str], size: int = 256) -> list[list[str]]:
     return [list(texts[start : start + size]) for start in range(0, len(texts), size)]
 
 
-def _batches(order: list[int], lengths: list[int], size: int) -> list[list[int]]:
+def _batches(order: list[int], lengths: list[int], size: int, budget: int = ATTENTION_BUDGET) -> list[list[int]]:
     """``order`` (rows by rising length) in batches of at most ``size`` rows whose attention, rows x
-    width², stays within :data:`ATTENTION_BUDGET`: the activations of a batch of long texts are what
-    bounds an index run's memory (benchmarks/README.md, "Peak RSS of a MiniLM index")."""
+    width², stays within ``budget`` (at least one row a batch): the activations of a batch of long texts
+    are what bounds an index run's memory (benchmarks/README.md, "Peak RSS of a MiniLM index")."""
     out: list[list[int]] = []
     current: list[int] = []
     for i in order:
         width = lengths[i]  # the longest of the batch so far: rows come by rising length
-        if current and (len(current) >= size or (len(current) + 1) * width * width > ATTENTION_BUDGET):
+        if current and (len(current) >= size or (len(current) + 1) * width * width > budget):
             out.append(current)
             current = []
         current.append(i)

