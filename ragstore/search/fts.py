@@ -42,35 +42,22 @@ from ragstore.db.dialect import POSTGRES, Dialect, dialect_of
 from ragstore.db.hybrid_text import assemble
 from ragstore.errors import InvalidInput
 from ragstore.families import Family
-from ragstore.families.storage import candidates, order_expression
+from ragstore.families.storage import order_expression
 from ragstore.search import metafilter
 from ragstore.search.drive import Rows
 from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
 from ragstore.search.request import Hit
 from ragstore.search.vector import row_to_hit
 
-__all__ = ["BM25_B", "BM25_K1", "DEFAULT_FTS_CONFIG", "MATCHES", "fts_config_of", "fts_search"]
+__all__ = ["BM25_B", "BM25_K1", "MATCHES", "fts_search"]
 
 Conn = psycopg.Connection[Any]
 
-DEFAULT_FTS_CONFIG = "english"
 # BM25's term-frequency saturation and length normalisation (the SQL functions use the same numbers).
 BM25_K1 = 1.2
 BM25_B = 0.75
 MATCHES = ("auto", "all")
 _OPERATORS = re.compile(r"""["']|(^|\s)-\S|(^|\s)or(\s|$)""", re.IGNORECASE)
-_CONFIG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
-
-
-def fts_config_of(family: Family) -> str:
-    """The text-search configuration of ``family`` (option ``fts_config``, default ``english``).
-
-    Raises InvalidInput when the option is not a plain configuration name.
-    """
-    config = family.options.get("fts_config", DEFAULT_FTS_CONFIG)
-    if not isinstance(config, str) or not _CONFIG_NAME.fullmatch(config):
-        raise InvalidInput(f"family {family.name!r} has an invalid fts_config option {config!r}")
-    return config
 
 
 def plain_words(text: str) -> bool:
@@ -87,7 +74,7 @@ def text_params(family: Family, query_text: str, *, match: str = "auto") -> dict
     return {
         "family": family.name,
         "query": query_text,
-        "fts_config": fts_config_of(family),
+        "fts_config": family.fts_config,
         "any": match == "auto" and plain_words(query_text),
         "k1": BM25_K1,
         "b": BM25_B,
@@ -118,7 +105,7 @@ def statement(
     hits come back only while the family's row is still ``family`` (the block ``guard``; its parameters
     from :func:`guard_params`)."""
     # vector_type is checked by families; the storage and its factor pick the vector leg's order and depth
-    table = (family.table, family.vector_type, int(family.dim), family.storage, family.rerank_factor)
+    table = (family.table, family.vector_type, int(family.dim), family.storage, family.candidates(int(vec_n)))
     literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
     shape = (bool(flt.package), flt.metadata_shape)
     return _statement_text(block, table, shape, literals, dialect, fusion, vectors, guard)
@@ -142,7 +129,7 @@ def _statement_text(
     guard: bool = False,
 ) -> str:
     flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
-    table_name, vector_type, dim, storage, rerank_factor = table
+    table_name, vector_type, dim, storage, vec_candidates = table
     text = assemble(
         block, dialect=dialect, bit=storage == "bit", candidates="any" if literals[0] else "all", guard=guard,
         fusion=fusion, vectors=vectors,
@@ -150,7 +137,7 @@ def _statement_text(
     # literals[0], the match mode, picked the candidates block above: no placeholder of its own.
     values = dict(zip(("fts_n", "vec_n", "k"), map(sql.Literal, literals[1:]), strict=True))
     values["fts_head"] = sql.Literal(2 * int(literals[1]))
-    values["vec_candidates"] = sql.Literal(candidates(storage, rerank_factor, int(literals[2])))
+    values["vec_candidates"] = sql.Literal(vec_candidates)
     vec_order = sql.SQL(order_expression(storage, vector_type, dim, "e.embedding", "%(q)s"))
     # One node: the vector leg's scan references its settings row (the settings are made first); Citus
     # sets them with SET LOCAL before the statement instead.

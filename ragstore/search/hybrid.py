@@ -32,7 +32,6 @@ import psycopg
 from ragstore.db.dialect import Dialect, dialect_of
 from ragstore.errors import InvalidInput, ModelMismatch, RagstoreError
 from ragstore.families import Family
-from ragstore.families.storage import candidates
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.drive import Rows
@@ -145,7 +144,7 @@ def prepare(
         family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
         dialect=dialect, fusion=(settings.fusion, settings.normalization), vectors=vectors, guard=guard,
     )  # fmt: skip
-    ef_search = _vector.ef_search_for(candidates(family.storage, family.rerank_factor, per_leg), None)
+    ef_search = _vector.ef_search_for(family.candidates(per_leg), None)
     return text, params, ef_search, flt.active
 
 

@@ -300,7 +300,7 @@ def plan_vector(
     if chosen == _vector.PLAN_EXACT_SUBSET:
         return (yield from _exact_subset(family, flt, k, params, vectors, dialect))
     iterative = chosen == _vector.PLAN_ITERATIVE
-    ef = min(max(_vector.ef_search_for(k, ef_search), _vector.index_candidates(family, k)), _vector.MAX_EF_SEARCH)
+    ef = min(max(_vector.ef_search_for(k, ef_search), family.candidates(k)), _vector.MAX_EF_SEARCH)
     statement = _vector.hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect)
     values = _vector.settings_params(params, ef_search=ef, iterative=iterative)
     rows = yield Rows(statement, values, "hnsw, iterative scan" if iterative else "hnsw", hnsw=(ef, iterative))

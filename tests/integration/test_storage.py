@@ -143,7 +143,7 @@ def test_sql_and_python_write_the_same_order_and_candidates(conn, storage, facto
         (DIM, json.dumps(options)),
     ).fetchone()
     assert row[0] == storages.order_expression(storage, "vector", DIM, "e.embedding", "%(q)s")
-    assert row[1] == vector.index_candidates(family, 10)
+    assert row[1] == family.candidates(10)
 
 
 def test_bad_storage_and_rerank_factor_are_refused_in_one_line(conn):
