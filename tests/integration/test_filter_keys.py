@@ -449,8 +449,8 @@ def _hybrid_plan(conn: Any, fam: families.Family, metadata: dict[str, Any]) -> s
     vector = clustered(1, dim=fam.dim, seed=3)[0]
     settings = hybrid.resolve_settings(fam)
     text, params, ef, iterative = hybrid.prepare(
-        POSTGRES, fam, "t1 word", vector, k=10, settings=settings, weights=None, package=None, metadata=metadata,
-        match="auto", vectors=False,
+        POSTGRES, fam, "t1 word", vector, k=10, settings=settings, weights=None,
+        flt=make_filter(None, metadata), match="auto", vectors=False,
     )  # fmt: skip
     conn.commit()
     with conn.transaction():

@@ -15,7 +15,7 @@ from ragstore.families import storage as storages
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search import api, filters, vector
-from ragstore.search.filters import make_filter
+from ragstore.search.filters import Filter, make_filter
 from tests.toolkit.storage import DIM, INDEX_DEFINITION, ROWS, STORAGES, clustered, write_chunks
 
 
@@ -72,7 +72,7 @@ def api_hybrid_statement(conn, family, q):
 
     return hybrid.prepare(
         dialect_of(conn), family, "copy files", q, k=10, settings=settings_of(family.options), weights=None,
-        package=None, metadata=None, match="auto",
+        flt=Filter(), match="auto",
     )  # fmt: skip
 
 
