@@ -15,6 +15,7 @@ import importlib.util
 import os
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -122,12 +123,53 @@ def _drop_database(admin_dsn: str, name: str) -> None:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+class _Clones:
+    """Clones of the template made one test ahead and dropped one test behind, by one background thread,
+    so that a test does not wait for its database to be copied or the last one's to be removed."""
+
+    def __init__(self, admin_dsn: str, template: str) -> None:
+        self._admin_dsn, self._template = admin_dsn, template
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clones")
+        self._next: Future[str] = self._thread.submit(_fresh_database, admin_dsn, template)
+        self._drops: list[Future[None]] = []
+
+    def take(self) -> str:
+        try:
+            name = self._next.result()
+        except psycopg.Error:  # the server was busy or restarting then: make this one now, as before
+            name = _fresh_database(self._admin_dsn, self._template)
+        self._next = self._thread.submit(_fresh_database, self._admin_dsn, self._template)
+        return name
+
+    def drop(self, name: str) -> None:
+        self._drops = [d for d in self._drops if not d.done() or d.exception() is not None]
+        self._drops.append(self._thread.submit(_drop_database, self._admin_dsn, name))
+
+    def close(self) -> None:
+        spare = self._next
+        self._thread.shutdown(wait=True)
+        if spare.exception() is None:
+            _drop_database(self._admin_dsn, spare.result())
+        failed = [error for d in self._drops if (error := d.exception()) is not None]
+        if failed:
+            raise failed[0]
+
+
+@pytest.fixture(scope="session")
+def _clones(pg_admin_dsn: str, template_db: str) -> Iterator[_Clones]:
+    clones = _Clones(pg_admin_dsn, template_db)
+    try:
+        yield clones
+    finally:
+        clones.close()
+
+
 @pytest.fixture
-def dsn(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
+def dsn(pg_admin_dsn: str, _clones: _Clones) -> Iterator[str]:
     """A fresh, migrated database for this test only."""
-    name = _fresh_database(pg_admin_dsn, template_db)
+    name = _clones.take()
     yield with_database(pg_admin_dsn, name)
-    _drop_database(pg_admin_dsn, name)
+    _clones.drop(name)
 
 
 @pytest.fixture
