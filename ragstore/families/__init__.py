@@ -25,6 +25,7 @@ from ragstore.db.sqlfiles import query
 from ragstore.db.sync_triggers import drop_family_triggers
 from ragstore.embed.base import Backend
 from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
+from ragstore.families import build_memory
 from ragstore.families import storage as storages
 
 if TYPE_CHECKING:
@@ -38,6 +39,17 @@ HNSW_MAX_DIM = {"vector": 2000, "halfvec": 4000}
 # .990-.999, 100k x 384-d .969-.989 -> .995; ranges over builds) for a build 1.4x (100k) to 1.6x (1M) longer.
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
+# The full-text configuration of a family that names none, and the form of a configuration name.
+DEFAULT_FTS_CONFIG = "english"
+FTS_CONFIG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+# The family option holding the declared filter keys (ragstore.families.filter_keys).
+FILTER_KEYS_OPTION = "filter_keys"
+
+
+def listed(options: dict[str, Any], option: str) -> tuple[str, ...]:
+    """The texts of the list option ``option`` of a family's ``options`` (none when it is not a list)."""
+    raw = options.get(option)
+    return tuple(k for k in raw if isinstance(k, str)) if isinstance(raw, list) else ()
 
 
 class _TableSuffix:
@@ -78,15 +90,43 @@ class Family:
         most 56 bytes, within PostgreSQL's 63 (a name has at most 48)."""
         return f"vectors_{check_name(self.name)}"
 
+    # What a search reads of the family's options, read here, with the record: the statement of every mode
+    # takes these facts from the Family it runs on, never from the options again.
     @property
     def storage(self) -> str:
-        """How the HNSW index holds the vectors: vector, halfvec or bit (ragstore.families.storage)."""
-        return storages.storage_of(self.options)
+        """How the HNSW index holds the vectors: vector, halfvec or bit (ragstore.families.storage); ``vector``
+        when the options record none (every family made before storages)."""
+        value = self.options.get("storage", "vector")
+        return value if value in storages.STORAGES else "vector"
 
     @property
     def rerank_factor(self) -> int:
         """For the bit storage: how many candidates per hit the index returns for the exact re-rank."""
-        return storages.rerank_factor_of(self.options)
+        value = self.options.get("rerank_factor", storages.DEFAULT_RERANK_FACTOR)
+        ok = isinstance(value, int) and 1 <= value <= storages.MAX_RERANK_FACTOR
+        return value if ok else storages.DEFAULT_RERANK_FACTOR
+
+    def candidates(self, k: int) -> int:
+        """How many rows a search reads from the index for ``k`` hits: ``k``, or ``k × rerank_factor`` for
+        ``bit`` (re-ranked exactly), capped at 1,000 (hnsw.ef_search's bound) but never under ``k``."""
+        if self.storage != "bit":
+            return k
+        return max(k, min(k * self.rerank_factor, 1000))
+
+    @property
+    def filter_keys(self) -> tuple[str, ...]:
+        """The metadata keys declared on the family (sorted; :mod:`ragstore.families.filter_keys`): a
+        search renders conditions on them with the expression their btree indexes."""
+        return tuple(sorted(listed(self.options, FILTER_KEYS_OPTION)))
+
+    @property
+    def fts_config(self) -> str:
+        """The text-search configuration of the family (option ``fts_config``, default
+        :data:`DEFAULT_FTS_CONFIG`); InvalidInput when the option is not a plain configuration name."""
+        config = self.options.get("fts_config", DEFAULT_FTS_CONFIG)
+        if not isinstance(config, str) or not FTS_CONFIG_NAME.fullmatch(config):
+            raise InvalidInput(f"family {self.name!r} has an invalid fts_config option {config!r}")
+        return config
 
     @property
     def opclass(self) -> str:
@@ -438,19 +478,53 @@ def may_own(conn: Conn, family: Family) -> bool:
     return bool(row and row[0])
 
 
+def build_settings(conn: Conn, family: Family, *, work: str = "hnsw") -> dict[str, str]:
+    """``maintenance_work_mem`` and ``max_parallel_maintenance_workers`` for building the family's HNSW index
+    (``work`` "hnsw": its rows, as the planner counts them or counted) or clustering its table ("cluster":
+    its bytes), by the rule of :mod:`ragstore.families.build_memory`."""
+    row = conn.execute(query("families", "build_size"), {"table": family.table}).fetchone()
+    rows, table_bytes = (row[0], row[1]) if row else (None, 0)
+    if work == "cluster":
+        need = int(table_bytes or 0)
+    else:
+        if rows is None:
+            counted = conn.execute(sql.SQL(query("families", "count_rows")).format(**family.identifiers())).fetchone()
+            rows = counted[0] if counted else 0
+        need = build_memory.hnsw_need(int(rows), family.storage, family.vector_type, family.dim)
+    return {
+        "memory": build_memory.setting(build_memory.maintenance_bytes(need)),
+        "workers": str(build_memory.parallel_workers()),
+    }
+
+
+def size_build(conn: Conn, family: Family, *, work: str = "hnsw", local: bool = True) -> dict[str, str]:
+    """Set :func:`build_settings` for this transaction (``local``) or this session (then reset them with
+    :func:`reset_build`); returns them."""
+    chosen = build_settings(conn, family, work=work)
+    conn.execute(query("families", "set_build_settings"), {**chosen, "is_local": local})
+    return chosen
+
+
+def reset_build(conn: Conn) -> None:
+    """The server's build settings again for this session (after :func:`size_build` with ``local=False``)."""
+    conn.execute(query("families", "reset_build_settings"))
+
+
 def ensure_hnsw_index(conn: Conn, family: Family) -> None:
-    """Build the HNSW index when missing (after a bulk load), with build memory raised for this transaction.
+    """Build the HNSW index when missing (after a bulk load), with build memory and workers sized for its rows
+    for this transaction (:func:`size_build`).
 
     A role that does not own the table (the app) goes through ``ragstore.family_build_hnsw``, which builds
-    the same index as its owner (SECURITY DEFINER, the family found by name in the registry).
+    the same index as its owner (SECURITY DEFINER, the family found by name in the registry) with the
+    caller's settings.
     """
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
+        size_build(conn, family)
         if not may_own(conn, family):
             dialect_of(conn).registry_then_shards(conn)
             conn.execute(query("roles", "build_hnsw"), {"family": family.name})
             return
-        conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
         conn.execute(sql.SQL(query("families", "create_hnsw_index")).format(**family.identifiers()))
 
 
@@ -464,11 +538,11 @@ def cluster_by_package(conn: Conn, family: Family) -> None:
     """
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
+        size_build(conn, family, work="cluster")
         if not may_own(conn, family):  # the app: ragstore.family_bulk_cluster clusters and analyzes
             dialect_of(conn).registry_then_shards(conn)
             conn.execute(query("roles", "bulk_cluster"), {"family": family.name})
             return
-        conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
         conn.execute(sql.SQL(query("families", "cluster_by_package")).format(**family.identifiers()))
     with conn.transaction(), db_errors():
         conn.execute(sql.SQL(query("families", "analyze_table")).format(**family.identifiers()))

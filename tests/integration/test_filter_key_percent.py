@@ -102,7 +102,7 @@ def test_declaring_any_key_never_changes_a_count(conn: Any, key: str) -> None:
     index_records(conn, "docs", _records(key))
     conn.commit()
     plain = replace(fam, options={})
-    declared = replace(fam, options={filter_keys.OPTION: [filter_keys.check_key(key)]})
+    declared = replace(fam, options={families.FILTER_KEYS_OPTION: [filter_keys.check_key(key)]})
     assert _counts(conn, declared, key) == _counts(conn, plain, key) == [20, 20, 40, 20, 21]
 
 
