@@ -6,9 +6,10 @@ Creates a scratch database (``--dsn``, else ``$RAGSTORE_DSN``, else a throwaway 
 ``--chunks`` synthetic chunks into family ``docs`` (offline backend), makes a reader and an app token and
 starts ``ragstore serve`` as a subprocess on a free 127.0.0.1 port. Then, in one run:
 
-1. the quiet overhead: ``--overhead`` queries, each sent once over HTTP (one keep-alive client) and once
-   through an in-process :class:`~ragstore.AsyncStore` (same pool size, same reader role), interleaved;
-   p50/p95 of both and their differences;
+1. the quiet overhead: ``--overhead`` queries, each sent over HTTP by httpx (one keep-alive client), over
+   HTTP by a minimal raw HTTP/1.1 client (one keep-alive connection: what a client in C costs), and
+   through an in-process :class:`~ragstore.AsyncStore` (same pool size, same reader role), in a rotating
+   order, the three answers checked equal; p50/p95 of each and the differences;
 2. the load: ``--clients`` concurrent HTTP clients (each its own connection) × ``--searches`` searches
    (queries drawn from a fixed set), while another client keeps indexing batches into family
    ``incoming`` over HTTP with the app token. Counts errors (any non-200 or transport failure), answers
@@ -34,6 +35,7 @@ import time
 from typing import Any
 
 import httpx
+import orjson
 import psycopg
 from _db import admin_dsn, scratch_database
 
@@ -101,28 +103,78 @@ async def server_connections(dsn: str, stop: asyncio.Event, seen: list[int]) -> 
             await asyncio.sleep(0.02)
 
 
+class RawClient:
+    """A minimal HTTP/1.1 keep-alive client: each request one write, the answer read by its Content-Length.
+    What a client costs in C (curl, Go's net/http), next to httpx's own Python per request."""
+
+    def __init__(self, base: str, token: str) -> None:
+        self.host, _, port = base.removeprefix("http://").partition(":")
+        self.port = int(port)
+        self.head = f"Host: {self.host}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def __aenter__(self) -> RawClient:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            await self.writer.wait_closed()
+
+    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        assert self.reader is not None and self.writer is not None
+        request = f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+        self.writer.write(request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        fields = (line.partition(":") for line in lines[1:])
+        length = next(int(value) for name, _, value in fields if name.lower() == "content-length")
+        return int(lines[0].split(" ", 2)[1]), await self.reader.readexactly(length)
+
+
 async def overhead(base: str, reader: str, store: AsyncStore, qs: list[str], k: int) -> dict[str, float]:
-    http_ms: list[float] = []
-    lib_ms: list[float] = []
+    """Each query through httpx, through the raw client and through ``store``, in a rotating order (none
+    always first), each answer checked against the library's."""
+    times: dict[str, list[float]] = {"httpx": [], "raw": [], "lib": []}
     headers = {"Authorization": f"Bearer {reader}"}
-    async with httpx.AsyncClient(base_url=base, timeout=120, headers=headers) as client:
-        for query in qs[:20]:  # warm both paths (pools, caches, the role's store)
-            await client.post("/v1/families/docs/search", json={"query": query, "k": k})
-            await store.search("docs", query, k=k)
-        for query in qs:
-            t = time.perf_counter()
-            answer = await client.post("/v1/families/docs/search", json={"query": query, "k": k})
-            http_ms.append((time.perf_counter() - t) * 1000)
+    path = "/v1/families/docs/search"
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=120, headers=headers) as client,
+        RawClient(base, reader) as raw,
+    ):
+
+        async def via_httpx(query: str) -> list[tuple[str, float]]:
+            answer = await client.post(path, json={"query": query, "k": k})
             assert answer.status_code == 200, answer.text
-            t = time.perf_counter()
-            await store.search("docs", query, k=k)
-            lib_ms.append((time.perf_counter() - t) * 1000)
-    return {
-        "http_p50": statistics.median(http_ms),
-        "http_p95": pct(http_ms, 0.95),
-        "lib_p50": statistics.median(lib_ms),
-        "lib_p95": pct(lib_ms, 0.95),
-    }
+            return answer_key(answer.json()["hits"])
+
+        async def via_raw(query: str) -> list[tuple[str, float]]:
+            status, body = await raw.post(path, orjson.dumps({"query": query, "k": k}))
+            assert status == 200, body[:200]
+            return answer_key(orjson.loads(body)["hits"])
+
+        async def via_lib(query: str) -> list[tuple[str, float]]:
+            return answer_key([_hit_dict(h) for h in await store.search("docs", query, k=k)])
+
+        ways = [("httpx", via_httpx), ("raw", via_raw), ("lib", via_lib)]
+        for query in qs[:20]:  # warm every path (pools, caches, the role's store)
+            for _, way in ways:
+                await way(query)
+        for n, query in enumerate(qs):
+            answers = []
+            for name, way in ways[n % 3 :] + ways[: n % 3]:
+                t = time.perf_counter()
+                answer = await way(query)  # the answer's JSON decoding is on the clock of every path
+                times[name].append((time.perf_counter() - t) * 1000)
+                answers.append(answer)
+            assert answers[0] == answers[1] == answers[2], query
+    return {f"{name}_{q}": f(ms) for name, ms in times.items() for q, f in (("p50", statistics.median), ("p95", p95))}
+
+
+def p95(samples: list[float]) -> float:
+    return pct(samples, 0.95)
 
 
 async def load(
@@ -247,12 +299,15 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
         f" = login {LOGIN_POOL} + 2 roles x (pool {args.pool_size} + workers {WORKER_POOL})"
     )
     print(
-        f"quiet, {args.overhead} queries interleaved:"
-        f" HTTP p50 {quiet['http_p50']:.2f} / p95 {quiet['http_p95']:.2f} ms;"
-        f" AsyncStore.search p50 {quiet['lib_p50']:.2f} / p95 {quiet['lib_p95']:.2f} ms;"
-        f" overhead p50 {quiet['http_p50'] - quiet['lib_p50']:.2f} ms,"
-        f" p95 {quiet['http_p95'] - quiet['lib_p95']:.2f} ms"
+        f"quiet, {args.overhead} queries, each through the three in a rotating order:"
+        f" AsyncStore.search p50 {quiet['lib_p50']:.2f} / p95 {quiet['lib_p95']:.2f} ms"
     )
+    for name, what in (("httpx", "httpx client"), ("raw", "raw HTTP/1.1 client")):
+        print(
+            f"  HTTP, {what}: p50 {quiet[name + '_p50']:.2f} / p95 {quiet[name + '_p95']:.2f} ms;"
+            f" overhead p50 {quiet[name + '_p50'] - quiet['lib_p50']:.2f} ms,"
+            f" p95 {quiet[name + '_p95'] - quiet['lib_p95']:.2f} ms"
+        )
     if "Traceback" in err.decode(errors="replace"):
         print("the server logged a traceback:\n" + err.decode(errors="replace")[-2000:])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import logging
 import os
@@ -132,7 +133,9 @@ def serve_command(
     )
     one_line_pool_logs()
     click.echo(
-        f"ragstore serve: http://{host}:{port} (Ctrl-C or SIGTERM stops it after the requests in flight)", err=True
+        f"ragstore serve: http://{host}:{port} on {event_loop_and_parser()}"
+        " (Ctrl-C or SIGTERM stops it after the requests in flight)",
+        err=True,
     )
     with closing(reranker, hyde):
         uvicorn.run(
@@ -144,3 +147,11 @@ def serve_command(
             timeout_graceful_shutdown=shutdown_timeout,
             server_header=False,
         )
+
+
+def event_loop_and_parser() -> str:
+    """What uvicorn runs on (its "auto"): uvloop and httptools when installed (the server extra installs
+    them), else asyncio's loop and h11."""
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    parser = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    return f"{loop} and {parser}"

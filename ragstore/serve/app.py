@@ -6,6 +6,13 @@ connect: an :class:`~ragstore.AsyncStore` per role, made on first use), so the r
 the memory row-level security hold exactly as through psql. The login role reads the tokens (the owner
 side's table) and must be allowed to ``SET ROLE`` to each token's role. Errors are ``{"error": "<one
 line>"}``, the message the CLI prints; a missing, malformed, unknown or revoked token is a bare 401.
+
+Every request's token is checked against the database, so a revocation holds from the next request on.
+A plain search does not wait for that check before it starts: the server remembers the role the
+database last gave a token (with the SHA-256 it then held, compared in constant time) and runs the search
+as that role while the check runs; it answers once both are done, with the hits only when the check
+passed (:meth:`Stores.speculate`). Everything else, and a search with a second stage that calls out, waits
+for the check first.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import contextlib
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
 import psycopg
@@ -54,7 +61,10 @@ MAX_IDS = 1_000
 MAX_RECORDS = 5_000
 # Distinct token roles one server keeps connections for (each has its own pool).
 MAX_ROLES = 16
+# Tokens whose role a server remembers (Stores.remembered); past this it forgets them all and relearns.
+MAX_KNOWN = 10_000
 
+R = TypeVar("R")
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -132,6 +142,9 @@ class Stores:
         self._roles: dict[str, AsyncStore] = {}
         self._lock = asyncio.Lock()
         self._marked: dict[int, float] = {}  # token id: when this server last marked it used
+        # token id: (role, SHA-256 of the secret) as the database last answered for it; never an
+        # authorization by itself, only the role a search may start as while the database checks
+        self._known: dict[int, tuple[str, bytes]] = {}
 
     async def open(self) -> None:
         timeout = self.settings.pool_timeout
@@ -154,14 +167,56 @@ class Stores:
             self._login = None
 
     async def role_of(self, token: str) -> str:
+        """The role the database gives ``token`` now (Unauthorized for none): one lookup."""
+        parsed = tokens.parse(token)
         try:
             async with self.login.connection() as conn:
                 role = await tokens.authenticate(conn, token, self._marked)
         except psycopg.Error as exc:
             map_db_error(exc)
+        if parsed is not None:
+            if role is None:
+                self._known.pop(parsed[0], None)
+            else:
+                if len(self._known) >= MAX_KNOWN:
+                    self._known.clear()
+                self._known[parsed[0]] = (role, tokens.digest(parsed[1]))
         if role is None:
             raise Unauthorized
         return role
+
+    def remembered(self, token: str) -> str | None:
+        """The role the database last gave ``token``, when its secret hashes to what the database then
+        held (constant time); None for a token not seen or not matching. Not an authorization."""
+        parsed = tokens.parse(token)
+        known = self._known.get(parsed[0]) if parsed is not None else None
+        if parsed is None or known is None or not tokens.matches(known[1], parsed[1]):
+            return None
+        return known[0]
+
+    async def speculate(self, token: str, run: Callable[[AsyncStore], Awaitable[R]]) -> R:
+        """``run(store)`` on the store of ``token``'s role, answered only when the database says now that
+        the token is live and has that role (else Unauthorized, whatever ``run`` gave). A token this server
+        has seen runs ``run`` while the database checks it; any other is checked first."""
+        guess = self.remembered(token)
+        if guess is None:
+            return await run(await self.for_role(await self.role_of(token)))
+        # The search is sent to the database first, the check right after it (tasks start in order).
+        work = asyncio.ensure_future(run(await self.for_role(guess)))
+        check = asyncio.ensure_future(self.role_of(token))
+        try:
+            role = await check
+        except BaseException:
+            # The answer is thrown away; the work is awaited (not cancelled) so that its connection goes
+            # back to the pool clean.
+            with contextlib.suppress(BaseException):
+                await work
+            raise
+        if role != guess:  # the owner changed the token's role: its work is redone as the role it has now
+            with contextlib.suppress(BaseException):
+                await work
+            return await run(await self.for_role(role))
+        return await work
 
     async def for_role(self, role: str) -> AsyncStore:
         store = self._roles.get(role)
@@ -192,16 +247,22 @@ class Stores:
             return store
 
 
-async def caller(request: Request) -> AsyncStore:
-    """The AsyncStore of the request's token role (401 for no or a bad token)."""
+def bearer_token(request: Request) -> str:
+    """The request's bearer token (Unauthorized when there is none)."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized
+    return token.strip()
+
+
+async def caller(request: Request) -> AsyncStore:
+    """The AsyncStore of the request's token role, once the database said the token is live (401 else)."""
     stores: Stores = request.app.state.stores
-    return await stores.for_role(await stores.role_of(token.strip()))
+    return await stores.for_role(await stores.role_of(bearer_token(request)))
 
 
 Caller = Annotated[AsyncStore, Depends(caller)]
+Token = Annotated[str, Depends(bearer_token)]
 
 
 class ErrorBody(BaseModel):
@@ -357,24 +418,31 @@ def create_app(settings: Settings) -> FastAPI:
         summary="Search FAMILY, as `ragstore search --json`.",
         response_model=dict[str, Any],
     )
-    async def search(family: str, body: SearchBody, store: Caller) -> JSONResponse:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FingerprintVectorsWarning)
-            hits = await store.search(
-                family,
-                body.query,
-                k=body.k,
-                mode=body.mode,
-                package=body.package,
-                metadata=body.where,
-                min_score=body.min_score,
-                ef_search=body.ef_search,
-                mmr_lambda=body.mmr_lambda,
-                fetch_k=body.fetch_k,
-                fusion=body.fusion,
-                alpha=body.alpha,
-                **second_stage(settings, body.rerank, body.rerank_depth, body.hyde),
-            )
+    async def search(family: str, body: SearchBody, token: Token) -> JSONResponse:
+        async def run(store: AsyncStore) -> list[Any]:
+            options = second_stage(settings, body.rerank, body.rerank_depth, body.hyde)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FingerprintVectorsWarning)
+                return await store.search(
+                    family,
+                    body.query,
+                    k=body.k,
+                    mode=body.mode,
+                    package=body.package,
+                    metadata=body.where,
+                    min_score=body.min_score,
+                    ef_search=body.ef_search,
+                    mmr_lambda=body.mmr_lambda,
+                    fetch_k=body.fetch_k,
+                    fusion=body.fusion,
+                    alpha=body.alpha,
+                    **options,
+                )
+
+        if body.rerank == "cross" or body.hyde:  # calls out to the server's endpoints: the token first
+            hits = await run(await stores.for_role(await stores.role_of(token)))
+        else:
+            hits = await stores.speculate(token, run)
         # Straight to JSON: the hot path skips FastAPI's re-validation and re-encoding of the answer.
         return Json({"family": family, "query": body.query, "hits": [_hit_dict(h) for h in hits]})
 

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from ragstore import Store
+from ragstore.cli.serve import event_loop_and_parser
 from ragstore.serve import tokens
 from tests.toolkit.app import bearer, seeded, token  # noqa: F401 (the fixture)
 from tests.toolkit.serve_process import answers, free_port, until
@@ -71,6 +72,7 @@ def test_serve_answers_searches_and_sigterm_finishes_the_request_in_flight(seede
         # unhandled SIGTERM would): a supervisor sees the usual status.
         assert proc.returncode in (0, -signal.SIGTERM), err
         assert reader not in (out + err).decode()
+        assert f"http://127.0.0.1:{port} on {event_loop_and_parser()}" in err.decode()  # what uvicorn runs on
         assert (tokens.parse(reader) or (0, reader))[1] not in (out + err).decode()
     finally:
         if proc.poll() is None:
