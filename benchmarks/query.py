@@ -211,7 +211,7 @@ def metadata_against_package(dsn: str, data: np.ndarray, qs: np.ndarray, declare
     with connect(dsn, autocommit=True) as conn:
         fam = families.get_family(conn, "bench")
         wanted = declare == "covering"
-        if declare and ("tag" not in filter_keys.declared(fam) or ("tag" in filter_keys.covering(fam)) != wanted):
+        if declare and ("tag" not in fam.filter_keys or ("tag" in filter_keys.covering(fam)) != wanted):
             started = time.perf_counter()
             fam = filter_keys.add_key(conn, "bench", "tag", covering=wanted)
             conn.execute(sql.SQL("VACUUM ragstore.{}").format(sql.Identifier(fam.table)))
@@ -219,7 +219,7 @@ def metadata_against_package(dsn: str, data: np.ndarray, qs: np.ndarray, declare
                 f"  declared filter key 'tag' ({declare}, built concurrently, then ANALYZE and VACUUM):"
                 f" {time.perf_counter() - started:.1f} s"
             )
-        elif not declare and filter_keys.declared(fam):
+        elif not declare and fam.filter_keys:
             fam = filter_keys.remove_key(conn, "bench", "tag")
         undeclared = Caches()
         undeclared.remember_family(replace(fam, options={}))

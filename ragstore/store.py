@@ -16,7 +16,6 @@ under ``$RAGSTORE_HOME``. Only the command line starts the embedded server on it
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import os
 import warnings
@@ -28,12 +27,15 @@ from typing import IO, TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, Typ
 
 import psycopg
 
-from ragstore.caches import Caches
+from ragstore.caches import Caches, caches_for
 from ragstore.common.closing import Closing
 from ragstore.db.connection import NO_DATABASE as NO_DATABASE_OF
 from ragstore.db.connection import given_dsn, mask_dsn, register_vector, statement_timeout
 from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput, StorageRecallWarning
+from ragstore.search import drive
 from ragstore.search.api import search as _api_search
+from ragstore.search.plan import plan_search
+from ragstore.search.request import Hit, SearchRequest
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -170,27 +172,13 @@ def configure_connection(conn: Conn, timeout: str | None) -> None:
         conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
 
 
-def _pooled(fn: Callable[Concatenate[Conn, P], R]) -> Callable[Concatenate[Store, P], R]:
-    """``fn(conn, ...)`` as a Store method: the same arguments after ``conn``, run on a connection of the
-    pool with the Store's caches (unless the call passes its own ``caches``)."""
-
-    @functools.wraps(fn)
-    def method(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        cast(dict[str, Any], kwargs).setdefault("caches", self.caches)
-        # The hot path of every search: the pool's own checkout and return, nothing around them (half of
-        # what connection() costs: 11 against 22 us a call, measured). fn runs in autocommit and leaves no
-        # transaction open; should it, the pool rolls it back on return.
-        conn = self._checkout()
-        try:
-            return fn(conn, *args, **kwargs)
-        finally:
-            self._pool.putconn(conn)
-
-    # What help() and IDEs show: fn's parameters with ``self`` in place of ``conn``.
-    shown = inspect.signature(fn)
+def _shown_as(model: Callable[Concatenate[Conn, P], R], method: Callable[..., R]) -> Callable[Concatenate[Store, P], R]:
+    """``method`` with ``model``'s parameters (``self`` in place of ``conn``) for type checkers, help() and
+    IDEs, and its docstring: the arguments are defined once, in ``model``."""
+    shown = inspect.signature(model)
     first = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
     method.__signature__ = shown.replace(parameters=[first, *list(shown.parameters.values())[1:]])  # type: ignore[attr-defined]
-    method.__doc__ = f"On a connection of the Store's pool, with the Store's caches: {fn.__doc__}"
+    method.__doc__ = f"On a connection of the Store's pool, with the Store's caches: {model.__doc__}"
     return cast("Callable[Concatenate[Store, P], R]", method)
 
 
@@ -701,16 +689,33 @@ class Store(Closing):
         finally:
             self._give_back(conn)
 
+    def _search(self, /, family: str, query: str | None = None, **options: Any) -> list[Hit]:
+        caches = options.pop("caches", self.caches)
+        request = SearchRequest.of(family, query, **options)
+        # The hot path of every search: the pool's own checkout and return, nothing around them (half of
+        # what connection() costs: 11 against 22 us a call, measured). The plan runs in autocommit and
+        # leaves no transaction open; should it, the pool rolls it back on return.
+        conn = self._checkout()
+        try:
+            memo = caches if caches is not None else caches_for(conn)
+            answer = drive.run(conn, plan_search(request, memo, drive.dialect_of(conn)))
+        finally:
+            self._pool.putconn(conn)
+        if answer.note is not None:
+            warnings.warn(FingerprintVectorsWarning(answer.note), stacklevel=2)
+        return answer.hits
+
     #: :func:`ragstore.search.api.search` on a pooled connection with the Store's caches: the same arguments
-    #: (after ``conn``), modes, errors and guarantees (the top ``min(k, rows that match)`` hits).
-    search = _pooled(_api_search)
+    #: (after ``conn``), modes, errors and guarantees (the top ``min(k, rows that match)`` hits); the
+    #: request is planned (:func:`ragstore.search.plan.plan_search`) and driven (:mod:`ragstore.search.drive`)
+    #: here, as :meth:`AsyncStore.search` does on the event loop.
+    search = _shown_as(_api_search, _search)
 
     def explain(self, /, family: str, query: str | None = None, *, analyze: bool = False, **options: Any) -> str:
         """The psql script of the statements the search ``search(family, query, **options)`` runs, with
         their parameters inlined (``ragstore search --explain``); ``analyze`` adds ``EXPLAIN ANALYZE`` of
         each (:func:`ragstore.search.explain.explain`). The same errors as :meth:`search`."""
         from ragstore.search.explain import explain
-        from ragstore.search.request import SearchRequest
 
         request = SearchRequest.of(family, query, **options)
         with self.connection(autocommit=False) as conn:

@@ -184,7 +184,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         "hnsw_index": stats.hnsw_index,
         "hnsw_bytes": stats.hnsw_bytes,
         "recall": stats.family.options.get("recall"),
-        "filter_keys": list(filter_keys.declared(stats.family)),
+        "filter_keys": list(stats.family.filter_keys),
         "filter_keys_covering": sorted(filter_keys.covering(stats.family)),
         "sources": [row.as_dict() for row in sources],
     }
@@ -414,9 +414,7 @@ def _keys_line(family: families.Family) -> str:
     from ragstore.families import filter_keys
 
     cover = filter_keys.covering(family)
-    keys = [
-        json.dumps(k, ensure_ascii=False) + (" (covering)" if k in cover else "") for k in filter_keys.declared(family)
-    ]
+    keys = [json.dumps(k, ensure_ascii=False) + (" (covering)" if k in cover else "") for k in family.filter_keys]
     return terminal_safe(", ".join(keys)) if keys else "(none)"
 
 

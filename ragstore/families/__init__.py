@@ -39,6 +39,17 @@ HNSW_MAX_DIM = {"vector": 2000, "halfvec": 4000}
 # .990-.999, 100k x 384-d .969-.989 -> .995; ranges over builds) for a build 1.4x (100k) to 1.6x (1M) longer.
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
+# The full-text configuration of a family that names none, and the form of a configuration name.
+DEFAULT_FTS_CONFIG = "english"
+FTS_CONFIG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+# The family option holding the declared filter keys (ragstore.families.filter_keys).
+FILTER_KEYS_OPTION = "filter_keys"
+
+
+def listed(options: dict[str, Any], option: str) -> tuple[str, ...]:
+    """The texts of the list option ``option`` of a family's ``options`` (none when it is not a list)."""
+    raw = options.get(option)
+    return tuple(k for k in raw if isinstance(k, str)) if isinstance(raw, list) else ()
 
 
 class _TableSuffix:
@@ -79,15 +90,43 @@ class Family:
         most 56 bytes, within PostgreSQL's 63 (a name has at most 48)."""
         return f"vectors_{check_name(self.name)}"
 
+    # What a search reads of the family's options, read here, with the record: the statement of every mode
+    # takes these facts from the Family it runs on, never from the options again.
     @property
     def storage(self) -> str:
-        """How the HNSW index holds the vectors: vector, halfvec or bit (ragstore.families.storage)."""
-        return storages.storage_of(self.options)
+        """How the HNSW index holds the vectors: vector, halfvec or bit (ragstore.families.storage); ``vector``
+        when the options record none (every family made before storages)."""
+        value = self.options.get("storage", "vector")
+        return value if value in storages.STORAGES else "vector"
 
     @property
     def rerank_factor(self) -> int:
         """For the bit storage: how many candidates per hit the index returns for the exact re-rank."""
-        return storages.rerank_factor_of(self.options)
+        value = self.options.get("rerank_factor", storages.DEFAULT_RERANK_FACTOR)
+        ok = isinstance(value, int) and 1 <= value <= storages.MAX_RERANK_FACTOR
+        return value if ok else storages.DEFAULT_RERANK_FACTOR
+
+    def candidates(self, k: int) -> int:
+        """How many rows a search reads from the index for ``k`` hits: ``k``, or ``k × rerank_factor`` for
+        ``bit`` (re-ranked exactly), capped at 1,000 (hnsw.ef_search's bound) but never under ``k``."""
+        if self.storage != "bit":
+            return k
+        return max(k, min(k * self.rerank_factor, 1000))
+
+    @property
+    def filter_keys(self) -> tuple[str, ...]:
+        """The metadata keys declared on the family (sorted; :mod:`ragstore.families.filter_keys`): a
+        search renders conditions on them with the expression their btree indexes."""
+        return tuple(sorted(listed(self.options, FILTER_KEYS_OPTION)))
+
+    @property
+    def fts_config(self) -> str:
+        """The text-search configuration of the family (option ``fts_config``, default
+        :data:`DEFAULT_FTS_CONFIG`); InvalidInput when the option is not a plain configuration name."""
+        config = self.options.get("fts_config", DEFAULT_FTS_CONFIG)
+        if not isinstance(config, str) or not FTS_CONFIG_NAME.fullmatch(config):
+            raise InvalidInput(f"family {self.name!r} has an invalid fts_config option {config!r}")
+        return config
 
     @property
     def opclass(self) -> str:

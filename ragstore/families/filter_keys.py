@@ -32,9 +32,8 @@ from ragstore.common.strictjson import text_problem
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import Conflict, InvalidInput, NotFound
-from ragstore.families import Family, check_name, get_family, may_own
+from ragstore.families import FILTER_KEYS_OPTION, Family, check_name, get_family, listed, may_own
 
-OPTION = "filter_keys"
 COVERING_OPTION = "filter_keys_covering"  # the declared keys whose index is covering (a subset)
 # A covering index holds each row's vector; a btree entry holds at most 2,704 bytes, and a 512-d vector
 # takes 2,052, leaving the rest for the row's ids and metadata. Wider families declare plain keys.
@@ -43,11 +42,6 @@ COVERING_MAX_DIM = 512
 BTREE_MAX_ENTRY = 2704
 # A key is any JSON object key PostgreSQL can store; this bound keeps statement texts and error lines short.
 MAX_KEY_LENGTH = 256
-
-
-def declared(family: Family) -> tuple[str, ...]:
-    """The keys declared on ``family`` (sorted)."""
-    return tuple(sorted(_listed(family.options, OPTION)))
 
 
 def check_key(key: object) -> str:
@@ -66,7 +60,7 @@ def check_key(key: object) -> str:
 
 def covering(family: Family) -> frozenset[str]:
     """The declared keys of ``family`` whose index is covering."""
-    return frozenset(_listed(family.options, COVERING_OPTION))
+    return frozenset(listed(family.options, COVERING_OPTION))
 
 
 def index_name(table: str, key: str, covering: bool = False) -> str:
@@ -157,7 +151,7 @@ def create_indexes(conn: Conn, family: Family) -> None:
     a table nobody reads yet: the one a model migration creates). ``family`` is the family on that table:
     its covering keys when the table's vectors allow them (:func:`kept_options` says what is kept)."""
     wide = covering_problem(family) is not None
-    for key in declared(family):
+    for key in family.filter_keys:
         cover = key in covering(family) and not wide
         conn.execute(_ddl("filter_key_index", family.table, key, covering=cover, concurrently=False))
 
@@ -166,8 +160,8 @@ def kept_options(old: Family, new: Family) -> dict[str, Any]:
     """The filter-key options a family keeps when its table is replaced by ``new``'s (a model migration):
     its keys, and its covering keys while ``new``'s vectors are narrow enough for them."""
     kept: dict[str, Any] = {}
-    if declared(old):
-        kept[OPTION] = list(declared(old))
+    if old.filter_keys:
+        kept[FILTER_KEYS_OPTION] = list(old.filter_keys)
     cover = sorted(covering(old)) if covering_problem(new) is None else []
     if cover:
         kept[COVERING_OPTION] = cover
@@ -179,7 +173,7 @@ def list_keys(conn: Conn, name: str) -> list[FilterKey]:
     family = get_family(conn, name)
     out = []
     with db_errors():
-        for key in declared(family):
+        for key in family.filter_keys:
             cover = key in covering(family)
             index = index_name(family.table, key, cover)
             row = conn.execute(query("families", "filter_key_index_state"), {"index": index}).fetchone()
@@ -211,23 +205,18 @@ def _update(conn: Conn, name: str, table: str, key: str, mode: bool | None) -> F
         if state != "ready" or serving != table:
             raise Conflict(f"family {name!r} is being migrated to another model: finish or abort that first")
         options = dict(options or {})
-        keys, cover = set(_listed(options, OPTION)) - {key}, set(_listed(options, COVERING_OPTION)) - {key}
+        keys, cover = set(listed(options, FILTER_KEYS_OPTION)) - {key}, set(listed(options, COVERING_OPTION)) - {key}
         if mode is not None:
             keys.add(key)
         if mode:
             cover.add(key)
-        for option, values in ((OPTION, keys), (COVERING_OPTION, cover)):
+        for option, values in ((FILTER_KEYS_OPTION, keys), (COVERING_OPTION, cover)):
             if values:
                 options[option] = sorted(values)
             else:
                 options.pop(option, None)
         conn.execute(query("families", "set_family_options"), {"name": name, "options": Jsonb(options)})
     return get_family(conn, name)
-
-
-def _listed(options: dict[str, Any], option: str) -> tuple[str, ...]:
-    raw = options.get(option)
-    return tuple(k for k in raw if isinstance(k, str)) if isinstance(raw, list) else ()
 
 
 def _ready(conn: Conn, name: str) -> Family:
@@ -290,7 +279,7 @@ def remove_key(conn: Conn, name: str, key: str) -> Family:
     """Forget ``key`` on family ``name`` and drop its index (filters on it go back to the GIN index).
     Raises InvalidInput (the key is not declared), NotFound, Conflict (a model migration is under way)."""
     family = _ready(conn, name)
-    if key not in declared(family):
+    if key not in family.filter_keys:
         raise InvalidInput(f"family {name!r} has no declared filter key {key!r} (see `ragstore family show {name}`)")
     family = _update(conn, name, family.table, key, None)
     with _autocommit(conn), db_errors():

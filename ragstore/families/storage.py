@@ -69,17 +69,6 @@ def kept_options(options: dict[str, Any]) -> dict[str, Any]:
     return {key: options[key] for key in ("storage", "rerank_factor") if key in options}
 
 
-def storage_of(options: dict[str, Any]) -> str:
-    """The storage a family's options record (``vector`` when none: every family made before storages)."""
-    value = options.get("storage", "vector")
-    return value if value in STORAGES else "vector"
-
-
-def rerank_factor_of(options: dict[str, Any]) -> int:
-    value = options.get("rerank_factor", DEFAULT_RERANK_FACTOR)
-    return value if isinstance(value, int) and 1 <= value <= MAX_RERANK_FACTOR else DEFAULT_RERANK_FACTOR
-
-
 def index_expression(storage: str, vector_type: str, dim: int, column: str = "embedding") -> str:
     """What the HNSW index is built on (and what a search orders by), for ``column``: constant SQL text from
     checked parts (``storage`` one of STORAGES, ``vector_type`` vector/halfvec, ``dim`` an int)."""
@@ -110,14 +99,6 @@ def order_expression(storage: str, vector_type: str, dim: int, column: str, para
     if storage == "bit":
         return f"{index_expression(storage, vector_type, d, column)} <~> binary_quantize({query})::bit({d})"
     return f"{column} <=> {query}"
-
-
-def candidates(storage: str, rerank_factor: int, k: int) -> int:
-    """How many rows a search reads from the index for ``k`` hits: ``k``, or ``k × rerank_factor`` for
-    ``bit`` (re-ranked exactly), capped at 1,000 (hnsw.ef_search's bound) but never under ``k``."""
-    if storage != "bit":
-        return k
-    return max(k, min(k * rerank_factor, 1000))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from ragstore.ingest.roots import claim as claim_roots
 from ragstore.ingest.roots import roots_of
 from ragstore.ingest.stream import BulkStream
 from ragstore.ingest.writer import DEFAULT_BATCH, IndexReport, Progress, check_supplied_vector
-from ragstore.search.fts import fts_config_of
 
 Conn = psycopg.Connection[Any]
 
@@ -140,7 +139,7 @@ def index_sources(
         raise InvalidInput(f"--overlap (overlap=) {overlap}: {exc}") from None
     for source in sources:
         source.window = window  # documents are chunked in the model's own tokens where it has them
-    config = check_fts_config(conn, fts_config_of(family))
+    config = check_fts_config(conn, family.fts_config)
     conn.commit()
     check_roots(conn, family_name, roots, replace=replace_root)
     prefixes = [prefix for source in sources for prefix in source.prefixes]

@@ -33,7 +33,6 @@ from ragstore.common.strictjson import check_json_value, loads_strict, text_prob
 from ragstore.db.connection import Conn, run_isolated
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.families import Family
-from ragstore.families.filter_keys import declared
 from ragstore.search import metafilter
 from ragstore.search.metafilter import uses_operators
 
@@ -76,7 +75,7 @@ class Filter:
 
     def for_family(self, family: Family) -> Filter:
         """This filter on ``family``: with its declared filter keys (the same filter when it has none)."""
-        keys = frozenset(declared(family))
+        keys = frozenset(family.filter_keys)
         if keys == self.keys:
             return self
         return Filter(self.package, self.metadata, keys=keys)

@@ -1,5 +1,8 @@
 """The full-text leg: BM25 over precomputed term statistics of the chunks' ``tsvector``.
 
+Its statement is block ``fts`` of ``ragstore/sql/hybrid.sql``, rendered with the hybrid one by
+:func:`ragstore.search.hybrid.statement` (one module renders every block of that file).
+
 Why this scoring: docs/decisions.md, "Full-text scoring".
 
 Promises of :func:`fts_search`:
@@ -11,15 +14,15 @@ Promises of :func:`fts_search`:
   (``match="auto"``): on the manpages set the strict AND of ``websearch_to_tsquery`` finds nothing for
   about half the queries. A query with operators keeps its strict meaning (the chunks it matches, through
   the GIN index); ``match="all"`` forces the strict meaning for every query.
-- Chunks are ranked by BM25 (``k1`` :data:`BM25_K1`, ``b`` :data:`BM25_B`): ``Σ over the query's words w
-  the chunk holds of idf(w) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))`` with
-  ``idf(w) = ln(1 + (N − df + 0.5)/(df + 0.5))``, tf the word's occurrences in the chunk and dl the
-  chunk's length (lexeme occurrences of its ``tsv``); then chunk_id ascending. tf, dl and df come from
-  ``ragstore.chunk_terms`` (one row per chunk and lexeme, kept by triggers on the chunks); N and the
-  average length from the family's ledger (``ragstore.family_chunk_deltas``). On Citus, where no trigger
-  keeps either, the same numbers come from the chunks' ``tsv`` in the statement itself
-  (``ragstore/sql/hybrid_citus.sql``): the same scores. Only the family's own chunks are read, returned
-  and counted: another family's chunks never change a score here.
+- Chunks are ranked by BM25 (``k1`` :data:`ragstore.search.hybrid.BM25_K1`, ``b``
+  :data:`~ragstore.search.hybrid.BM25_B`): ``Σ over the query's words w the chunk holds of idf(w) · tf ·
+  (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))`` with ``idf(w) = ln(1 + (N − df + 0.5)/(df + 0.5))``, tf the
+  word's occurrences in the chunk and dl the chunk's length (lexeme occurrences of its ``tsv``); then chunk_id
+  ascending. tf, dl and df come from ``ragstore.chunk_terms`` (one row per chunk and lexeme, kept by triggers
+  on the chunks); N and the average length from the family's ledger (``ragstore.family_chunk_deltas``). On
+  Citus, where no trigger keeps either, the same numbers come from the chunks' ``tsv`` in the statement itself
+  (``ragstore/sql/hybrid_citus.sql``): the same scores. Only the family's own chunks are read, returned and
+  counted: another family's chunks never change a score here.
 - An empty or stopword-only query gives ``[]``, never an error. ``package`` (a package_path prefix,
   LIKE wildcards escaped) and ``metadata`` (jsonb ``@>``) filter the chunks.
 
@@ -29,144 +32,22 @@ Hits carry the full-text score as ``score`` and in ``scores["fts"]``, the 1-base
 
 from __future__ import annotations
 
-import functools
-import re
 from typing import Any
 
 import psycopg
-from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from ragstore.db.connection import db_errors
-from ragstore.db.dialect import POSTGRES, Dialect, dialect_of
-from ragstore.db.hybrid_text import assemble
-from ragstore.errors import InvalidInput
+from ragstore.db.dialect import Dialect, dialect_of
 from ragstore.families import Family
-from ragstore.families.storage import candidates, order_expression
-from ragstore.search import metafilter
 from ragstore.search.drive import Rows
-from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
+from ragstore.search.filters import Filter, check_k, make_filter
+from ragstore.search.hybrid import statement, text_params
 from ragstore.search.request import Hit
 from ragstore.search.vector import row_to_hit
 
-__all__ = ["BM25_B", "BM25_K1", "DEFAULT_FTS_CONFIG", "MATCHES", "fts_config_of", "fts_search"]
+__all__ = ["fts_search", "fts_step", "row_to_fts_hit"]
 
 Conn = psycopg.Connection[Any]
-
-DEFAULT_FTS_CONFIG = "english"
-# BM25's term-frequency saturation and length normalisation (the SQL functions use the same numbers).
-BM25_K1 = 1.2
-BM25_B = 0.75
-MATCHES = ("auto", "all")
-_OPERATORS = re.compile(r"""["']|(^|\s)-\S|(^|\s)or(\s|$)""", re.IGNORECASE)
-_CONFIG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
-
-
-def fts_config_of(family: Family) -> str:
-    """The text-search configuration of ``family`` (option ``fts_config``, default ``english``).
-
-    Raises InvalidInput when the option is not a plain configuration name.
-    """
-    config = family.options.get("fts_config", DEFAULT_FTS_CONFIG)
-    if not isinstance(config, str) or not _CONFIG_NAME.fullmatch(config):
-        raise InvalidInput(f"family {family.name!r} has an invalid fts_config option {config!r}")
-    return config
-
-
-def plain_words(text: str) -> bool:
-    """True when ``text`` uses none of websearch's operators (quotes, ``or``, a ``-`` before a word)."""
-    return _OPERATORS.search(text) is None
-
-
-def text_params(family: Family, query_text: str, *, match: str = "auto") -> dict[str, Any]:
-    """The full-text parameters of the SQL blocks: family, query, fts_config, any, k1, b. Raises InvalidInput."""
-    if not isinstance(query_text, str):
-        raise InvalidInput(f"the query text must be a string, got {query_text!r}")
-    if match not in MATCHES:
-        raise InvalidInput(f"match must be one of {', '.join(MATCHES)}, got {match!r}")
-    return {
-        "family": family.name,
-        "query": query_text,
-        "fts_config": fts_config_of(family),
-        "any": match == "auto" and plain_words(query_text),
-        "k1": BM25_K1,
-        "b": BM25_B,
-    }
-
-
-def statement(
-    family: Family,
-    block: str,
-    flt: Filter,
-    *,
-    any_words: bool,
-    fts_n: int,
-    vec_n: int = 0,
-    k: int = 0,
-    dialect: Dialect = POSTGRES,
-    fusion: tuple[str, str] = ("cc", "tmm"),
-    vectors: bool = True,
-    guard: bool = False,
-) -> str:
-    """Block ``block`` of ``ragstore/sql/hybrid.sql`` for ``family`` and the shape of ``flt``, with the
-    match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape, in the
-    ``dialect``'s statement set (on Citus the form it pushes to the shards: ``ragstore/sql/hybrid_citus.sql``).
-    ``fusion`` (the hybrid statement's): the fusion and the normalisation, checked settings
-    (:class:`~ragstore.search.fusion.FusionSettings`), which pick the blocks fuse_<fusion> and
-    norm_<normalization>. ``vectors`` (the hybrid statement's): whether the hits carry their vector (else
-    NULL: less to send and decode when nothing reads it). ``guard`` (the hybrid statement's, one node): the
-    hits come back only while the family's row is still ``family`` (the block ``guard``; its parameters
-    from :func:`guard_params`)."""
-    # vector_type is checked by families; the storage and its factor pick the vector leg's order and depth
-    table = (family.table, family.vector_type, int(family.dim), family.storage, family.rerank_factor)
-    literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
-    shape = (bool(flt.package), flt.metadata_shape)
-    return _statement_text(block, table, shape, literals, dialect, fusion, vectors, guard)
-
-
-def guard_params(family: Family) -> dict[str, Any]:
-    """The parameter of the block ``guard``: ``family``'s row as the caller remembers it."""
-    row = [family.backend, family.model, int(family.dim), family.vector_type, family.table, family.state]
-    return {"g_row": Jsonb([*row, family.options])}
-
-
-@functools.lru_cache(maxsize=512)
-def _statement_text(
-    block: str,
-    table: tuple[str, str, int, str, int],
-    shape: tuple[bool, metafilter.Shape | None],
-    literals: tuple[Any, ...],
-    dialect: Dialect = POSTGRES,
-    fusion: tuple[str, str] = ("cc", "tmm"),
-    vectors: bool = True,
-    guard: bool = False,
-) -> str:
-    flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
-    table_name, vector_type, dim, storage, rerank_factor = table
-    text = assemble(
-        block, dialect=dialect, bit=storage == "bit", candidates="any" if literals[0] else "all", guard=guard,
-        fusion=fusion, vectors=vectors,
-    )  # fmt: skip
-    # literals[0], the match mode, picked the candidates block above: no placeholder of its own.
-    values = dict(zip(("fts_n", "vec_n", "k"), map(sql.Literal, literals[1:]), strict=True))
-    values["fts_head"] = sql.Literal(2 * int(literals[1]))
-    values["vec_candidates"] = sql.Literal(candidates(storage, rerank_factor, int(literals[2])))
-    vec_order = sql.SQL(order_expression(storage, vector_type, dim, "e.embedding", "%(q)s"))
-    # One node: the vector leg's scan references its settings row (the settings are made first); Citus
-    # sets them with SET LOCAL before the statement instead.
-    use_vector = "%(use_vector)s AND s.settings IS NOT NULL" if dialect.settings_in_statement else "%(use_vector)s"
-    return (
-        sql.SQL(text)
-        .format(
-            table=sql.Identifier(table_name),
-            vtype=sql.SQL(f"{vector_type}({int(dim)})"),
-            vec_order=vec_order,
-            where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.chunk_id = f.chunk_id")),
-            where_vec=flt.where(extra=sql.SQL(use_vector)),
-            **values,
-        )
-        .as_string()
-    )
 
 
 def fts_search(

@@ -1,4 +1,6 @@
-"""Hybrid search: the full-text leg and the vector leg fused in ONE SQL statement.
+"""Hybrid search: the full-text leg and the vector leg fused in ONE SQL statement; and the statements of
+``ragstore/sql/hybrid.sql`` (:func:`statement`: the full-text block of :mod:`ragstore.search.fts` and the
+hybrid one, with their parameters, :func:`text_params`).
 
 :func:`hybrid_search` runs block ``hybrid`` of ``ragstore/sql/hybrid.sql``: each leg takes its top
 ``per_leg`` chunks (the same package/metadata filter on both), ranks are 1-based, and the union is fused
@@ -19,7 +21,9 @@ full-text leg's order. :func:`blended_search` re-ranks the hybrid candidates wit
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -28,31 +32,38 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
 
-from ragstore.db.dialect import Dialect, dialect_of
+from ragstore.db.dialect import POSTGRES, Dialect, dialect_of
+from ragstore.db.hybrid_text import assemble
 from ragstore.errors import InvalidInput, ModelMismatch, RagstoreError
 from ragstore.families import Family
-from ragstore.families.storage import candidates
+from ragstore.families.storage import order_expression
+from ragstore.search import metafilter
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.drive import Rows
-from ragstore.search.filters import Filter, check_k, make_filter
-from ragstore.search.fts import fts_search, guard_params, statement, text_params
+from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
 from ragstore.search.request import Hit
 from ragstore.search.vector import row_to_hit
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
     "DEFAULT_PER_LEG",
     "LEGS",
+    "MATCHES",
     "blended_search",
-    "fts_search",
     "fusion_candidates",
     "hybrid_search",
     "hybrid_search_if_current",
     "parse_weights",
     "resolve_settings",
+    "statement",
+    "text_params",
 ]
 
 Conn = psycopg.Connection[Any]
@@ -61,6 +72,111 @@ DEFAULT_PER_LEG = DEFAULT_FUSION.per_leg
 MAX_PER_LEG = _vector.MAX_EF_SEARCH  # ef_search must reach N, and pgvector caps it at 1,000
 
 
+# -- the statements of ragstore/sql/hybrid.sql: the full-text block and the hybrid one ------------
+# BM25's term-frequency saturation and length normalisation (the SQL functions use the same numbers).
+BM25_K1 = 1.2
+BM25_B = 0.75
+MATCHES = ("auto", "all")
+_OPERATORS = re.compile(r"""["']|(^|\s)-\S|(^|\s)or(\s|$)""", re.IGNORECASE)
+
+
+def plain_words(text: str) -> bool:
+    """True when ``text`` uses none of websearch's operators (quotes, ``or``, a ``-`` before a word)."""
+    return _OPERATORS.search(text) is None
+
+
+def text_params(family: Family, query_text: str, *, match: str = "auto") -> dict[str, Any]:
+    """The full-text parameters of the SQL blocks: family, query, fts_config, any, k1, b. Raises InvalidInput."""
+    if not isinstance(query_text, str):
+        raise InvalidInput(f"the query text must be a string, got {query_text!r}")
+    if match not in MATCHES:
+        raise InvalidInput(f"match must be one of {', '.join(MATCHES)}, got {match!r}")
+    return {
+        "family": family.name,
+        "query": query_text,
+        "fts_config": family.fts_config,
+        "any": match == "auto" and plain_words(query_text),
+        "k1": BM25_K1,
+        "b": BM25_B,
+    }
+
+
+def statement(
+    family: Family,
+    block: str,
+    flt: Filter,
+    *,
+    any_words: bool,
+    fts_n: int,
+    vec_n: int = 0,
+    k: int = 0,
+    dialect: Dialect = POSTGRES,
+    fusion: tuple[str, str] = ("cc", "tmm"),
+    vectors: bool = True,
+    guard: bool = False,
+) -> str:
+    """Block ``block`` of ``ragstore/sql/hybrid.sql`` for ``family`` and the shape of ``flt``, with the
+    match mode (``any_words``), the legs' depths and ``k`` as literals; rendered once per shape, in the
+    ``dialect``'s statement set (on Citus the form it pushes to the shards: ``ragstore/sql/hybrid_citus.sql``).
+    ``fusion`` (the hybrid statement's): the fusion and the normalisation, checked settings
+    (:class:`~ragstore.search.fusion.FusionSettings`), which pick the blocks fuse_<fusion> and
+    norm_<normalization>. ``vectors`` (the hybrid statement's): whether the hits carry their vector (else
+    NULL: less to send and decode when nothing reads it). ``guard`` (the hybrid statement's, one node): the
+    hits come back only while the family's row is still ``family`` (the block ``guard``; its parameters
+    from :func:`guard_params`)."""
+    # vector_type is checked by families; the storage and its factor pick the vector leg's order and depth
+    table = (family.table, family.vector_type, int(family.dim), family.storage, family.candidates(int(vec_n)))
+    literals = (bool(any_words), int(fts_n), int(vec_n), int(k))
+    shape = (bool(flt.package), flt.metadata_shape)
+    return _statement_text(block, table, shape, literals, dialect, fusion, vectors, guard)
+
+
+def guard_params(family: Family) -> dict[str, Any]:
+    """The parameter of the block ``guard``: ``family``'s row as the caller remembers it."""
+    row = [family.backend, family.model, int(family.dim), family.vector_type, family.table, family.state]
+    return {"g_row": Jsonb([*row, family.options])}
+
+
+@functools.lru_cache(maxsize=512)
+def _statement_text(
+    block: str,
+    table: tuple[str, str, int, str, int],
+    shape: tuple[bool, metafilter.Shape | None],
+    literals: tuple[Any, ...],
+    dialect: Dialect = POSTGRES,
+    fusion: tuple[str, str] = ("cc", "tmm"),
+    vectors: bool = True,
+    guard: bool = False,
+) -> str:
+    flt = ShapeFilter("x" if shape[0] else None, None, shape[1])
+    table_name, vector_type, dim, storage, vec_candidates = table
+    text = assemble(
+        block, dialect=dialect, bit=storage == "bit", candidates="any" if literals[0] else "all", guard=guard,
+        fusion=fusion, vectors=vectors,
+    )  # fmt: skip
+    # literals[0], the match mode, picked the candidates block above: no placeholder of its own.
+    values = dict(zip(("fts_n", "vec_n", "k"), map(sql.Literal, literals[1:]), strict=True))
+    values["fts_head"] = sql.Literal(2 * int(literals[1]))
+    values["vec_candidates"] = sql.Literal(vec_candidates)
+    vec_order = sql.SQL(order_expression(storage, vector_type, dim, "e.embedding", "%(q)s"))
+    # One node: the vector leg's scan references its settings row (the settings are made first); Citus
+    # sets them with SET LOCAL before the statement instead.
+    use_vector = "%(use_vector)s AND s.settings IS NOT NULL" if dialect.settings_in_statement else "%(use_vector)s"
+    return (
+        sql.SQL(text)
+        .format(
+            table=sql.Identifier(table_name),
+            vtype=sql.SQL(f"{vector_type}({int(dim)})"),
+            vec_order=vec_order,
+            where_fts=flt.where(extra=sql.SQL("c.family = %(family)s AND c.chunk_id = f.chunk_id")),
+            where_vec=flt.where(extra=sql.SQL(use_vector)),
+            **values,
+        )
+        .as_string()
+    )
+
+
+# -- hybrid search ------------------------------------------------------------------------------
 def parse_weights(text: str) -> dict[str, float]:
     """``"fts=0.5,vector=1"`` as ``{"fts": 0.5, "vector": 1.0}``; InvalidInput for anything else."""
     weights: dict[str, float] = {}
@@ -117,19 +233,19 @@ def prepare(
     k: int,
     settings: FusionSettings,
     weights: Mapping[str, float] | None,
-    package: str | None,
-    metadata: dict[str, Any] | None,
+    flt: Filter,
     match: str,
     vectors: bool = True,
     guard: bool = False,
 ) -> tuple[str, dict[str, Any], int, bool]:
-    """The hybrid statement, its parameters, its ef_search and whether it scans iteratively; the hits carry
-    their vectors when ``vectors``, and come back only while the family's row is ``family`` with ``guard``."""
+    """The hybrid statement, its parameters, its ef_search and whether it scans iteratively, for the checked
+    filter ``flt`` (:func:`~ragstore.search.filters.make_filter`, the request's); the hits carry their vectors
+    when ``vectors``, and come back only while the family's row is ``family`` with ``guard``."""
     k = check_k(k)
     per_leg = settings.per_leg
     leg_weights = check_weights(weights)
     vector = _check_vector(family, query_vector)
-    flt = make_filter(package, metadata).for_family(family)  # conditions on its declared keys read their btree
+    flt = flt.for_family(family)  # conditions on its declared keys read their btree
     params: dict[str, Any] = {
         **text_params(family, query_text, match=match),
         **flt.params(),
@@ -145,7 +261,7 @@ def prepare(
         family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
         dialect=dialect, fusion=(settings.fusion, settings.normalization), vectors=vectors, guard=guard,
     )  # fmt: skip
-    ef_search = _vector.ef_search_for(candidates(family.storage, family.rerank_factor, per_leg), None)
+    ef_search = _vector.ef_search_for(family.candidates(per_leg), None)
     return text, params, ef_search, flt.active
 
 
@@ -210,7 +326,7 @@ def hybrid_search(
     chosen = resolve_settings(family, settings, per_leg=per_leg, rrf_k=rrf_k)
     rows = _run(conn, prepare(
         dialect_of(conn), family, query_text, query_vector, k=k, settings=chosen, weights=weights,
-        package=package, metadata=metadata, match=match, vectors=vectors,
+        flt=make_filter(package, metadata), match=match, vectors=vectors,
     ))  # fmt: skip
     return [row_to_hybrid_hit(row) for row in rows]
 
@@ -235,8 +351,8 @@ def hybrid_search_if_current(
         return None
     chosen = resolve_settings(family, settings)
     prepared = prepare(
-        dialect_of(conn), family, query_text, query_vector, k=k, settings=chosen, weights=None, package=flt.package,
-        metadata=flt.metadata, match="auto", vectors=vectors, guard=True,
+        dialect_of(conn), family, query_text, query_vector, k=k, settings=chosen, weights=None, flt=flt,
+        match="auto", vectors=vectors, guard=True,
     )  # fmt: skip
     try:
         rows = _run(conn, prepared)
@@ -253,7 +369,7 @@ def fusion_candidates(
     chosen = resolve_settings(family, FusionSettings(fusion="rrf"), per_leg=per_leg)
     rows = _run(conn, prepare(
         dialect_of(conn), family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
-        package=None, metadata=None, match="auto",
+        flt=Filter(), match="auto",
     ))  # fmt: skip
     return [
         FusionCandidate(
@@ -308,7 +424,7 @@ def blended_search(
     chosen = resolve_settings(family, FusionSettings(fusion="rrf", rrf_k=DEFAULT_FUSION.rrf_k), per_leg=per_leg)
     rows = _run(conn, prepare(
         dialect_of(conn), family, query_text, query_vector, k=2 * chosen.per_leg, settings=chosen, weights=None,
-        package=package, metadata=metadata, match="auto",
+        flt=make_filter(package, metadata), match="auto",
     ))  # fmt: skip
     by_id = {row[0]: row for row in rows}
     candidates = [Candidate(row[0], float(row[11]), float(row[12]), row[6]) for row in rows]

@@ -255,8 +255,8 @@ def _cached_hybrid(req: SearchRequest, memo: Caches, dialect: Dialect, tuning: _
         settings = _hybrid.resolve_settings(fam, fusion=tuning.fusion, alpha=tuning.alpha)
         settings = _hybrid.resolve_settings(fam, replace(settings, per_leg=max(settings.per_leg, req.want)))
         prepared = _hybrid.prepare(
-            dialect, fam, query, query_vector, k=req.want, settings=settings, weights=None, package=req.flt.package,
-            metadata=req.flt.metadata, match="auto", vectors=False, guard=True,
+            dialect, fam, query, query_vector, k=req.want, settings=settings, weights=None, flt=req.flt, match="auto",
+            vectors=False, guard=True,
         )  # fmt: skip
     except RagstoreError:
         return None
@@ -300,7 +300,7 @@ def plan_vector(
     if chosen == _vector.PLAN_EXACT_SUBSET:
         return (yield from _exact_subset(family, flt, k, params, vectors, dialect))
     iterative = chosen == _vector.PLAN_ITERATIVE
-    ef = min(max(_vector.ef_search_for(k, ef_search), _vector.index_candidates(family, k)), _vector.MAX_EF_SEARCH)
+    ef = min(max(_vector.ef_search_for(k, ef_search), family.candidates(k)), _vector.MAX_EF_SEARCH)
     statement = _vector.hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect)
     values = _vector.settings_params(params, ef_search=ef, iterative=iterative)
     rows = yield Rows(statement, values, "hnsw, iterative scan" if iterative else "hnsw", hnsw=(ef, iterative))
@@ -375,8 +375,8 @@ def _text_modes(
     # Each leg brings at least k candidates (20 per leg by default would fuse at most 40 for k = 300).
     settings = _hybrid.resolve_settings(family, settings, per_leg=max(settings.per_leg, k))
     prepared = _hybrid.prepare(
-        dialect, family, text, query_vector, k=k, settings=settings, weights=None, package=flt.package,
-        metadata=flt.metadata, match="auto", vectors=req.rerank == "mmr",
+        dialect, family, text, query_vector, k=k, settings=settings, weights=None, flt=flt, match="auto",
+        vectors=req.rerank == "mmr",
     )  # fmt: skip
     rows = yield _hybrid.rows_step(prepared)
     hits = [_hybrid.row_to_hybrid_hit(row) for row in rows]

@@ -33,7 +33,7 @@ from ragstore.db.connection import Conn, db_errors, run_isolated
 from ragstore.db.dialect import POSTGRES, Dialect, dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.families.storage import candidates, order_expression
+from ragstore.families.storage import order_expression
 from ragstore.search import metafilter
 from ragstore.search.filters import Filter, ShapeFilter, cached_estimate, to_float32
 from ragstore.search.request import Hit
@@ -156,7 +156,7 @@ def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True,
     its parameters are the filter's, ``q`` and the two settings :func:`run_with_settings` fills in. With
     the ``dialect``'s statement set (on Citus the form it pushes to the shards: ``ragstore/sql/search_citus.sql``)."""
     return _statement_text(
-        "hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, dialect, *_storage(family)
+        "hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, dialect, *_storage(family, k)
     )
 
 
@@ -169,13 +169,9 @@ def exact_subset_statement(
     )
 
 
-def index_candidates(family: Family, k: int) -> int:
-    """How many rows the hnsw block reads from the family's index for ``k`` hits (more than k for ``bit``)."""
-    return candidates(family.storage, family.rerank_factor, k)
-
-
-def _storage(family: Family) -> tuple[str, int]:
-    return family.storage, family.rerank_factor
+def _storage(family: Family, k: int) -> tuple[str, int]:
+    """The storage of ``family`` and the rows its index reads for ``k`` hits (more than k for ``bit``)."""
+    return family.storage, family.candidates(k)
 
 
 def _shape(flt: Filter) -> tuple[bool, metafilter.Shape | None]:
@@ -212,7 +208,7 @@ def _statement_text(
     vectors: bool,
     dialect: Dialect = POSTGRES,
     storage: str = "vector",
-    rerank_factor: int = 1,
+    candidates: int = 0,
 ) -> str:
     """Block ``block`` of search.sql rendered for one shape of query: ``k`` is a literal (so a prepared
     statement keeps its plan), the filter's parameters are named. Rendered once per shape: the hot path
@@ -226,7 +222,7 @@ def _statement_text(
             table=sql.Identifier(table),
             vtype=sql.SQL(f"{vector_type}({int(dim)})"),  # vector_type is checked by ragstore.families
             order=sql.SQL(order_expression(storage, vector_type, dim, "e.embedding", "%(q)s")),
-            candidates=sql.Literal(candidates(storage, rerank_factor, int(k))),
+            candidates=sql.Literal(int(candidates or k)),
             where=shape.where(extra=_SETTINGS_REF if block == "hnsw" and dialect.settings_in_statement else None),
         )
         .as_string()
@@ -253,7 +249,7 @@ def hnsw_hits(
     params = {**flt.params(), "q": query_param(family, vector)}
     statement = hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect_of(conn))
     # the bit storage reads k × rerank_factor candidates: the graph search keeps at least that many
-    ef_search = min(max(ef_search, index_candidates(family, k)), MAX_EF_SEARCH)
+    ef_search = min(max(ef_search, family.candidates(k)), MAX_EF_SEARCH)
     rows = run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
     return [row_to_hit(row) for row in rows]
 

@@ -14,7 +14,8 @@ from ragstore import families
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import index_records, write_records
-from ragstore.search.fts import BM25_B, BM25_K1, fts_search
+from ragstore.search.fts import fts_search
+from ragstore.search.hybrid import BM25_B, BM25_K1
 from tests.toolkit.bm25 import document_frequencies_are_current, postings_are_current
 
 TEXTS = {

@@ -154,7 +154,7 @@ def test_hostile_key_names_are_declared_filtered_on_and_removed(conn: Any) -> No
     q = clustered(1, seed=5)[0]
     for key in HOSTILE:
         fam = filter_keys.add_key(conn, "docs", key)
-    assert filter_keys.declared(fam) == tuple(sorted(HOSTILE))
+    assert fam.filter_keys == tuple(sorted(HOSTILE))
     assert all(k.valid for k in filter_keys.list_keys(conn, "docs"))
     assert conn.execute("SELECT count(*) FROM ragstore.chunks").fetchone() == (40,)
     for key in HOSTILE:
@@ -164,7 +164,7 @@ def test_hostile_key_names_are_declared_filtered_on_and_removed(conn: Any) -> No
         assert filter_keys.index_name(fam.table, key) in _plan(conn, fam, {key: "v1"})
     for key in HOSTILE:
         fam = filter_keys.remove_key(conn, "docs", key)
-    assert filter_keys.declared(fam) == ()
+    assert fam.filter_keys == ()
     assert _filter_key_indexes(conn, fam.table) == []
 
 
@@ -182,7 +182,7 @@ def test_a_key_that_cannot_be_declared_is_refused_before_any_change(conn: Any, k
     families.create_family(conn, "docs", OfflineBackend())
     with pytest.raises(InvalidInput, match=words):
         filter_keys.add_key(conn, "docs", key)
-    assert filter_keys.declared(families.get_family(conn, "docs")) == ()
+    assert families.get_family(conn, "docs").filter_keys == ()
 
 
 def test_unknown_family_and_undeclared_key_are_named(conn: Any) -> None:
@@ -223,7 +223,7 @@ def test_declared_keys_survive_a_bulk_index_and_a_model_migration(conn: Any, tmp
 
     migrate_family(conn, "docs", HashBackend(dim=24))
     moved = families.get_family(conn, "docs")
-    assert moved.table != fam.table and filter_keys.declared(moved) == ("lang",)
+    assert moved.table != fam.table and moved.filter_keys == ("lang",)
     assert _filter_key_indexes(conn, moved.table) == [filter_keys.index_name(moved.table, "lang")]
     assert [k.valid for k in filter_keys.list_keys(conn, "docs")] == [True]
     assert filter_keys.index_name(moved.table, "lang") in _plan(conn, moved, {"lang": "fr"})
@@ -338,7 +338,7 @@ def test_covering_is_refused_on_wide_vectors_and_dropped_by_a_migration_to_them(
     index_sources(conn, "docs", open_sources([str(_records(tmp_path / "a.jsonl", 12))]))
     migrate_family(conn, "docs", HashBackend(dim=600))
     moved = families.get_family(conn, "docs")
-    assert filter_keys.declared(moved) == ("lang",) and filter_keys.covering(moved) == frozenset()
+    assert moved.filter_keys == ("lang",) and filter_keys.covering(moved) == frozenset()
     assert _filter_key_indexes(conn, moved.table) == [filter_keys.index_name(moved.table, "lang")]
     with pytest.raises(InvalidInput, match="600-d vector vectors: over the 512 dimensions"):
         filter_keys.add_key(conn, "docs", "lang", covering=True)
@@ -352,7 +352,7 @@ def test_a_covering_build_that_fails_leaves_no_invalid_index(conn: Any) -> None:
     with pytest.raises(Exception, match="index row"):
         filter_keys.add_key(conn, "docs", "lang", covering=True)
     assert _filter_key_indexes(conn, fam.table) == []
-    assert filter_keys.declared(families.get_family(conn, "docs")) == ()
+    assert families.get_family(conn, "docs").filter_keys == ()
     filter_keys.add_key(conn, "docs", "lang")  # the plain index holds only the key's value
     assert _filter_key_indexes(conn, fam.table) == [filter_keys.index_name(fam.table, "lang")]
 
@@ -391,13 +391,13 @@ def test_a_store_and_the_langchain_adapter_on_it_filter_through_a_key_declared_o
         before = [d.id for d in adapter.similarity_search("doc", k=30, filter=wanted)]
         store.search("lc", vector=[1.0] * 8, metadata=wanted)  # the store caches the family without keys
         fam = store.add_filter_key("lc", "kind")
-        assert filter_keys.declared(store.family("lc")) == ("kind",) == filter_keys.declared(fam)
+        assert store.family("lc").filter_keys == ("kind",) == fam.filter_keys
         assert store.filter_keys("lc")[0].valid
         after = [d.id for d in adapter.similarity_search("doc", k=30, filter=wanted)]
         assert after == before and len(after) == 8
         with store.connection() as conn:
             cached = store.caches.family("lc")
-            assert cached is not None and filter_keys.declared(cached) == ("kind",)
+            assert cached is not None and cached.filter_keys == ("kind",)
             assert filter_keys.index_name(cached.table, "kind") in _plan(conn, cached, {"kind": "a"})
         store.remove_filter_key("lc", "kind")
         assert store.filter_keys("lc") == []
@@ -449,8 +449,8 @@ def _hybrid_plan(conn: Any, fam: families.Family, metadata: dict[str, Any]) -> s
     vector = clustered(1, dim=fam.dim, seed=3)[0]
     settings = hybrid.resolve_settings(fam)
     text, params, ef, iterative = hybrid.prepare(
-        POSTGRES, fam, "t1 word", vector, k=10, settings=settings, weights=None, package=None, metadata=metadata,
-        match="auto", vectors=False,
+        POSTGRES, fam, "t1 word", vector, k=10, settings=settings, weights=None,
+        flt=make_filter(None, metadata), match="auto", vectors=False,
     )  # fmt: skip
     conn.commit()
     with conn.transaction():

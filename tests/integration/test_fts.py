@@ -11,7 +11,8 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import write_records
-from ragstore.search.fts import fts_search, plain_words
+from ragstore.search.fts import fts_search
+from ragstore.search.hybrid import plain_words
 
 TEXTS = {
     "cp": "cp copies files and directories to a destination",

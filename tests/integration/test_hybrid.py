@@ -12,8 +12,9 @@ import pytest
 
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import InvalidInput, ModelMismatch
+from ragstore.search.fts import fts_search
 from ragstore.search.fusion import Candidate, FusionSettings, fuse
-from ragstore.search.hybrid import blended_search, fts_search, hybrid_search, parse_weights
+from ragstore.search.hybrid import blended_search, hybrid_search, parse_weights
 from tests.toolkit.hybrid import (
     CHUNKS,
     QUERY,

@@ -380,10 +380,10 @@ def test_fts_and_hybrid_modes_delegate_to_the_hybrid_module_with_the_filters(con
     ]
     write_records(conn, family, OfflineBackend(), records)
     conn.commit()
-    from ragstore.search import hybrid
+    from ragstore.search.fts import fts_search
 
     fts = search(conn, "docs", "signing keys", k=5, mode="fts")
-    assert {h.chunk_id for h in fts} == {"t0", "t3"} and fts == hybrid.fts_search(conn, family, "signing keys", k=5)
+    assert {h.chunk_id for h in fts} == {"t0", "t3"} and fts == fts_search(conn, family, "signing keys", k=5)
     assert [h.chunk_id for h in search(conn, "docs", "signing keys", k=5, mode="fts", package="pkg/1")] == ["t3"]
     both = search(conn, "docs", "signing keys", k=3, mode="hybrid", metadata={"n": 0})
     assert [h.chunk_id for h in both] == ["t0"] and both[0].ranks["fts"] == 1 and both[0].ranks["vector"] == 1

@@ -15,7 +15,7 @@ from ragstore.families import storage as storages
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search import api, filters, vector
-from ragstore.search.filters import make_filter
+from ragstore.search.filters import Filter, make_filter
 from tests.toolkit.storage import DIM, INDEX_DEFINITION, ROWS, STORAGES, clustered, write_chunks
 
 
@@ -72,7 +72,7 @@ def api_hybrid_statement(conn, family, q):
 
     return hybrid.prepare(
         dialect_of(conn), family, "copy files", q, k=10, settings=settings_of(family.options), weights=None,
-        package=None, metadata=None, match="auto",
+        flt=Filter(), match="auto",
     )  # fmt: skip
 
 
@@ -143,7 +143,7 @@ def test_sql_and_python_write_the_same_order_and_candidates(conn, storage, facto
         (DIM, json.dumps(options)),
     ).fetchone()
     assert row[0] == storages.order_expression(storage, "vector", DIM, "e.embedding", "%(q)s")
-    assert row[1] == vector.index_candidates(family, 10)
+    assert row[1] == family.candidates(10)
 
 
 def test_bad_storage_and_rerank_factor_are_refused_in_one_line(conn):

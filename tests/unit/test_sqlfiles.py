@@ -3,27 +3,17 @@ the hybrid statements fit psycopg's cache of converted statements."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import pytest
 from psycopg import _queries
 
 from ragstore.db.sqlfiles import compact, query
+from ragstore.families import Family
 from ragstore.search.filters import make_filter
-from ragstore.search.fts import statement
 from ragstore.search.fusion import FUSIONS, NORMALIZATIONS
+from ragstore.search.hybrid import statement
 
-
-@dataclass
-class _Family:
-    name: str = "docs"
-    table: str = "emb_docs"
-    vector_type: str = "vector"
-    dim: int = 384
-    options: dict[str, Any] = field(default_factory=dict)
-    storage: str = "vector"
-    rerank_factor: int = 10
+# A 384-d family of the default storage, as the registry returns it.
+FAMILY = Family("docs", "minilm", "all-MiniLM-L6-v2", 384, "vector", "emb_docs", "ready", {})
 
 
 def test_compact_drops_comments_and_keeps_quoted_text() -> None:
@@ -50,7 +40,7 @@ def test_unfiltered_hybrid_statements_fit_psycopgs_statement_cache(
     # psycopg converts the placeholders of a longer statement again on every call. Both forms: the fresh
     # path's (hits with vectors) and the remembered family's (guarded, no vectors: the search hot path).
     text = statement(
-        _Family(), "hybrid", make_filter(None, None), any_words=any_words, fts_n=20, vec_n=20, k=10,
+        FAMILY, "hybrid", make_filter(None, None), any_words=any_words, fts_n=20, vec_n=20, k=10,
         fusion=(fusion, normalization), vectors=vectors, guard=guard,
     )  # fmt: skip
     assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH

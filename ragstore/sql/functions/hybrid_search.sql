@@ -44,7 +44,7 @@ BEGIN
     fusion := '{"fusion": "cc", "normalization": "tmm", "alpha": 0.8, "per_leg": 20, "rrf_k": 60}'::jsonb
               || coalesce(fam.options -> 'fusion', '{}'::jsonb);
     per_leg := greatest(least((fusion ->> 'per_leg')::integer, 1000), k);
-    -- a query of plain words matches chunks holding any of them (ragstore.search.fts.plain_words)
+    -- a query of plain words matches chunks holding any of them (ragstore.search.hybrid.plain_words)
     plain := query_text !~* '["'']|(^|\s)-\S|(^|\s)or(\s|$)';
     -- The statement of ragstore/sql/hybrid.sql, the one `ragstore search` runs, put in by `ragstore migrate`
     -- (ragstore/db/hybrid_text.py): the hybrid block with the function's arguments as $1..$19 (USING
