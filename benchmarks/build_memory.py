@@ -3,12 +3,17 @@ ragstore/families/build_memory.py, in one run.
 
     python benchmarks/build_memory.py                       # 384-d and 768-d, 4,000 rows
     python benchmarks/build_memory.py --dims 384,1536 --rows 6000
+    python benchmarks/build_memory.py --build-times 30000   # build seconds by workers and memory, 384-d
 
 For each dimension a table of ``--rows`` random vectors is built into an HNSW index (ragstore's m and
 ef_construction; ef_construction does not change the memory) in each storage with maintenance_work_mem at
 ``--memory`` and no parallel workers; pgvector reports when the graph no longer fits ("... after N tuples"),
 so one row holds memory / N bytes. The rule's estimate (value + GRAPH_BYTES) is printed beside it. Without
 ``--dsn`` an embedded server runs in a temporary folder. ``uptime`` is printed before and after.
+
+``--build-times N``: instead, N clustered 384-d vectors (benchmarks/peers.py's data) are built into the
+``vector`` index (m 16, ef_construction 128) with 0, 1 and 2 parallel workers and maintenance_work_mem at
+the rule's size or 1GB, interleaved, twice: the seconds of each build.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import re
 import subprocess
+import time
 
 from _db import admin_dsn, scratch_database
 from psycopg import sql
@@ -38,7 +44,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4000)
     parser.add_argument("--memory", default="2MB", help="maintenance_work_mem of the probe builds")
     parser.add_argument("--dsn")
+    parser.add_argument("--build-times", type=int, default=0, metavar="ROWS")
     args = parser.parse_args()
+    if args.build_times:
+        build_times(args.build_times, args.dsn)
+        return
     memory = int(args.memory.removesuffix("MB")) * 1024 * 1024
     print("before:", uptime(), flush=True)
     print(f"{'dim':>5} {'storage':8} {'tuples fit':>10} {'bytes/row':>10} {'rule':>6} {'rule/measured':>13}")
@@ -69,6 +79,38 @@ def main() -> None:
                 measured = memory / fitted[0]
                 rule = bm.hnsw_need(1, storage, "vector", dim)
                 print(f"{dim:>5} {storage:8} {fitted[0]:>10} {measured:>10.0f} {rule:>6} {rule / measured:>13.3f}")
+    print("after:", uptime())
+
+
+def build_times(rows: int, dsn: str | None) -> None:
+    from peers import make_data
+
+    from ragstore.families import HNSW_EF_CONSTRUCTION
+
+    vectors = make_data(rows, 1, 384)["vectors"]
+    sized = bm.setting(bm.maintenance_bytes(bm.hnsw_need(rows, "vector", "vector", 384)))
+    build = sql.SQL(
+        "CREATE INDEX probe_hnsw ON public.probe USING hnsw (embedding vector_cosine_ops)"
+        " WITH (m = {}, ef_construction = {})"
+    )
+    print("before:", uptime(), flush=True)
+    with admin_dsn(dsn) as admin, scratch_database(admin) as scratch, connect(scratch, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.probe (id integer, embedding vector(384))")
+        with conn.cursor() as cur, cur.copy("COPY public.probe FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "vector"])
+            for i, vector in enumerate(vectors):
+                copy.write_row((i, vector))
+        conn.execute("VACUUM ANALYZE public.probe")
+        for run in (1, 2):
+            for workers in (0, 1, 2):
+                for memory in (sized, "1GB"):
+                    conn.execute(sql.SQL("SET max_parallel_maintenance_workers = {}").format(sql.Literal(workers)))
+                    conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(memory)))
+                    started = time.perf_counter()
+                    conn.execute(build.format(sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION)))
+                    seconds = time.perf_counter() - started
+                    conn.execute("DROP INDEX public.probe_hnsw")
+                    print(f"run {run}: {rows:,} rows, {workers} workers, {memory:>9}: {seconds:6.2f} s", flush=True)
     print("after:", uptime())
 
 
