@@ -43,7 +43,7 @@ from ragstore.families.storage import order_expression
 from ragstore.search import metafilter
 from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
-from ragstore.search.drive import Rows
+from ragstore.search.drive import Rows, run_with_settings, settings_params
 from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
@@ -221,7 +221,8 @@ def _run(conn: Conn, prepared: tuple[str, dict[str, Any], int, bool]) -> list[tu
     """The rows of a statement of :func:`prepare`: one statement sets ef_search and runs both legs,
     isolated so that no setting outlives it."""
     text, params, ef_search, iterative = prepared
-    return _vector.run_with_settings(conn, text, params, ef_search=ef_search, iterative=iterative)
+    rows: list[tuple[Any, ...]] = run_with_settings(conn, text, params, ef_search=ef_search, iterative=iterative)
+    return rows
 
 
 def prepare(
@@ -268,7 +269,7 @@ def prepare(
 def rows_step(prepared: tuple[str, dict[str, Any], int, bool], what: str = "hybrid") -> Rows:
     """The plan's step of a statement of :func:`prepare` (its rows: :func:`row_to_hybrid_hit`)."""
     text, params, ef_search, iterative = prepared
-    values = _vector.settings_params(params, ef_search=ef_search, iterative=iterative)
+    values = settings_params(params, ef_search=ef_search, iterative=iterative)
     return Rows(text, values, what, hnsw=(ef_search, iterative))
 
 

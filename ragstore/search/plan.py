@@ -41,7 +41,7 @@ from ragstore.search import filters as _filters
 from ragstore.search import fts as _fts
 from ragstore.search import hybrid as _hybrid
 from ragstore.search import vector as _vector
-from ragstore.search.drive import Call, InError, Pipeline, Plan, Rows, Step, WithConnection
+from ragstore.search.drive import Call, InError, Pipeline, Plan, Rows, Step, WithConnection, settings_params
 from ragstore.search.filters import Filter, check_query_vector
 from ragstore.search.mmr import mmr
 from ragstore.search.request import Hit, SearchRequest
@@ -302,7 +302,7 @@ def plan_vector(
     iterative = chosen == _vector.PLAN_ITERATIVE
     ef = min(max(_vector.ef_search_for(k, ef_search), family.candidates(k)), _vector.MAX_EF_SEARCH)
     statement = _vector.hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect)
-    values = _vector.settings_params(params, ef_search=ef, iterative=iterative)
+    values = settings_params(params, ef_search=ef, iterative=iterative)
     rows = yield Rows(statement, values, "hnsw, iterative scan" if iterative else "hnsw", hnsw=(ef, iterative))
     hits = [_vector.row_to_hit(row) for row in rows]
     if iterative and len(hits) < k:

@@ -29,12 +29,12 @@ from pgvector import HalfVector, Vector
 from psycopg import sql
 
 from ragstore.caches import Caches
-from ragstore.db.connection import Conn, db_errors, run_isolated
+from ragstore.db.connection import Conn, run_isolated
 from ragstore.db.dialect import POSTGRES, Dialect, dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
 from ragstore.families.storage import order_expression
-from ragstore.search import metafilter
+from ragstore.search import drive, metafilter
 from ragstore.search.filters import Filter, ShapeFilter, cached_estimate, to_float32
 from ragstore.search.request import Hit
 
@@ -60,33 +60,6 @@ def ef_search_for(k: int, ef_search: int | None) -> int:
     return min(max(k, ef_search if ef_search is not None else DEFAULT_EF_SEARCH), MAX_EF_SEARCH)
 
 
-def _set_local_everywhere(conn: Conn, *, ef_search: int, iterative: bool) -> None:
-    """On Citus: ``SET LOCAL`` the HNSW settings so that they reach the shards' sessions too.
-
-    ``set_config(..., true)`` changes the coordinator's session only; a ``SET LOCAL`` with
-    ``citus.propagate_set_commands = 'local'`` is sent to every worker connection of the transaction.
-    """
-    for setting in dialect_of(conn).hnsw_settings(ef_search=ef_search, iterative=iterative):
-        conn.execute(setting)
-
-
-def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
-    """``SET LOCAL`` the HNSW settings inside the caller's transaction (they end with it).
-
-    For callers that run their own statements in a transaction (hybrid search); :func:`hnsw_hits`
-    sends settings and statement in one round trip instead.
-    """
-    if not dialect_of(conn).settings_in_statement:
-        with db_errors():
-            _set_local_everywhere(conn, ef_search=ef_search, iterative=iterative)
-        return
-    with db_errors():
-        conn.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
-            (str(int(ef_search)), "relaxed_order" if iterative else "off"),
-        )
-
-
 def plan_for(
     conn: Conn, family: Family, flt: Filter, threshold: int | None = None, caches: Caches | None = None
 ) -> str:
@@ -106,55 +79,15 @@ def query_param(family: Family, vector: npt.NDArray[np.float32]) -> Vector | Hal
     return HalfVector(vector) if family.vector_type == "halfvec" else Vector(vector)
 
 
-def run_with_settings(
-    conn: Conn, statement: sql.SQL | sql.Composed | str, params: dict[str, Any], *, ef_search: int, iterative: bool
-) -> list[tuple[Any, ...]]:
-    """Run ``statement``, which sets the HNSW settings itself, in ONE round trip; return its rows.
-
-    The statement calls ``set_config('hnsw.ef_search', %(ragstore_ef)s, true)`` and
-    ``set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true)`` (filled in here), so the settings
-    are transaction-local; :func:`~ragstore.db.connection.run_isolated` runs it as its own transaction in
-    autocommit, else between a savepoint and its rollback, so no setting outlives the call. Raises the
-    mapped RagstoreError of a failing statement, after which the connection is usable.
-    """
-    values = settings_params(params, ef_search=ef_search, iterative=iterative)
-    if not dialect_of(conn).settings_in_statement:
-        return _run_on_citus(conn, statement, values, ef_search=ef_search, iterative=iterative)
-    return run_isolated(conn, [(statement, values)], binary=True)[0]
-
-
-def settings_params(params: dict[str, Any], *, ef_search: int, iterative: bool) -> dict[str, Any]:
-    """``params`` with the values of the two settings a statement of :func:`run_with_settings` makes."""
-    return {
-        **params,
-        "ragstore_ef": str(int(ef_search)),
-        "ragstore_iterative": "relaxed_order" if iterative else "off",
-    }
-
-
-def _run_on_citus(
-    conn: Conn, statement: sql.SQL | sql.Composed | str, values: dict[str, Any], *, ef_search: int, iterative: bool
-) -> list[tuple[Any, ...]]:
-    """The Citus path of :func:`run_with_settings`: in a transaction (or a savepoint of the caller's),
-    the settings by ``SET LOCAL`` propagated to the workers, then the statement; rolled back after, so no
-    setting outlives the call. Four round trips instead of one: the price of reaching the shards."""
-    rows: list[tuple[Any, ...]] = []
-    with db_errors():
-        with conn.transaction():
-            _set_local_everywhere(conn, ef_search=ef_search, iterative=iterative)
-            rows = conn.execute(statement, values, binary=True).fetchall()
-            raise psycopg.Rollback()
-    return rows
-
-
 # The hnsw block's LATERAL scan references its settings row, so the settings are made before the scan.
 _SETTINGS_REF = sql.SQL("s.settings IS NOT NULL")
 
 
 def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True, dialect: Dialect = POSTGRES) -> str:
     """The ``hnsw`` block for ``family``, ``flt`` and ``k``, returning the rows' vectors when ``vectors``;
-    its parameters are the filter's, ``q`` and the two settings :func:`run_with_settings` fills in. With
-    the ``dialect``'s statement set (on Citus the form it pushes to the shards: ``ragstore/sql/search_citus.sql``)."""
+    its parameters are the filter's, ``q`` and the two settings :func:`ragstore.search.drive.settings_params`
+    fills in. With the ``dialect``'s statement set (on Citus the form it pushes to the shards:
+    ``ragstore/sql/search_citus.sql``)."""
     return _statement_text(
         "hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, dialect, *_storage(family, k)
     )
@@ -250,7 +183,7 @@ def hnsw_hits(
     statement = hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect_of(conn))
     # the bit storage reads k × rerank_factor candidates: the graph search keeps at least that many
     ef_search = min(max(ef_search, family.candidates(k)), MAX_EF_SEARCH)
-    rows = run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
+    rows = drive.run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
     return [row_to_hit(row) for row in rows]
 
 

@@ -12,7 +12,7 @@ from ragstore.embed.offline import OfflineBackend, fingerprint
 from ragstore.errors import InvalidInput, ModelMismatch, NotFound, RagstoreError
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import write_records
-from ragstore.search import api, exact, plan, search
+from ragstore.search import api, drive, exact, plan, search
 from ragstore.search import vector as vec
 from ragstore.search.filters import Filter
 from ragstore.search.mmr import mmr
@@ -87,7 +87,7 @@ PROBE = vec.sql.SQL(
 def test_settings_are_transaction_local_and_never_leak(conn, family):
     load(conn, family, clustered(300))
     before = conn.execute(SETTINGS).fetchone()  # the caller now holds a transaction open
-    inside = vec.run_with_settings(conn, PROBE, {}, ef_search=150, iterative=True)
+    inside = drive.run_with_settings(conn, PROBE, {}, ef_search=150, iterative=True)
     search(conn, "docs", vector=clustered(1)[0], k=150, ef_search=20)
     search(conn, "docs", vector=clustered(1)[0], k=5, ef_search=300)  # cached family
     api.run_vector(conn, family, clustered(1)[0], k=5, flt=Filter("pkg/"), plan=vec.PLAN_ITERATIVE, ef_search=30)
@@ -95,7 +95,7 @@ def test_settings_are_transaction_local_and_never_leak(conn, family):
     assert conn.execute(SETTINGS).fetchone() == before and conn.info.transaction_status.name == "INTRANS"
     conn.commit()
     conn.autocommit = True
-    assert vec.run_with_settings(conn, PROBE, {}, ef_search=64, iterative=False) == [("64", "off")]
+    assert drive.run_with_settings(conn, PROBE, {}, ef_search=64, iterative=False) == [("64", "off")]
     search(conn, "docs", vector=clustered(1)[0], k=7, ef_search=64)
     search(conn, "docs", vector=clustered(1)[0], k=7, ef_search=65)
     api.run_vector(conn, family, clustered(1)[0], k=5, flt=Filter("pkg/"), plan=vec.PLAN_ITERATIVE, ef_search=30)
@@ -233,12 +233,12 @@ def test_ef_search_is_at_least_k():
 def test_a_failing_statement_leaves_the_connection_usable(conn, family):
     probe = vec.sql.SQL("SELECT 1 / 0")
     with pytest.raises(InvalidInput):
-        vec.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
+        drive.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
     assert conn.execute("SELECT 1").fetchone() == (1,) and conn.info.transaction_status.name == "INTRANS"
     conn.rollback()
     conn.autocommit = True
     with pytest.raises(InvalidInput):
-        vec.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
+        drive.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
     assert conn.execute(SETTINGS).fetchone()[0] == "40" and conn.info.transaction_status.name == "IDLE"
 
 
