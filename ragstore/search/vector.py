@@ -19,13 +19,10 @@ plain HNSW.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
-from pgvector import HalfVector, Vector
 from psycopg import sql
 
 from ragstore.caches import Caches
@@ -35,29 +32,12 @@ from ragstore.db.sqlfiles import query
 from ragstore.families import Family
 from ragstore.families.storage import order_expression
 from ragstore.search import drive, metafilter
-from ragstore.search.filters import Filter, ShapeFilter, cached_estimate, to_float32
-from ragstore.search.request import Hit
-
-# hnsw.ef_search when the caller names none (pgvector's own default is 40), filtered or not. From the
-# recall curve of benchmarks/query.py (benchmarks/README.md, "Queries"), recall@10 on clustered 100k rows at 384-d:
-# ef 40 .951, 64 .982, 100 .990 (.927/.959/.969 with ef_construction 64): 100 is the first value with a
-# clear margin over 0.95. An iterative scan over a 10% filter gains little from more: 384-d ef 40/100/200/
-# 400 gave recall .995/.995/.999/1.0 at p50 2.17/2.20/2.47/2.67 ms, and 1M x 16-d ef 100/400 .990/.990 at
-# 3.04/5.73 ms: when fewer than k of the first ef_search candidates pass the filter, relaxed_order scans
-# on, which costs less than a wider candidate list for every query.
-DEFAULT_EF_SEARCH = 100
-# pgvector's bound on hnsw.ef_search.
-MAX_EF_SEARCH = 1000
+from ragstore.search.filters import Filter, ShapeFilter, cached_estimate
+from ragstore.search.request import MAX_EF_SEARCH, Hit, row_to_hit
 
 PLAN_HNSW = "hnsw"
 PLAN_ITERATIVE = "hnsw-iterative"
 PLAN_EXACT_SUBSET = "exact-subset"
-
-
-def ef_search_for(k: int, ef_search: int | None) -> int:
-    """``max(k, configured)``, capped at 1000; configured is ``ef_search`` when given, else
-    :data:`DEFAULT_EF_SEARCH`."""
-    return min(max(k, ef_search if ef_search is not None else DEFAULT_EF_SEARCH), MAX_EF_SEARCH)
 
 
 def plan_for(
@@ -72,11 +52,6 @@ def plan_for(
     estimate = cached_estimate(conn, family, flt, caches)
     limit = estimate.budget(family.dim) if threshold is None else threshold
     return PLAN_EXACT_SUBSET if estimate.rows <= limit else PLAN_ITERATIVE
-
-
-def query_param(family: Family, vector: npt.NDArray[np.float32]) -> Vector | HalfVector:
-    """The query as the pgvector value the family's column compares with."""
-    return HalfVector(vector) if family.vector_type == "halfvec" else Vector(vector)
 
 
 # The hnsw block's LATERAL scan references its settings row, so the settings are made before the scan.
@@ -179,7 +154,7 @@ def hnsw_hits(
     The statement does not re-read ``ragstore.families``: a ``family`` whose table was dropped (a model
     migration's swap) raises SchemaError caused by UndefinedTable, see :func:`stale_family_error`.
     """
-    params = {**flt.params(), "q": query_param(family, vector)}
+    params = {**flt.params(), "q": family.query_param(vector)}
     statement = hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect_of(conn))
     # the bit storage reads k × rerank_factor candidates: the graph search keeps at least that many
     ef_search = min(max(ef_search, family.candidates(k)), MAX_EF_SEARCH)
@@ -193,7 +168,7 @@ def exact_subset_hits(
     """Exact top ``k`` over the rows ``flt`` keeps, computed by Postgres (meant for small subsets); hits
     carry their vectors when ``vectors``."""
     statement = exact_subset_statement(family, flt, k, vectors=vectors, dialect=dialect_of(conn))
-    params = {**flt.params(), "q": query_param(family, vector)}
+    params = {**flt.params(), "q": family.query_param(vector)}
     # Isolated like the hnsw statement: it may run on a cached Family whose table is gone (a model
     # migration's swap), and that failure must not abort the caller's transaction.
     rows = run_isolated(conn, [(statement, params)], binary=True)[0]
@@ -210,32 +185,6 @@ def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[
     statement = zero_query_statement(family, flt, k, dialect=dialect_of(conn))
     rows = run_isolated(conn, [(statement, flt.params())], binary=True)[0]
     return [row_to_hit(row) for row in rows]
-
-
-def row_to_hit(
-    row: Sequence[Any],
-    ranks: dict[str, int | None] | None = None,
-    scores: dict[str, float | None] | None = None,
-    cosine: float | None = None,
-) -> Hit:
-    """A ``chunk_id, package_path, score, text, metadata, embedding`` row as a Hit (embedding and metadata
-    may be NULL: no vector, and ``{}``), with the legs' ``ranks`` and ``scores`` and the ``cosine`` of a
-    full-text or hybrid hit."""
-    chunk_id, package_path, score, text, metadata, embedding = row[:6]
-    # Positional (the field order of Hit): this runs once per hit on the hot path.
-    return Hit(
-        chunk_id,
-        package_path,
-        score,  # float8, already a float
-        text,
-        None if embedding is None else to_float32(embedding),
-        {} if metadata is None else metadata,  # a fresh dict from the JSON loader
-        {} if ranks is None else ranks,
-        {} if scores is None else scores,
-        None,
-        None,
-        cosine,
-    )
 
 
 def stale_family_error(exc: BaseException) -> bool:

@@ -61,7 +61,7 @@ def _plan(conn: Any, fam: families.Family, metadata: dict[str, Any], *, analyze:
     """EXPLAIN (with ``analyze``, EXPLAIN ANALYZE) of the exact search over the rows ``metadata`` keeps."""
     flt = make_filter(None, metadata).for_family(fam)
     statement = vec.exact_subset_statement(fam, flt, 10, vectors=False)
-    params = {**flt.params(), "q": vec.query_param(fam, clustered(1, dim=fam.dim, seed=3)[0])}
+    params = {**flt.params(), "q": fam.query_param(clustered(1, dim=fam.dim, seed=3)[0])}
     conn.commit()
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")  # a small table: show which index the planner takes
