@@ -3,7 +3,7 @@ chunks (about 900-1,200 characters, cut outside ragstore), ragstore's chunker in
 the same with the title prefix in the embedded text.
 
     python benchmarks/chunking_quality.py --dataset DIR [--dataset DIR ...] [--docs 200] [--cache FILE] \
-        [--variant TOKENS:OVERLAP:SPACING:PREFIX ...]
+        [--variant TOKENS:OVERLAP:SPACING:PREFIX[:SEGMENT] ...]
 
 Each DIR holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels.tsv`` (benchmarks/evalsets/build.py writes
 two; the manpages set has the same layout). A document is the chunks of one item (the chunk id before
@@ -18,7 +18,10 @@ backend in this process; ``uptime`` is printed before and after.
 
 A ``--variant`` is one chunking of ragstore's chunker: the window in word pieces, the overlap, the anchor
 spacing (a fraction of the window, :data:`ragstore.ingest.chunker.ANCHOR_SPACING`) and the title prefix
-(0 or 1); by default ``254:0:D:0`` and ``254:0:D:1``, ``D`` the chunker's own spacing. ``--cache FILE``
+(0 or 1), and optionally the shortest run between two anchors that keeps the second (a fraction of the
+window, :data:`ragstore.ingest.chunker.MIN_SEGMENT`; 0 keeps every anchor); by default ``254:0:D:0:0``
+(every anchor kept, the chunker before short runs were merged), ``254:0:D:0`` and ``254:0:D:1``, ``D``
+the chunker's own spacing and the shortest run its own. ``--cache FILE``
 keeps every vector by the sha256 of its text (a pickle), so a second run embeds only the texts it has
 not seen: the vectors are those of the same model, the nDCG the same as without the cache.
 """
@@ -126,28 +129,31 @@ def main() -> None:
     parser.add_argument("--dataset", action="append", required=True, help="a folder with corpus/queries/qrels")
     parser.add_argument("--docs", type=int, default=0, help="the first N documents of each set (0: all)")
     parser.add_argument("--cache", type=Path, default=None, help="keep vectors by text in this file")
-    parser.add_argument("--variant", action="append", default=[], help="TOKENS:OVERLAP:SPACING:PREFIX")
+    parser.add_argument("--variant", action="append", default=[], help="TOKENS:OVERLAP:SPACING:PREFIX[:SEGMENT]")
     args = parser.parse_args()
     print("before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
     minilm = MiniLMBackend()
     backend = Cached(minilm, args.cache)
-    spacing = chunker.ANCHOR_SPACING
-    variants = [v.split(":") for v in args.variant or [f"254:0:{spacing}:0", f"254:0:{spacing}:1"]]
+    spacing, segment = chunker.ANCHOR_SPACING, chunker.MIN_SEGMENT
+    default = [f"254:0:{spacing}:0:0", f"254:0:{spacing}:0", f"254:0:{spacing}:1"]
+    variants = [v.split(":") for v in args.variant or default]
     for folder in map(Path, args.dataset):
         started = time.perf_counter()
         documents, queries, qrels, old = load(folder, args.docs)
         qv = backend.embed(list(queries.values()))
         rows = {"set's chunks": [(doc, text) for doc, texts in old.items() for text in texts]}
-        for tokens, overlap, anchors, prefix in variants:
+        for tokens, overlap, anchors, prefix, *merge in variants:
             window = window_for(minilm, int(tokens), int(overlap))
             chunker.ANCHOR_SPACING = float(anchors)
+            chunker.MIN_SEGMENT = float(merge[0]) if merge else segment
             name = f"chunker {window.limit} tokens, overlap {overlap}, spacing {anchors}, prefix {prefix}"
+            name += f", min segment {chunker.MIN_SEGMENT:g}"
             rows[name] = [
                 (doc, chunk.text)
                 for doc, document in documents.items()
                 for chunk in chunk_document(document, window, overlap=int(overlap), prefix=prefix == "1")
             ]
-            chunker.ANCHOR_SPACING = spacing
+            chunker.ANCHOR_SPACING, chunker.MIN_SEGMENT = spacing, segment
         for name, chunks in rows.items():
             value = score(backend, chunks, queries, qrels, qv)
             print(

@@ -6,7 +6,7 @@
 
 For each case, the rows are loaded once (benchmarks/query.py's binary COPY and clustering by package), then
 the three HNSW indexes are built on the same table one after another, each by a fresh connection
-(``CREATE INDEX`` with ragstore's m, ef_construction and maintenance_work_mem, as a first load builds it):
+(``CREATE INDEX`` with ragstore's m, ef_construction and build memory, as a first load builds it):
 build time, the building backend's peak resident memory (``VmHWM`` of its process, shared buffers it
 touched included) and the index size on disk. The three indexes stay side by side, so every storage
 answers the same queries, interleaved query by query (each sees the same load of a shared machine):
@@ -58,7 +58,7 @@ def build(dsn: str, family: families.Family, storage: str) -> tuple[float, int, 
     ids = {**target.identifiers(), "hnsw_index": sql.Identifier(name)}
     with connect(dsn, autocommit=True) as conn:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
-        conn.execute("SET maintenance_work_mem = '1GB'")  # what ensure_hnsw_index sets
+        families.size_build(conn, target, local=False)  # what ensure_hnsw_index sets for a first load
         started = time.perf_counter()
         conn.execute(sql.SQL(query_text()).format(**ids))
         seconds = time.perf_counter() - started

@@ -42,13 +42,15 @@ DATABASE = "ragstore"
 STALE_WAIT = 20.0
 SHARED_BUFFERS_ENV = "RAGSTORE_SHARED_BUFFERS"
 MAINTENANCE_WORK_MEM_ENV = "RAGSTORE_MAINTENANCE_WORK_MEM"
+# The most memory one HNSW build or CLUSTER may take (ragstore/families/build_memory.py sizes it below that).
+BUILD_MEMORY_ENV = "RAGSTORE_BUILD_MEMORY"
 _MB = 1024 * 1024
 # Sizes derived from the machine's memory (RAM, or the cgroup's limit when lower): a sixteenth of it,
 # between a floor and a cap. The variables above override them; a restart applies a change.
 _SHARED_BUFFERS = (16, 128 * _MB, 1024 * _MB)  # (fraction 1/n, floor, cap)
 _MAINTENANCE_WORK_MEM = (16, 64 * _MB, 1024 * _MB)
 # The smallest values the variables may ask for.
-_MINIMUM = {SHARED_BUFFERS_ENV: 16 * _MB, MAINTENANCE_WORK_MEM_ENV: 1 * _MB}
+_MINIMUM = {SHARED_BUFFERS_ENV: 16 * _MB, MAINTENANCE_WORK_MEM_ENV: 1 * _MB, BUILD_MEMORY_ENV: 1 * _MB}
 _RUN_AS = "embedded_postgres"
 _PRIVATE = 0o700
 # wal_compression is off: this server is built without lz4 and zstd, and pglz compressing the full-page
@@ -103,7 +105,9 @@ def machine_memory() -> int:
     return total
 
 
-def _size_from_env(env: str) -> int | None:
+def size_from_env(env: str) -> int | None:
+    """The size in bytes ``$env`` asks for (e.g. ``256MB``), None when unset; InvalidInput naming the variable
+    when it is not a size or is below its minimum."""
     value = os.environ.get(env, "").strip()
     if not value:
         return None
@@ -130,8 +134,8 @@ def memory_settings() -> dict[str, str]:
     """
     ram = machine_memory()
     chosen = {
-        "shared_buffers": _size_from_env(SHARED_BUFFERS_ENV) or _derived(ram, _SHARED_BUFFERS),
-        "maintenance_work_mem": _size_from_env(MAINTENANCE_WORK_MEM_ENV) or _derived(ram, _MAINTENANCE_WORK_MEM),
+        "shared_buffers": size_from_env(SHARED_BUFFERS_ENV) or _derived(ram, _SHARED_BUFFERS),
+        "maintenance_work_mem": size_from_env(MAINTENANCE_WORK_MEM_ENV) or _derived(ram, _MAINTENANCE_WORK_MEM),
     }
     return {name: f"{size // 1024}kB" for name, size in chosen.items()}
 

@@ -28,6 +28,7 @@ from ragstore.db.sqlfiles import query
 from ragstore.db.sync_triggers import drop_family_triggers
 from ragstore.embed.base import Backend
 from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
+from ragstore.families import build_memory
 from ragstore.families import storage as storages
 
 if TYPE_CHECKING:
@@ -484,19 +485,53 @@ def may_own(conn: Conn, family: Family) -> bool:
     return bool(row and row[0])
 
 
+def build_settings(conn: Conn, family: Family, *, work: str = "hnsw") -> dict[str, str]:
+    """``maintenance_work_mem`` and ``max_parallel_maintenance_workers`` for building the family's HNSW index
+    (``work`` "hnsw": its rows, as the planner counts them or counted) or clustering its table ("cluster":
+    its bytes), by the rule of :mod:`ragstore.families.build_memory`."""
+    row = conn.execute(query("families", "build_size"), {"table": family.table}).fetchone()
+    rows, table_bytes = (row[0], row[1]) if row else (None, 0)
+    if work == "cluster":
+        need = int(table_bytes or 0)
+    else:
+        if rows is None:
+            counted = conn.execute(sql.SQL(query("families", "count_rows")).format(**family.identifiers())).fetchone()
+            rows = counted[0] if counted else 0
+        need = build_memory.hnsw_need(int(rows), family.storage, family.vector_type, family.dim)
+    return {
+        "memory": build_memory.setting(build_memory.maintenance_bytes(need)),
+        "workers": str(build_memory.parallel_workers()),
+    }
+
+
+def size_build(conn: Conn, family: Family, *, work: str = "hnsw", local: bool = True) -> dict[str, str]:
+    """Set :func:`build_settings` for this transaction (``local``) or this session (then reset them with
+    :func:`reset_build`); returns them."""
+    chosen = build_settings(conn, family, work=work)
+    conn.execute(query("families", "set_build_settings"), {**chosen, "is_local": local})
+    return chosen
+
+
+def reset_build(conn: Conn) -> None:
+    """The server's build settings again for this session (after :func:`size_build` with ``local=False``)."""
+    conn.execute(query("families", "reset_build_settings"))
+
+
 def ensure_hnsw_index(conn: Conn, family: Family) -> None:
-    """Build the HNSW index when missing (after a bulk load), with build memory raised for this transaction.
+    """Build the HNSW index when missing (after a bulk load), with build memory and workers sized for its rows
+    for this transaction (:func:`size_build`).
 
     A role that does not own the table (the app) goes through ``ragstore.family_build_hnsw``, which builds
-    the same index as its owner (SECURITY DEFINER, the family found by name in the registry).
+    the same index as its owner (SECURITY DEFINER, the family found by name in the registry) with the
+    caller's settings.
     """
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
+        size_build(conn, family)
         if not may_own(conn, family):
             dialect_of(conn).registry_then_shards(conn)
             conn.execute(query("roles", "build_hnsw"), {"family": family.name})
             return
-        conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
         conn.execute(sql.SQL(query("families", "create_hnsw_index")).format(**family.identifiers()))
 
 
@@ -510,11 +545,11 @@ def cluster_by_package(conn: Conn, family: Family) -> None:
     """
     with conn.transaction(), db_errors():
         _lock_index_ddl(conn, family)
+        size_build(conn, family, work="cluster")
         if not may_own(conn, family):  # the app: ragstore.family_bulk_cluster clusters and analyzes
             dialect_of(conn).registry_then_shards(conn)
             conn.execute(query("roles", "bulk_cluster"), {"family": family.name})
             return
-        conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
         conn.execute(sql.SQL(query("families", "cluster_by_package")).format(**family.identifiers()))
     with conn.transaction(), db_errors():
         conn.execute(sql.SQL(query("families", "analyze_table")).format(**family.identifiers()))

@@ -28,7 +28,7 @@ from psycopg.types.json import Jsonb
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import Conflict, InvalidInput, NotFound
-from ragstore.families import Family, get_family, may_own
+from ragstore.families import Family, get_family, may_own, reset_build, size_build
 from ragstore.families import storage as storages
 from ragstore.families.filter_keys import _autocommit
 
@@ -71,13 +71,13 @@ def migrate_storage(conn: Conn, name: str, storage: str, *, rerank_factor: int |
         try:
             for leftover in (shadow, previous):
                 conn.execute(_index_ddl("drop_index_concurrently", leftover))
-            conn.execute("SET maintenance_work_mem = '1GB'")
+            size_build(conn, target, local=False)
             try:
                 conn.execute(sql.SQL(query("families", "create_shadow_hnsw_index")).format(
                     **ids, index=sql.Identifier(shadow)
                 ))  # fmt: skip
             finally:
-                conn.execute("RESET maintenance_work_mem")
+                reset_build(conn)
             _record(conn, family, target.options, swap=True)
             conn.execute(_index_ddl("drop_index_concurrently", previous))
         except BaseException:

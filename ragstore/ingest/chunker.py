@@ -10,7 +10,10 @@ hard.
 Where a chunk ends is decided by the content, not only by the running length (content-defined chunking,
 as rsync and restic cut files): every block is an *anchor* or not by its own text alone (its hash, read as
 a fraction of 1, is below its cost over half the window, so anchors come about every half window of
-text), and a chunk always ends before an anchor, else when the next block would not fit. Chunks so never
+text), and a chunk always ends before an anchor, else when the next block would not fit. An anchor less
+than a quarter window of text after the one before it (:data:`MIN_SEGMENT`) is dropped, so that short
+paragraphs do not make chunks of their own; whether it is dropped also reads only the text between the
+two anchors. Chunks so never
 cross an anchor, and the anchors do not depend on where the chunk before ended: an edit, or a paragraph
 inserted at the top, changes only the chunks between the anchors around it, and every other chunk stays
 the same text (and keeps its id: :func:`chunk_ids`).
@@ -37,6 +40,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 #: Anchors come about once per this fraction of the window (a block's chance is its cost over it).
 ANCHOR_SPACING = 1 / 2
+#: An anchor counts only when the run of text from the anchor before it holds at least this fraction of
+#: the window (0 keeps every anchor): a short run joins the next one (docs/decisions.md).
+MIN_SEGMENT = 1 / 4
 
 Counter = Callable[[Sequence[str]], list[int]]
 
@@ -191,6 +197,7 @@ def _chunk_section(section: Section, window: Window, budget: int, overlap: int) 
         else:
             pieces = _split_long(block, window, budget)
             units.extend((piece, cost, i == 0) for i, (piece, cost) in enumerate(pieces))
+    units = _kept_anchors(units, MIN_SEGMENT * budget, window.separator_cost)
     chunks: list[list[str]] = []
     current: list[str] = []
     used = 0
@@ -208,6 +215,21 @@ def _chunk_section(section: Section, window: Window, budget: int, overlap: int) 
         tails = [_tail(previous, window, overlap) + text for previous, text in itertools.pairwise(joined)]
         joined = [joined[0], *tails]
     return joined
+
+
+def _kept_anchors(units: list[tuple[str, int, bool]], least: float, sep: int) -> list[tuple[str, int, bool]]:
+    """``units`` with the anchors whose run before them (from the anchor before, or the section's start)
+    costs less than ``least`` dropped: each decision reads only the text between two anchors."""
+    out: list[tuple[str, int, bool]] = []
+    run = 0
+    for text, cost, anchor in units:
+        if out and anchor:
+            out.append((text, cost, run >= least))
+            run = cost
+        else:
+            run += (sep if out else 0) + cost
+            out.append((text, cost, anchor))
+    return out
 
 
 def _tail(text: str, window: Window, overlap: int) -> str:

@@ -59,6 +59,8 @@ from ragstore.families import (
     filter_keys,
     has_hnsw_index,
     missing_vector,
+    reset_build,
+    size_build,
 )
 from ragstore.ingest.fast import PassResult, Prepared
 from ragstore.ingest.parallel import write_batches
@@ -644,7 +646,7 @@ def rebuild_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> b
         locked = bool(row and row[0])
         if not locked:  # another run is rebuilding this graph
             return False
-        conn.execute("SET maintenance_work_mem = '1GB'")
+        size_build(conn, family, local=False)
         conn.execute(sql.SQL(query("ingest", "rebuild_hnsw")).format(**family.identifiers()))
         return True
     except psycopg.errors.InsufficientPrivilege:
@@ -654,7 +656,7 @@ def rebuild_if_churned(conn: Conn, family: Family, churned: int, seen: int) -> b
         raise
     finally:
         with contextlib.suppress(psycopg.Error):
-            conn.execute("RESET maintenance_work_mem")
+            reset_build(conn)
             if locked:
                 conn.execute(query("ingest", "rebuild_unlock"), {"table": family.table})
         conn.autocommit = autocommit

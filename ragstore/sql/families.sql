@@ -152,3 +152,23 @@ DROP INDEX CONCURRENTLY IF EXISTS ragstore.{index}
 -- no lock that blocks a reader of the table. IF EXISTS: an interrupted bulk load can leave the family
 -- without its serving index.
 ALTER INDEX IF EXISTS ragstore.{index} RENAME TO {new_name}
+
+-- name: build_size
+-- What sizes a build's memory (ragstore/families/build_memory.py): the family table's rows as the planner
+-- knows them (NULL before its first VACUUM or ANALYZE) and its bytes (heap and TOAST: what CLUSTER sorts).
+SELECT CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint END, pg_table_size(c.oid)
+FROM pg_class AS c
+WHERE c.oid = to_regclass(format('ragstore.%%I', %(table)s::text))
+
+-- name: count_rows
+SELECT count(*) FROM ragstore.{table}
+
+-- name: set_build_settings
+-- A build's memory and parallel workers, for this transaction (is_local) or the session.
+SELECT set_config('maintenance_work_mem', %(memory)s, %(is_local)s),
+       set_config('max_parallel_maintenance_workers', %(workers)s, %(is_local)s)
+
+-- name: reset_build_settings
+-- Back to the server's values for this session (after a build run in autocommit).
+SELECT set_config(name, reset_val, false) FROM pg_settings
+WHERE name IN ('maintenance_work_mem', 'max_parallel_maintenance_workers')

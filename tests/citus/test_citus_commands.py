@@ -21,6 +21,7 @@ from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.memory import AgentProfile, MemoryRecord, Store, add_records, compose_from_db, grant_agent, recall
 from ragstore.search.recall import sweep_recall
+from tests.toolkit.roles import end_sessions
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow, pytest.mark.xdist_group("citus")]
 
@@ -110,7 +111,7 @@ def bound_app(citus_dsn: str) -> Iterator[str]:
         conn.commit()
     yield make_conninfo(citus_dsn, user=role)
     with psycopg.connect(citus_dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+        end_sessions(conn, role)
         conn.execute("DELETE FROM ragstore.agent_principals WHERE role_name = %s", (role,))
         conn.execute(sql.SQL("DROP OWNED BY {}").format(ident))
         conn.execute(sql.SQL("DROP ROLE {}").format(ident))

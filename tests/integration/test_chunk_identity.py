@@ -65,9 +65,9 @@ def first_index(conn: Any, folder: Path, backend: HashBackend, paras: list[str])
 
 
 def test_editing_a_middle_paragraph_rewrites_at_most_two_chunks(conn: Any, backend: HashBackend, folder: Path) -> None:
-    paras = paragraphs(80)
+    paras = paragraphs(96)
     before = first_index(conn, folder, backend, paras)
-    paras[40] = paras[40].replace("Paragraph 40:", "Paragraph 40, now edited:")
+    paras[48] = paras[48].replace("Paragraph 48:", "Paragraph 48, now edited:")
     write(folder, paras)
     again = HashBackend()
     report = run(conn, folder, again)
@@ -83,7 +83,7 @@ def test_editing_a_middle_paragraph_rewrites_at_most_two_chunks(conn: Any, backe
 def test_inserting_a_paragraph_at_the_top_rewrites_at_most_two_chunks(
     conn: Any, backend: HashBackend, folder: Path
 ) -> None:
-    paras = paragraphs(80)
+    paras = paragraphs(96)
     before = first_index(conn, folder, backend, paras)
     report = run_after(conn, folder, ["A new opening paragraph about lanterns and quartz.", *paras])
     after = stored(conn)
@@ -100,7 +100,7 @@ def run_after(conn: Any, folder: Path, paras: list[str]) -> Any:
 def test_a_rerun_writes_nothing_and_prune_still_removes_deleted_documents(
     conn: Any, backend: HashBackend, folder: Path
 ) -> None:
-    first_index(conn, folder, backend, paragraphs(80))
+    first_index(conn, folder, backend, paragraphs(96))
     (folder / "other.md").write_text("# Other\n\nA short other document.\n")
     assert run(conn, folder, HashBackend()).inserted == 1
     same = run(conn, folder, HashBackend())
@@ -115,7 +115,7 @@ def test_a_rerun_writes_nothing_and_prune_still_removes_deleted_documents(
 def test_a_family_written_under_positional_ids_moves_without_an_embedding_call(
     conn: Any, backend: HashBackend, folder: Path
 ) -> None:
-    paras = paragraphs(80)
+    paras = paragraphs(96)
     write(folder, paras)
     # What an earlier ragstore wrote: the same chunks, texts and metadata under <package>#<n>; the cache
     # emptied (a family indexed before the embedding cache existed).

@@ -20,6 +20,7 @@ from psycopg.conninfo import make_conninfo
 
 from ragstore.db.connection import connect
 from ragstore.memory import AgentProfile, MemoryRecord, Store, add_records, compose_from_db, grant_agent, recall
+from tests.toolkit.roles import end_sessions
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 NOW = T0 + timedelta(days=1)
@@ -53,7 +54,7 @@ def app_role(seeded: psycopg.Connection[Any], dsn: str) -> Iterator[str]:
     grant_agent(seeded, "ana", role)
     yield make_conninfo(dsn, user=role)
     seeded.rollback()
-    seeded.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+    end_sessions(seeded, role)
     seeded.execute(sql.SQL("DROP OWNED BY {}").format(ident))
     seeded.execute(sql.SQL("DROP ROLE {}").format(ident))
     seeded.commit()

@@ -21,6 +21,7 @@ from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from ragstore.families import get_family
 from ragstore.integrations import langchain, llamaindex
 from ragstore.store import Store
+from tests.toolkit.roles import end_sessions
 
 WRITERS = 3
 ROUNDS = 12
@@ -37,7 +38,7 @@ def app_dsn(dsn: str) -> Iterator[str]:
         yield make_conninfo(dsn, user=name)
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
+            end_sessions(admin, name)
             admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 
 

@@ -28,6 +28,7 @@ from ragstore.db.connection import connect
 from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import PermissionDenied
 from ragstore.memory import AgentProfile, MemoryRecord, Store, add_records, compose_from_db, forget
+from tests.toolkit.roles import end_sessions
 
 pytestmark = pytest.mark.reliability
 
@@ -60,7 +61,7 @@ class Roles:
     def drop(self) -> None:
         with psycopg.connect(self.admin_dsn, autocommit=True) as admin:
             for name in self.made:
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
+                end_sessions(admin, name)
                 admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
                 admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 

@@ -16,6 +16,7 @@ from psycopg.conninfo import make_conninfo
 
 from ragstore.cli.main import cli
 from ragstore.serve import tokens
+from tests.toolkit.roles import end_sessions
 
 
 def run(dsn: str, *args: str) -> Result:
@@ -31,7 +32,7 @@ def login_role(conn: psycopg.Connection[Any], dsn: str) -> Iterator[tuple[str, s
     conn.commit()
     yield role, make_conninfo(dsn, user=role)
     conn.rollback()
-    conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+    end_sessions(conn, role)
     conn.execute(sql.SQL("DROP OWNED BY {}").format(ident))
     conn.execute(sql.SQL("DROP ROLE {}").format(ident))
     conn.commit()

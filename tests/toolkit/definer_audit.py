@@ -12,6 +12,8 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from tests.toolkit.roles import end_sessions
+
 
 def login_role(admin_dsn: str, group: str) -> Iterator[str]:
     """A fresh LOGIN role, member of ``group`` (on Citus, created on the coordinator and the workers); dropped after."""
@@ -22,7 +24,7 @@ def login_role(admin_dsn: str, group: str) -> Iterator[str]:
         yield make_conninfo(admin_dsn, user=name)
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
+            end_sessions(admin, name)
             admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
             admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 

@@ -3,11 +3,12 @@
 -- A bulk load's index work (with family_bulk_drop_hnsw and family_bulk_cluster): build a family's
 -- missing HNSW index, exactly as `ragstore family create` makes it. SECURITY DEFINER, owned by
 -- ragstore_owner, so the app role can bulk-index without owning the table; the family is a NAME looked
--- up in the registry, which only the owner changes.
+-- up in the registry, which only the owner changes. The build takes the caller's maintenance_work_mem and
+-- max_parallel_maintenance_workers (ragstore sizes them for the family's rows: ragstore/families/build_memory.py).
 -- Called by: ragstore_app and the owner side (never the reader or PUBLIC).
 
 CREATE OR REPLACE FUNCTION ragstore.family_build_hnsw(p_family text) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET maintenance_work_mem = '1GB' AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     t    text;
     vt   text;

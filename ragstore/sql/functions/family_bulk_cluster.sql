@@ -1,11 +1,12 @@
 -- ragstore.family_bulk_cluster, kept whole here and re-applied by `ragstore migrate` when this file changes (see README.md).
 --
 -- A bulk load's index work: rewrite a family table in package order and analyze it, while its HNSW
--- index is missing. SECURITY DEFINER (see family_build_hnsw.sql).
+-- index is missing. SECURITY DEFINER (see family_build_hnsw.sql); CLUSTER sorts in the caller's
+-- maintenance_work_mem (ragstore sizes it for the table: ragstore/families/build_memory.py).
 -- Called by: ragstore_app and the owner side (never the reader or PUBLIC).
 
 CREATE OR REPLACE FUNCTION ragstore.family_bulk_cluster(p_family text) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET maintenance_work_mem = '1GB' AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     t text;
 BEGIN

@@ -1,0 +1,73 @@
+"""How much memory an HNSW build (or the CLUSTER before it) gets, and how many parallel workers: one rule.
+
+pgvector builds the HNSW graph in ``maintenance_work_mem``; when the graph outgrows it, the build goes on
+on disk, many times slower ("hnsw graph no longer fits into maintenance_work_mem"). A parallel build
+reserves all of ``maintenance_work_mem`` as shared memory up front, so a size far above the need costs
+memory the machine may not have (a container's ``/dev/shm``). The rule: what the work holds, with a
+margin, never under :data:`FLOOR`, never over :data:`RAM_FRACTION` of the machine's memory nor over
+``$RAGSTORE_BUILD_MEMORY`` (e.g. ``2GB``) when set.
+
+What the graph holds per row was measured on pgvector 0.8 at m 16 (benchmarks/README.md, "HNSW build
+memory"): the indexed value (:func:`value_bytes`) plus :data:`GRAPH_BYTES` of neighbour lists and element
+header, the same for every storage and dimension.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ragstore.db.server import BUILD_MEMORY_ENV, machine_memory, size_from_env
+
+_MB = 1024 * 1024
+# Bytes per element beyond its value (m 16: 2m level-0 neighbours of 16 bytes, upper layers, header):
+# 706-712 measured at 384-d and 768-d for vector, halfvec and bit, rounded up.
+GRAPH_BYTES = 720
+# Headroom over the estimate (allocation rounding, upper layers of unlucky rows).
+MARGIN = 1.25
+FLOOR = 64 * _MB
+RAM_FRACTION = 4  # at most a quarter of the machine's memory
+# PostgreSQL's own bound on a parallel build (max_worker_processes and max_parallel_workers default to 8).
+MAX_WORKERS = 7
+
+
+def value_bytes(storage: str, vector_type: str, dim: int) -> int:
+    """Bytes of one indexed value as the graph keeps it: pgvector's varlena (an 8-byte header, then 4 bytes a
+    dimension for vector, 2 for halfvec, a bit for bit)."""
+    if storage == "bit":
+        return 8 + (dim + 7) // 8
+    if storage == "halfvec" or vector_type == "halfvec":
+        return 8 + 2 * dim
+    return 8 + 4 * dim
+
+
+def hnsw_need(rows: int, storage: str, vector_type: str, dim: int) -> int:
+    """Bytes the whole graph of ``rows`` rows holds while it is built in memory (m 16)."""
+    return max(0, rows) * (value_bytes(storage, vector_type, dim) + GRAPH_BYTES)
+
+
+def build_cap() -> int:
+    """The most one build may take: ``$RAGSTORE_BUILD_MEMORY`` when set, else a quarter of the machine's
+    memory (RAM, or the cgroup's limit when lower)."""
+    return size_from_env(BUILD_MEMORY_ENV) or machine_memory() // RAM_FRACTION
+
+
+def maintenance_bytes(need: int, cap: int | None = None) -> int:
+    """``maintenance_work_mem`` in bytes for work that holds ``need`` bytes: the need with :data:`MARGIN`,
+    at least :data:`FLOOR`, at most ``cap`` (:func:`build_cap` when None; a cap below the floor wins)."""
+    limit = build_cap() if cap is None else cap
+    return min(limit, max(FLOOR, int(need * MARGIN)))
+
+
+def setting(size: int) -> str:
+    """``size`` bytes in PostgreSQL's units (kB, at least 1MB: the server's minimum)."""
+    return f"{max(1024, size // 1024)}kB"
+
+
+def parallel_workers() -> int:
+    """``max_parallel_maintenance_workers`` for a build: one per core beyond the leader's (the leader builds
+    too), so a build keeps every core this process may run on and no more."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(0, min(MAX_WORKERS, cores - 1))
