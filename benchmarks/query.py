@@ -46,6 +46,7 @@ from ragstore.search import search
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
 from ragstore.search.filters import Filter, estimate_rows, like_prefix
+from ragstore.search.request import DEFAULT_EF_SEARCH
 
 K = 10
 # Nested package paths: the prefix for each share keeps exactly that share of the rows.
@@ -320,19 +321,19 @@ def bench(
         )
 
         def bare_sql(q: np.ndarray) -> list[str]:
-            return [r[0] for r in conn.execute(bare, (vec.query_param(fam, q),))]
+            return [r[0] for r in conn.execute(bare, (fam.query_param(q),))]
 
         for ef in efs:
             conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(ef)))
             found, times = timed(bare_sql, qs)
             row(f"bare SQL HNSW ef_search {ef}", found, full, times)
-        conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(vec.DEFAULT_EF_SEARCH)))
+        conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(DEFAULT_EF_SEARCH)))
         # Interleaved, query by query, so that both see the same load on a shared machine.
         bare_found, bare_t, ours, ours_t = paired(
             bare_sql, lambda q: [h.chunk_id for h in search(conn, "bench", vector=q, k=K)], qs
         )
-        b50 = row(f"bare SQL HNSW ef_search {vec.DEFAULT_EF_SEARCH} (again)", bare_found, full, bare_t)
-        s50 = row(f"search() default (ef_search {vec.DEFAULT_EF_SEARCH})", ours, full, ours_t)
+        b50 = row(f"bare SQL HNSW ef_search {DEFAULT_EF_SEARCH} (again)", bare_found, full, bare_t)
+        s50 = row(f"search() default (ef_search {DEFAULT_EF_SEARCH})", ours, full, ours_t)
         print(f"  search() / bare SQL p50 ratio: {s50 / b50:.2f}")
         # A second baseline that, like search(), returns the text: the k rows joined to chunks.
         bare_text = sql.SQL(
@@ -342,7 +343,7 @@ def bench(
         ).format(vtype, sql.Identifier(fam.table))
 
         def bare_text_sql(q: np.ndarray) -> list[str]:
-            return [r[0] for r in conn.execute(bare_text, (vec.query_param(fam, q),))]
+            return [r[0] for r in conn.execute(bare_text, (fam.query_param(q),))]
 
         def ours_ids(q: np.ndarray) -> list[str]:
             return [h.chunk_id for h in search(conn, "bench", vector=q, k=K)]
@@ -387,20 +388,18 @@ def bench(
             estimate = estimate_rows(conn, fam, flt)
             estimate_ms = (time.perf_counter() - started) * 1000
             chosen = vec.plan_for(conn, fam, flt)
-            conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(vec.DEFAULT_EF_SEARCH)))
+            conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(DEFAULT_EF_SEARCH)))
             conn.execute("SET hnsw.iterative_scan = relaxed_order")
 
             def bare_filtered(q: np.ndarray, like: str = like_prefix(prefix)) -> list[str]:
-                return [r[0] for r in conn.execute(bare_iterative, {"q": vec.query_param(fam, q), "like": like})]
+                return [r[0] for r in conn.execute(bare_iterative, {"q": fam.query_param(q), "like": like})]
 
             def auto(q: np.ndarray, p: str = prefix) -> list[str]:
                 return [h.chunk_id for h in search(conn, "bench", vector=q, k=K, package=p)]
 
             bare_found, bare_t, ours, ours_t = paired(bare_filtered, auto, fq)
             conn.execute("SET hnsw.iterative_scan = off")
-            b50 = row(
-                f"bare SQL iterative, ef {vec.DEFAULT_EF_SEARCH} (+ text)", bare_found, expected[: len(fq)], bare_t
-            )
+            b50 = row(f"bare SQL iterative, ef {DEFAULT_EF_SEARCH} (+ text)", bare_found, expected[: len(fq)], bare_t)
             s50 = row(f"search() auto -> {chosen}", ours, expected[: len(fq)], ours_t)
             print(
                 f"  planner estimate {estimate.rows:,.0f} rows of {estimate.total:,.0f} (one EXPLAIN round trip"
@@ -408,7 +407,7 @@ def bench(
             )
             print(
                 f"  search() / bare iterative p50: {s50 / b50:.2f};  search() / iterative ef"
-                f" {vec.DEFAULT_EF_SEARCH} (same path) p50: {s50 / p50s['HNSW iterative relaxed_order, ef 100']:.2f}"
+                f" {DEFAULT_EF_SEARCH} (same path) p50: {s50 / p50s['HNSW iterative relaxed_order, ef 100']:.2f}"
             )
             ratio = p50s["exact over the subset (SQL)"] / p50s["HNSW iterative relaxed_order, ef 100"]
             print(f"  exact-subset / iterative(ef 100) p50: {ratio:.2f}  ({int(mask.sum()) * dim:,} rows x dim)")

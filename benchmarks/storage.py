@@ -46,7 +46,7 @@ from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
 from ragstore.search.filters import make_filter
 from ragstore.search.recall import check_recall
-from ragstore.search.vector import DEFAULT_EF_SEARCH
+from ragstore.search.request import DEFAULT_EF_SEARCH
 
 K = 10
 

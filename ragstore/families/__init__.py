@@ -14,7 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
+from pgvector import HalfVector, Vector
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -151,6 +154,10 @@ class Family:
             "m": sql.Literal(HNSW_M),
             "ef_construction": sql.Literal(HNSW_EF_CONSTRUCTION),
         }
+
+    def query_param(self, vector: npt.NDArray[np.float32]) -> Vector | HalfVector:
+        """The query ``vector`` as the pgvector value the family's column compares with."""
+        return HalfVector(vector) if self.vector_type == "halfvec" else Vector(vector)
 
     def check_backend(self, backend: Backend) -> None:
         """Refuse a backend from another embedding space than this family's (ModelMismatch)."""

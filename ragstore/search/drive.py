@@ -20,10 +20,9 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import pq, sql
 
-from ragstore.db.connection import Conn, map_db_error, run_isolated
+from ragstore.db.connection import Conn, db_errors, map_db_error, run_isolated
 from ragstore.db.dialect import dialect_of
 from ragstore.errors import RagstoreError
-from ragstore.search import vector as _vector
 
 __all__ = [
     "Call",
@@ -38,6 +37,8 @@ __all__ = [
     "advance",
     "dialect_of",
     "run",
+    "run_with_settings",
+    "settings_params",
 ]
 
 T = TypeVar("T")
@@ -48,8 +49,9 @@ Text = str | sql.SQL | sql.Composed
 class Rows:
     """One read-only statement and its parameters: its rows. ``hnsw`` (ef_search, iterative) says the
     statement makes the HNSW settings itself (``set_config(..., true)`` on one node; on Citus the driver
-    ``SET LOCAL``s them first, see :func:`ragstore.search.vector.run_with_settings`). ``isolated``: nothing it
-    does outlives it, and its failure leaves the caller's transaction usable
+    ``SET LOCAL``s them first, see :func:`run_with_settings`; its ``params`` hold the settings' values,
+    :func:`settings_params`). ``isolated``: nothing it does outlives it, and its failure leaves the caller's
+    transaction usable
     (:func:`ragstore.db.connection.run_isolated`). ``what`` names it for ``--explain``."""
 
     statement: Text
@@ -150,10 +152,8 @@ def run(conn: Conn, plan: Plan[T], *, on_step: Callable[[Step], None] | None = N
 def execute(conn: Conn, step: Step) -> Any:
     """Do one step on ``conn``."""
     if isinstance(step, Rows):
-        if step.hnsw is not None:
-            ef_search, iterative = step.hnsw
-            params = dict(step.params)
-            return _vector.run_with_settings(conn, step.statement, params, ef_search=ef_search, iterative=iterative)
+        if step.hnsw is not None and not dialect_of(conn).settings_in_statement:
+            return _settings_first(conn, step)
         if step.isolated:
             return run_isolated(conn, [(step.statement, dict(step.params))], binary=step.binary)[0]
         return conn.execute(step.statement, dict(step.params), binary=step.binary).fetchall()
@@ -166,3 +166,42 @@ def execute(conn: Conn, step: Step) -> Any:
     if isinstance(step, InError):
         return conn.info.transaction_status == pq.TransactionStatus.INERROR
     raise TypeError(f"not a step: {step!r}")
+
+
+def _settings_first(conn: Conn, step: Rows) -> list[tuple[Any, ...]]:
+    """An HNSW statement on Citus: the settings ``SET LOCAL`` (``citus.propagate_set_commands = 'local'``
+    sends them to every worker connection of the transaction; ``set_config(..., true)`` would change the
+    coordinator's session only), then the statement, in a transaction (or a savepoint of the caller's)
+    rolled back after, so no setting outlives it. Four round trips instead of one: the price of the shards."""
+    assert step.hnsw is not None
+    ef_search, iterative = step.hnsw
+    rows: list[tuple[Any, ...]] = []
+    with conn.transaction():
+        for setting in dialect_of(conn).hnsw_settings(ef_search=ef_search, iterative=iterative):
+            conn.execute(setting)
+        rows = conn.execute(step.statement, dict(step.params), binary=step.binary).fetchall()
+        raise psycopg.Rollback()
+    return rows
+
+
+def settings_params(params: Mapping[str, Any], *, ef_search: int, iterative: bool) -> dict[str, Any]:
+    """``params`` with the values of the two HNSW settings a statement makes itself (the parameters
+    ``ragstore_ef`` and ``ragstore_iterative`` of its ``set_config('hnsw.ef_search', ..., true)`` and
+    ``set_config('hnsw.iterative_scan', ..., true)``): what a :class:`Rows` step with ``hnsw`` carries."""
+    return {
+        **params,
+        "ragstore_ef": str(int(ef_search)),
+        "ragstore_iterative": "relaxed_order" if iterative else "off",
+    }
+
+
+def run_with_settings(
+    conn: Conn, statement: Text, params: Mapping[str, Any], *, ef_search: int, iterative: bool
+) -> Any:
+    """Run ``statement``, which makes the HNSW settings itself, as the driver runs such a step (in ONE round
+    trip on one node: :func:`~ragstore.db.connection.run_isolated` runs it as its own transaction in
+    autocommit, else between a savepoint and its rollback, so no setting outlives the call); its rows. Raises
+    the mapped RagstoreError of a failing statement, after which the connection is usable."""
+    values = settings_params(params, ef_search=ef_search, iterative=iterative)
+    with db_errors():
+        return execute(conn, Rows(statement, values, "hnsw", hnsw=(ef_search, iterative)))

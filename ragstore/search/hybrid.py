@@ -41,14 +41,12 @@ from ragstore.errors import InvalidInput, ModelMismatch, RagstoreError
 from ragstore.families import Family
 from ragstore.families.storage import order_expression
 from ragstore.search import metafilter
-from ragstore.search import vector as _vector
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
-from ragstore.search.drive import Rows
+from ragstore.search.drive import Rows, run_with_settings, settings_params
 from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
-from ragstore.search.request import Hit
-from ragstore.search.vector import row_to_hit
+from ragstore.search.request import MAX_EF_SEARCH, Hit, ef_search_for, row_to_hit
 
 __all__ = [
     "BM25_B",
@@ -69,7 +67,7 @@ __all__ = [
 Conn = psycopg.Connection[Any]
 LEGS = ("fts", "vector")
 DEFAULT_PER_LEG = DEFAULT_FUSION.per_leg
-MAX_PER_LEG = _vector.MAX_EF_SEARCH  # ef_search must reach N, and pgvector caps it at 1,000
+MAX_PER_LEG = MAX_EF_SEARCH  # ef_search must reach N, and pgvector caps it at 1,000
 
 
 # -- the statements of ragstore/sql/hybrid.sql: the full-text block and the hybrid one ------------
@@ -221,7 +219,8 @@ def _run(conn: Conn, prepared: tuple[str, dict[str, Any], int, bool]) -> list[tu
     """The rows of a statement of :func:`prepare`: one statement sets ef_search and runs both legs,
     isolated so that no setting outlives it."""
     text, params, ef_search, iterative = prepared
-    return _vector.run_with_settings(conn, text, params, ef_search=ef_search, iterative=iterative)
+    rows: list[tuple[Any, ...]] = run_with_settings(conn, text, params, ef_search=ef_search, iterative=iterative)
+    return rows
 
 
 def prepare(
@@ -249,7 +248,7 @@ def prepare(
     params: dict[str, Any] = {
         **text_params(family, query_text, match=match),
         **flt.params(),
-        "q": _vector.query_param(family, vector),
+        "q": family.query_param(vector),
         "use_vector": bool(np.any(vector)),
         "w_fts": leg_weights["fts"],
         "w_vec": leg_weights["vector"],
@@ -261,14 +260,14 @@ def prepare(
         family, "hybrid", flt, any_words=params.pop("any"), fts_n=per_leg, vec_n=per_leg, k=k,
         dialect=dialect, fusion=(settings.fusion, settings.normalization), vectors=vectors, guard=guard,
     )  # fmt: skip
-    ef_search = _vector.ef_search_for(family.candidates(per_leg), None)
+    ef_search = ef_search_for(family.candidates(per_leg), None)
     return text, params, ef_search, flt.active
 
 
 def rows_step(prepared: tuple[str, dict[str, Any], int, bool], what: str = "hybrid") -> Rows:
     """The plan's step of a statement of :func:`prepare` (its rows: :func:`row_to_hybrid_hit`)."""
     text, params, ef_search, iterative = prepared
-    values = _vector.settings_params(params, ef_search=ef_search, iterative=iterative)
+    values = settings_params(params, ef_search=ef_search, iterative=iterative)
     return Rows(text, values, what, hnsw=(ef_search, iterative))
 
 

@@ -41,10 +41,10 @@ from ragstore.search import filters as _filters
 from ragstore.search import fts as _fts
 from ragstore.search import hybrid as _hybrid
 from ragstore.search import vector as _vector
-from ragstore.search.drive import Call, InError, Pipeline, Plan, Rows, Step, WithConnection
+from ragstore.search.drive import Call, InError, Pipeline, Plan, Rows, Step, WithConnection, settings_params
 from ragstore.search.filters import Filter, check_query_vector
 from ragstore.search.mmr import mmr
-from ragstore.search.request import Hit, SearchRequest
+from ragstore.search.request import MAX_EF_SEARCH, Hit, SearchRequest, ef_search_for, row_to_hit
 from ragstore.search.rerank import cross_rerank
 
 __all__ = ["Answer", "default_mode", "fingerprint_note", "plan_search", "plan_vector", "read_family"]
@@ -294,17 +294,17 @@ def plan_vector(
         return hits
     if not np.any(query_vector):
         rows = yield Rows(_vector.zero_query_statement(family, flt, k, dialect=dialect), flt.params(), "zero query")
-        return [_vector.row_to_hit(row) for row in rows]
+        return [row_to_hit(row) for row in rows]
     chosen = plan or (yield from plan_choice(family, flt, memo))
-    params = {**flt.params(), "q": _vector.query_param(family, query_vector)}
+    params = {**flt.params(), "q": family.query_param(query_vector)}
     if chosen == _vector.PLAN_EXACT_SUBSET:
         return (yield from _exact_subset(family, flt, k, params, vectors, dialect))
     iterative = chosen == _vector.PLAN_ITERATIVE
-    ef = min(max(_vector.ef_search_for(k, ef_search), family.candidates(k)), _vector.MAX_EF_SEARCH)
+    ef = min(max(ef_search_for(k, ef_search), family.candidates(k)), MAX_EF_SEARCH)
     statement = _vector.hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect)
-    values = _vector.settings_params(params, ef_search=ef, iterative=iterative)
+    values = settings_params(params, ef_search=ef, iterative=iterative)
     rows = yield Rows(statement, values, "hnsw, iterative scan" if iterative else "hnsw", hnsw=(ef, iterative))
-    hits = [_vector.row_to_hit(row) for row in rows]
+    hits = [row_to_hit(row) for row in rows]
     if iterative and len(hits) < k:
         # The scan came back short: the filter keeps fewer rows than the estimate said (stale statistics),
         # or the scan stopped at hnsw.max_scan_tuples. Exact over the filtered rows gives every row it keeps.
@@ -319,7 +319,7 @@ def _exact_subset(
     # migration's swap), and that failure must not abort the caller's transaction.
     statement = _vector.exact_subset_statement(family, flt, k, vectors=vectors, dialect=dialect)
     rows = yield Rows(statement, params, "exact over the filtered rows")
-    return [_vector.row_to_hit(row) for row in rows]
+    return [row_to_hit(row) for row in rows]
 
 
 def plan_choice(family: Family, flt: Filter, memo: Caches) -> Plan[str]:

@@ -42,7 +42,7 @@ from ragstore.families import Family, get_family
 from ragstore.search import exact as _exact
 from ragstore.search.api import MAX_K, run_vector
 from ragstore.search.filters import Filter, check_k, make_filter, to_float32
-from ragstore.search.vector import ef_search_for
+from ragstore.search.request import ef_search_for
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ checked by the plan (:mod:`ragstore.search.plan`), once, after it read the famil
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -21,20 +22,41 @@ import numpy.typing as npt
 from ragstore.common.strictjson import text_problem
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput
-from ragstore.search.filters import Filter, check_k, check_min_score, make_filter
+from ragstore.search.filters import Filter, check_k, check_min_score, make_filter, to_float32
 from ragstore.search.fusion import FUSIONS
 
 if TYPE_CHECKING:
     from ragstore.search.hyde import Hyde
     from ragstore.search.rerank import Reranker
 
-__all__ = ["DEFAULT_DEPTH", "MAX_K", "MODES", "RERANKS", "Hit", "SearchRequest"]
+__all__ = [
+    "DEFAULT_DEPTH",
+    "DEFAULT_EF_SEARCH",
+    "MAX_EF_SEARCH",
+    "MAX_K",
+    "MODES",
+    "RERANKS",
+    "Hit",
+    "SearchRequest",
+    "ef_search_for",
+    "row_to_hit",
+]
 
 MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
 # The most hits (and MMR candidates) one search returns, in every mode. Above it a search would be cut
 # short by the index's candidate list (hnsw.ef_search stops at 1,000) rather than answer in full; a caller
 # that wants a whole family reads it, it does not search it.
 MAX_K = 1000
+# hnsw.ef_search when the caller names none (pgvector's own default is 40), filtered or not. From the
+# recall curve of benchmarks/query.py (benchmarks/README.md, "Queries"), recall@10 on clustered 100k rows at 384-d:
+# ef 40 .951, 64 .982, 100 .990 (.927/.959/.969 with ef_construction 64): 100 is the first value with a
+# clear margin over 0.95. An iterative scan over a 10% filter gains little from more: 384-d ef 40/100/200/
+# 400 gave recall .995/.995/.999/1.0 at p50 2.17/2.20/2.47/2.67 ms, and 1M x 16-d ef 100/400 .990/.990 at
+# 3.04/5.73 ms: when fewer than k of the first ef_search candidates pass the filter, relaxed_order scans
+# on, which costs less than a wider candidate list for every query.
+DEFAULT_EF_SEARCH = 100
+# pgvector's bound on hnsw.ef_search.
+MAX_EF_SEARCH = 1000
 RERANKS = ("mmr", "cross")
 # First-stage hits a cross-encoder reranker reorders, unless the request says.
 DEFAULT_DEPTH = 50
@@ -72,6 +94,38 @@ class Hit:
         if self.chunk_id.startswith(f"{self.package_path}#"):
             return f"[{self.chunk_id}]"
         return f"[{self.package_path}#{self.chunk_id}]"
+
+
+def row_to_hit(
+    row: Sequence[Any],
+    ranks: dict[str, int | None] | None = None,
+    scores: dict[str, float | None] | None = None,
+    cosine: float | None = None,
+) -> Hit:
+    """A ``chunk_id, package_path, score, text, metadata, embedding`` row as a Hit (embedding and metadata
+    may be NULL: no vector, and ``{}``), with the legs' ``ranks`` and ``scores`` and the ``cosine`` of a
+    full-text or hybrid hit."""
+    chunk_id, package_path, score, text, metadata, embedding = row[:6]
+    # Positional (the field order of Hit): this runs once per hit on the hot path.
+    return Hit(
+        chunk_id,
+        package_path,
+        score,  # float8, already a float
+        text,
+        None if embedding is None else to_float32(embedding),
+        {} if metadata is None else metadata,  # a fresh dict from the JSON loader
+        {} if ranks is None else ranks,
+        {} if scores is None else scores,
+        None,
+        None,
+        cosine,
+    )
+
+
+def ef_search_for(k: int, ef_search: int | None) -> int:
+    """``max(k, configured)``, capped at 1000; configured is ``ef_search`` when given, else
+    :data:`DEFAULT_EF_SEARCH`."""
+    return min(max(k, ef_search if ef_search is not None else DEFAULT_EF_SEARCH), MAX_EF_SEARCH)
 
 
 @dataclass(frozen=True)

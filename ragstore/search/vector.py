@@ -19,72 +19,25 @@ plain HNSW.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
-from pgvector import HalfVector, Vector
 from psycopg import sql
 
 from ragstore.caches import Caches
-from ragstore.db.connection import Conn, db_errors, run_isolated
+from ragstore.db.connection import Conn, run_isolated
 from ragstore.db.dialect import POSTGRES, Dialect, dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
 from ragstore.families.storage import order_expression
-from ragstore.search import metafilter
-from ragstore.search.filters import Filter, ShapeFilter, cached_estimate, to_float32
-from ragstore.search.request import Hit
-
-# hnsw.ef_search when the caller names none (pgvector's own default is 40), filtered or not. From the
-# recall curve of benchmarks/query.py (benchmarks/README.md, "Queries"), recall@10 on clustered 100k rows at 384-d:
-# ef 40 .951, 64 .982, 100 .990 (.927/.959/.969 with ef_construction 64): 100 is the first value with a
-# clear margin over 0.95. An iterative scan over a 10% filter gains little from more: 384-d ef 40/100/200/
-# 400 gave recall .995/.995/.999/1.0 at p50 2.17/2.20/2.47/2.67 ms, and 1M x 16-d ef 100/400 .990/.990 at
-# 3.04/5.73 ms: when fewer than k of the first ef_search candidates pass the filter, relaxed_order scans
-# on, which costs less than a wider candidate list for every query.
-DEFAULT_EF_SEARCH = 100
-# pgvector's bound on hnsw.ef_search.
-MAX_EF_SEARCH = 1000
+from ragstore.search import drive, metafilter
+from ragstore.search.filters import Filter, ShapeFilter, cached_estimate
+from ragstore.search.request import MAX_EF_SEARCH, Hit, row_to_hit
 
 PLAN_HNSW = "hnsw"
 PLAN_ITERATIVE = "hnsw-iterative"
 PLAN_EXACT_SUBSET = "exact-subset"
-
-
-def ef_search_for(k: int, ef_search: int | None) -> int:
-    """``max(k, configured)``, capped at 1000; configured is ``ef_search`` when given, else
-    :data:`DEFAULT_EF_SEARCH`."""
-    return min(max(k, ef_search if ef_search is not None else DEFAULT_EF_SEARCH), MAX_EF_SEARCH)
-
-
-def _set_local_everywhere(conn: Conn, *, ef_search: int, iterative: bool) -> None:
-    """On Citus: ``SET LOCAL`` the HNSW settings so that they reach the shards' sessions too.
-
-    ``set_config(..., true)`` changes the coordinator's session only; a ``SET LOCAL`` with
-    ``citus.propagate_set_commands = 'local'`` is sent to every worker connection of the transaction.
-    """
-    for setting in dialect_of(conn).hnsw_settings(ef_search=ef_search, iterative=iterative):
-        conn.execute(setting)
-
-
-def apply_settings(conn: Conn, *, ef_search: int, iterative: bool) -> None:
-    """``SET LOCAL`` the HNSW settings inside the caller's transaction (they end with it).
-
-    For callers that run their own statements in a transaction (hybrid search); :func:`hnsw_hits`
-    sends settings and statement in one round trip instead.
-    """
-    if not dialect_of(conn).settings_in_statement:
-        with db_errors():
-            _set_local_everywhere(conn, ef_search=ef_search, iterative=iterative)
-        return
-    with db_errors():
-        conn.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
-            (str(int(ef_search)), "relaxed_order" if iterative else "off"),
-        )
 
 
 def plan_for(
@@ -101,60 +54,15 @@ def plan_for(
     return PLAN_EXACT_SUBSET if estimate.rows <= limit else PLAN_ITERATIVE
 
 
-def query_param(family: Family, vector: npt.NDArray[np.float32]) -> Vector | HalfVector:
-    """The query as the pgvector value the family's column compares with."""
-    return HalfVector(vector) if family.vector_type == "halfvec" else Vector(vector)
-
-
-def run_with_settings(
-    conn: Conn, statement: sql.SQL | sql.Composed | str, params: dict[str, Any], *, ef_search: int, iterative: bool
-) -> list[tuple[Any, ...]]:
-    """Run ``statement``, which sets the HNSW settings itself, in ONE round trip; return its rows.
-
-    The statement calls ``set_config('hnsw.ef_search', %(ragstore_ef)s, true)`` and
-    ``set_config('hnsw.iterative_scan', %(ragstore_iterative)s, true)`` (filled in here), so the settings
-    are transaction-local; :func:`~ragstore.db.connection.run_isolated` runs it as its own transaction in
-    autocommit, else between a savepoint and its rollback, so no setting outlives the call. Raises the
-    mapped RagstoreError of a failing statement, after which the connection is usable.
-    """
-    values = settings_params(params, ef_search=ef_search, iterative=iterative)
-    if not dialect_of(conn).settings_in_statement:
-        return _run_on_citus(conn, statement, values, ef_search=ef_search, iterative=iterative)
-    return run_isolated(conn, [(statement, values)], binary=True)[0]
-
-
-def settings_params(params: dict[str, Any], *, ef_search: int, iterative: bool) -> dict[str, Any]:
-    """``params`` with the values of the two settings a statement of :func:`run_with_settings` makes."""
-    return {
-        **params,
-        "ragstore_ef": str(int(ef_search)),
-        "ragstore_iterative": "relaxed_order" if iterative else "off",
-    }
-
-
-def _run_on_citus(
-    conn: Conn, statement: sql.SQL | sql.Composed | str, values: dict[str, Any], *, ef_search: int, iterative: bool
-) -> list[tuple[Any, ...]]:
-    """The Citus path of :func:`run_with_settings`: in a transaction (or a savepoint of the caller's),
-    the settings by ``SET LOCAL`` propagated to the workers, then the statement; rolled back after, so no
-    setting outlives the call. Four round trips instead of one: the price of reaching the shards."""
-    rows: list[tuple[Any, ...]] = []
-    with db_errors():
-        with conn.transaction():
-            _set_local_everywhere(conn, ef_search=ef_search, iterative=iterative)
-            rows = conn.execute(statement, values, binary=True).fetchall()
-            raise psycopg.Rollback()
-    return rows
-
-
 # The hnsw block's LATERAL scan references its settings row, so the settings are made before the scan.
 _SETTINGS_REF = sql.SQL("s.settings IS NOT NULL")
 
 
 def hnsw_statement(family: Family, flt: Filter, k: int, *, vectors: bool = True, dialect: Dialect = POSTGRES) -> str:
     """The ``hnsw`` block for ``family``, ``flt`` and ``k``, returning the rows' vectors when ``vectors``;
-    its parameters are the filter's, ``q`` and the two settings :func:`run_with_settings` fills in. With
-    the ``dialect``'s statement set (on Citus the form it pushes to the shards: ``ragstore/sql/search_citus.sql``)."""
+    its parameters are the filter's, ``q`` and the two settings :func:`ragstore.search.drive.settings_params`
+    fills in. With the ``dialect``'s statement set (on Citus the form it pushes to the shards:
+    ``ragstore/sql/search_citus.sql``)."""
     return _statement_text(
         "hnsw", family.table, family.vector_type, family.dim, k, *_shape(flt), vectors, dialect, *_storage(family, k)
     )
@@ -246,11 +154,11 @@ def hnsw_hits(
     The statement does not re-read ``ragstore.families``: a ``family`` whose table was dropped (a model
     migration's swap) raises SchemaError caused by UndefinedTable, see :func:`stale_family_error`.
     """
-    params = {**flt.params(), "q": query_param(family, vector)}
+    params = {**flt.params(), "q": family.query_param(vector)}
     statement = hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect_of(conn))
     # the bit storage reads k × rerank_factor candidates: the graph search keeps at least that many
     ef_search = min(max(ef_search, family.candidates(k)), MAX_EF_SEARCH)
-    rows = run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
+    rows = drive.run_with_settings(conn, statement, params, ef_search=ef_search, iterative=iterative)
     return [row_to_hit(row) for row in rows]
 
 
@@ -260,7 +168,7 @@ def exact_subset_hits(
     """Exact top ``k`` over the rows ``flt`` keeps, computed by Postgres (meant for small subsets); hits
     carry their vectors when ``vectors``."""
     statement = exact_subset_statement(family, flt, k, vectors=vectors, dialect=dialect_of(conn))
-    params = {**flt.params(), "q": query_param(family, vector)}
+    params = {**flt.params(), "q": family.query_param(vector)}
     # Isolated like the hnsw statement: it may run on a cached Family whose table is gone (a model
     # migration's swap), and that failure must not abort the caller's transaction.
     rows = run_isolated(conn, [(statement, params)], binary=True)[0]
@@ -277,32 +185,6 @@ def zero_query_hits(conn: Conn, family: Family, *, k: int, flt: Filter) -> list[
     statement = zero_query_statement(family, flt, k, dialect=dialect_of(conn))
     rows = run_isolated(conn, [(statement, flt.params())], binary=True)[0]
     return [row_to_hit(row) for row in rows]
-
-
-def row_to_hit(
-    row: Sequence[Any],
-    ranks: dict[str, int | None] | None = None,
-    scores: dict[str, float | None] | None = None,
-    cosine: float | None = None,
-) -> Hit:
-    """A ``chunk_id, package_path, score, text, metadata, embedding`` row as a Hit (embedding and metadata
-    may be NULL: no vector, and ``{}``), with the legs' ``ranks`` and ``scores`` and the ``cosine`` of a
-    full-text or hybrid hit."""
-    chunk_id, package_path, score, text, metadata, embedding = row[:6]
-    # Positional (the field order of Hit): this runs once per hit on the hot path.
-    return Hit(
-        chunk_id,
-        package_path,
-        score,  # float8, already a float
-        text,
-        None if embedding is None else to_float32(embedding),
-        {} if metadata is None else metadata,  # a fresh dict from the JSON loader
-        {} if ranks is None else ranks,
-        {} if scores is None else scores,
-        None,
-        None,
-        cosine,
-    )
 
 
 def stale_family_error(exc: BaseException) -> bool:

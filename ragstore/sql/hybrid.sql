@@ -275,7 +275,7 @@ WHERE EXISTS (
 -- The vector leg's top vec_n. The subquery s sets hnsw.ef_search / hnsw.iterative_scan with
 -- set_config(..., is_local => true) and the LATERAL scan references it ({where_vec} holds
 -- "s.settings IS NOT NULL"), so the settings are in place before the index is read: the whole search is
--- one statement (ragstore.search.vector.run_with_settings runs it as its own transaction, or between a
+-- one statement (ragstore.search.drive.run_with_settings runs it as its own transaction, or between a
 -- savepoint and its rollback, so no setting outlives it). A LIMIT subquery laterally joined to another is
 -- not pushed down by Citus: hybrid_citus.sql has the Citus form.
 vec_top AS MATERIALIZED (

@@ -11,7 +11,7 @@
 --   candidate (Citus pushes no LIMIT subquery laterally joined to another); the same rows, as the probe
 --   is by key.
 -- - vec_top: no settings subquery: the HNSW settings are SET LOCAL and propagated to the workers
---   (ragstore.search.vector.run_with_settings); each shard returns its top vec_n, the coordinator merges.
+--   (ragstore.search.drive.run_with_settings); each shard returns its top vec_n, the coordinator merges.
 
 -- name: bm25
 bm25_corpus AS MATERIALIZED (

@@ -18,7 +18,6 @@ from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search.api import search
 from ragstore.search.recall import check_recall
-from ragstore.search.vector import query_param
 from tests.toolkit.storage import DIM, INDEX_DEFINITION, ROWS, clustered, write_chunks
 
 pytestmark = [pytest.mark.citus, pytest.mark.slow, pytest.mark.xdist_group("citus")]
@@ -69,7 +68,7 @@ def test_a_family_in_each_storage_is_searched_through_its_shards_index(
             tagged = search(conn, name, vector=q, k=10, mode="hnsw", metadata={"tag": 7})
             assert len(tagged) == 10 and all(h.metadata["tag"] == 7 for h in tagged) and tagged[0].chunk_id == "c0007"
             rows = conn.execute(
-                "SELECT chunk_id FROM ragstore.search(%s, %s, 5)", (name, query_param(family, q))
+                "SELECT chunk_id FROM ragstore.search(%s, %s, 5)", (name, family.query_param(q))
             ).fetchall()
             assert len(rows) == 5 and rows[0][0] == "c0007"
             conn.commit()

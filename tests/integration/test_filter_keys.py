@@ -17,7 +17,7 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.errors import Conflict, InvalidInput, NotFound
 from ragstore.families import filter_keys
 from ragstore.families.migrate import migrate_family
-from ragstore.search import search
+from ragstore.search import drive, search
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
 from ragstore.search.filters import make_filter
@@ -61,7 +61,7 @@ def _plan(conn: Any, fam: families.Family, metadata: dict[str, Any], *, analyze:
     """EXPLAIN (with ``analyze``, EXPLAIN ANALYZE) of the exact search over the rows ``metadata`` keeps."""
     flt = make_filter(None, metadata).for_family(fam)
     statement = vec.exact_subset_statement(fam, flt, 10, vectors=False)
-    params = {**flt.params(), "q": vec.query_param(fam, clustered(1, dim=fam.dim, seed=3)[0])}
+    params = {**flt.params(), "q": fam.query_param(clustered(1, dim=fam.dim, seed=3)[0])}
     conn.commit()
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")  # a small table: show which index the planner takes
@@ -455,7 +455,7 @@ def _hybrid_plan(conn: Any, fam: families.Family, metadata: dict[str, Any]) -> s
     conn.commit()
     with conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")  # a small table: show which index the planner takes
-        values = vec.settings_params(params, ef_search=ef, iterative=iterative)
+        values = drive.settings_params(params, ef_search=ef, iterative=iterative)
         rows = conn.execute(sql.SQL("EXPLAIN ") + sql.SQL(text), values).fetchall()  # type: ignore[arg-type]
     return "\n".join(r[0] for r in rows)
 

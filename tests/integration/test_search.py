@@ -12,10 +12,11 @@ from ragstore.embed.offline import OfflineBackend, fingerprint
 from ragstore.errors import InvalidInput, ModelMismatch, NotFound, RagstoreError
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import write_records
-from ragstore.search import api, exact, plan, search
+from ragstore.search import api, drive, exact, plan, search
 from ragstore.search import vector as vec
 from ragstore.search.filters import Filter
 from ragstore.search.mmr import mmr
+from ragstore.search.request import DEFAULT_EF_SEARCH, MAX_EF_SEARCH, ef_search_for
 from tests.fix_storage import exhaustive_rerank
 from tests.toolkit.search import (
     clustered,
@@ -71,7 +72,7 @@ def _explain(conn, family, flt, q, *, ef=100, iterative=False):
 @pytest.mark.slow
 def test_hnsw_statement_uses_the_hnsw_index(conn, family):
     load(conn, family, clustered(3000))
-    q = vec.query_param(family, clustered(1, seed=3)[0])
+    q = family.query_param(clustered(1, seed=3)[0])
     plan = _explain(conn, family, Filter(), q)
     assert family.hnsw_index in plan, plan
 
@@ -87,7 +88,7 @@ PROBE = vec.sql.SQL(
 def test_settings_are_transaction_local_and_never_leak(conn, family):
     load(conn, family, clustered(300))
     before = conn.execute(SETTINGS).fetchone()  # the caller now holds a transaction open
-    inside = vec.run_with_settings(conn, PROBE, {}, ef_search=150, iterative=True)
+    inside = drive.run_with_settings(conn, PROBE, {}, ef_search=150, iterative=True)
     search(conn, "docs", vector=clustered(1)[0], k=150, ef_search=20)
     search(conn, "docs", vector=clustered(1)[0], k=5, ef_search=300)  # cached family
     api.run_vector(conn, family, clustered(1)[0], k=5, flt=Filter("pkg/"), plan=vec.PLAN_ITERATIVE, ef_search=30)
@@ -95,7 +96,7 @@ def test_settings_are_transaction_local_and_never_leak(conn, family):
     assert conn.execute(SETTINGS).fetchone() == before and conn.info.transaction_status.name == "INTRANS"
     conn.commit()
     conn.autocommit = True
-    assert vec.run_with_settings(conn, PROBE, {}, ef_search=64, iterative=False) == [("64", "off")]
+    assert drive.run_with_settings(conn, PROBE, {}, ef_search=64, iterative=False) == [("64", "off")]
     search(conn, "docs", vector=clustered(1)[0], k=7, ef_search=64)
     search(conn, "docs", vector=clustered(1)[0], k=7, ef_search=65)
     api.run_vector(conn, family, clustered(1)[0], k=5, flt=Filter("pkg/"), plan=vec.PLAN_ITERATIVE, ef_search=30)
@@ -117,7 +118,7 @@ def test_the_statement_applies_its_own_ef_search_and_iterative_scan(conn, family
     conn.execute("SET enable_seqscan = off")
     flt = Filter("pkg/0")  # 10% of the rows
     q = clustered(1, seed=5)[0]
-    assert family.hnsw_index in _explain(conn, family, flt, vec.query_param(family, q))
+    assert family.hnsw_index in _explain(conn, family, flt, family.query_param(q))
 
     def found(ef, iterative):
         return len(vec.hnsw_hits(conn, family, q, k=10, flt=flt, ef_search=ef, iterative=iterative))
@@ -225,20 +226,20 @@ def test_a_changed_family_that_still_fails_is_not_retried_forever(conn, family):
 
 
 def test_ef_search_is_at_least_k():
-    assert vec.ef_search_for(150, 20) == 150
-    assert vec.ef_search_for(5, None) == vec.DEFAULT_EF_SEARCH
-    assert vec.ef_search_for(5000, None) == vec.MAX_EF_SEARCH
+    assert ef_search_for(150, 20) == 150
+    assert ef_search_for(5, None) == DEFAULT_EF_SEARCH
+    assert ef_search_for(5000, None) == MAX_EF_SEARCH
 
 
 def test_a_failing_statement_leaves_the_connection_usable(conn, family):
     probe = vec.sql.SQL("SELECT 1 / 0")
     with pytest.raises(InvalidInput):
-        vec.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
+        drive.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
     assert conn.execute("SELECT 1").fetchone() == (1,) and conn.info.transaction_status.name == "INTRANS"
     conn.rollback()
     conn.autocommit = True
     with pytest.raises(InvalidInput):
-        vec.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
+        drive.run_with_settings(conn, probe, {}, ef_search=10, iterative=False)
     assert conn.execute(SETTINGS).fetchone()[0] == "40" and conn.info.transaction_status.name == "IDLE"
 
 

@@ -58,7 +58,7 @@ def test_each_storage_builds_its_index_and_the_search_reads_it(conn, tmp_path, m
     assert INDEX_DEFINITION[storage] in index_definition(conn, family)  # built after the bulk load, as create makes it
     flt = make_filter(None, None)
     statement = vector.hnsw_statement(family, flt, 10)
-    params = {"q": vector.query_param(family, matrix[0]), "ragstore_ef": "100", "ragstore_iterative": "off"}
+    params = {"q": family.query_param(matrix[0]), "ragstore_ef": "100", "ragstore_iterative": "off"}
     assert f"Index Scan using {family.hnsw_index}" in explain(conn, statement, params)
     hybrid_text, hybrid_params, *_ = api_hybrid_statement(conn, family, matrix[0])
     hybrid_params |= {"ragstore_ef": "100", "ragstore_iterative": "off"}
@@ -121,7 +121,7 @@ def test_filtered_searches_return_k_hits_passing_the_filter_on_each_storage(
 @pytest.mark.parametrize("storage", STORAGES)
 def test_the_sql_functions_read_each_storage(conn, tmp_path, matrix, storage):
     make(conn, tmp_path, matrix, storage)
-    q = vector.query_param(families.get_family(conn, "ext"), matrix[9])
+    q = families.get_family(conn, "ext").query_param(matrix[9])
     rows = conn.execute("SELECT chunk_id, score FROM ragstore.search('ext', %s, 7)", (q,)).fetchall()
     assert len(rows) == 7 and rows[0][0] == "c0009"
     assert [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
@@ -195,7 +195,7 @@ def test_migrate_storage_swaps_the_index_and_keeps_chunks_and_results(dsn, conn,
     hits = api.search(conn, "ext", vector=matrix[11], k=10, mode="hnsw")
     assert len(hits) == 10 and hits[0].chunk_id == "c0011"
     statement = vector.hnsw_statement(now, make_filter(None, None), 10)
-    params = {"q": vector.query_param(now, matrix[0]), "ragstore_ef": "100", "ragstore_iterative": "off"}
+    params = {"q": now.query_param(matrix[0]), "ragstore_ef": "100", "ragstore_iterative": "off"}
     assert f"Index Scan using {now.hnsw_index}" in explain(conn, statement, params)
 
 

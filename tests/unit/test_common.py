@@ -24,7 +24,7 @@ from ragstore.errors import InvalidInput, NotFound
 from ragstore.evaluation import datasets, runner
 from ragstore.ingest import readers
 from ragstore.memory import store as memory_store
-from ragstore.search import exact, filters, fts, hybrid, recall, vector
+from ragstore.search import exact, filters, fts, hybrid, recall, request, vector
 from ragstore.search.api import MODES
 
 
@@ -136,8 +136,8 @@ def test_one_modes_tuple_for_search_eval_and_context() -> None:
 
 
 def test_one_vector_decoder() -> None:
-    assert vector.to_float32 is filters.to_float32 is exact.to_float32 is recall.to_float32
-    assert hybrid.row_to_hit is fts.row_to_hit is vector.row_to_hit
+    assert request.to_float32 is filters.to_float32 is exact.to_float32 is recall.to_float32
+    assert hybrid.row_to_hit is fts.row_to_hit is vector.row_to_hit is request.row_to_hit
     for value in (Vector([1.0, 2.5]), HalfVector([1.0, 2.5]), [1, 2.5], np.array([1.0, 2.5])):
         out = filters.to_float32(value)
         assert out.dtype == np.float32 and out.tolist() == [1.0, 2.5]

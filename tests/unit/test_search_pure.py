@@ -12,7 +12,7 @@ from ragstore.errors import InvalidInput
 from ragstore.families import Family
 from ragstore.search import exact
 from ragstore.search.filters import check_k, check_min_score, like_prefix
-from ragstore.search.vector import ef_search_for
+from ragstore.search.request import ef_search_for
 
 
 def fam(dim: int, vector_type: str = "vector") -> Family:
