@@ -200,6 +200,75 @@ def fast_record(line: bytes) -> tuple[Fields, list[Any] | None, str | None] | No
 class RawLine:
     where: str
     data: bytes  # the line without its end of line (and without a byte-order mark on line 1)
+    #: The dict orjson dumped ``data`` from (a record a program handed over), read without parsing ``data``.
+    record: dict[str, Any] | None = None
+
+
+_VECTOR_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _string_ok(value: str) -> bool:
+    """Whether ``value`` dumped as JSON holds no ``\\u0000`` (a NUL, or a backslash before ``u0000``)."""
+    return "\x00" not in value and "\\u0000" not in value
+
+
+def direct_record(obj: dict[str, Any]) -> tuple[Fields, Any, str | None] | None:
+    """What :func:`fast_record` returns for ``orjson.dumps(obj)``, read from ``obj`` without that line's
+    parse, or None (the caller then gives the line to :func:`fast_record`).
+
+    Every check of :func:`fast_record` is made on the values the line was dumped from (the NUL escapes and
+    the brackets counted in the strings and the metadata's JSON; a vector of numbers dumps as one ``[``)
+    except one: that the vector holds numbers only. :meth:`OnePass._check_vectors` makes that one on the
+    batch's matrix, and has the whole batch read again from its lines (``_Redo``) when any vector read here
+    is not a clean row of finite numbers, so that every message is the one the line gives. ``obj`` is
+    read later than it was dumped: its vector must be the caller's copy (see
+    :func:`ragstore.ingest.programs.record_lines`).
+    """
+    if not obj.keys() <= _FIELDS:
+        return None
+    chunk_id, package, text, model = obj.get("chunk_id"), obj.get("package_path"), obj.get("text"), obj.get("model")
+    if not (_id_ok(chunk_id) and _id_ok(package) and type(text) is str and len(text) <= MAX_TEXT_CHARS):
+        return None
+    strings: tuple[str, ...] = (chunk_id, package, text)  # type: ignore[assignment]  # checked by _id_ok
+    if model is not None:
+        if type(model) is not str:
+            return None
+        strings += (model,)
+    brackets = 1
+    for value in strings:
+        if not _string_ok(value):
+            return None
+        brackets += value.count("[") + value.count("{")
+    metadata = obj.get("metadata")
+    if metadata is None:
+        metadata = {}
+    elif type(metadata) is not dict:
+        return None
+    elif metadata:
+        encoded = orjson.dumps(metadata, option=orjson.OPT_SERIALIZE_NUMPY)
+        if b"\\u0000" in encoded:
+            return None
+        brackets += encoded.count(b"[") + encoded.count(b"{")
+    else:
+        brackets += 1
+    vector = obj.get("vector")
+    if vector is None:
+        if model is not None:
+            return None
+    elif type(vector) is list:
+        if not vector:
+            return None
+        brackets += 1
+    elif type(vector) is np.ndarray:
+        if vector.ndim != 1 or not vector.size or vector.dtype not in _VECTOR_DTYPES:
+            return None
+        brackets += 1
+    else:
+        return None
+    if brackets > _MAX_BRACKETS:
+        return None
+    fields: Fields = (chunk_id, package, text, metadata)  # type: ignore[assignment]  # checked by _id_ok
+    return fields, vector, model
 
 
 def raw_lines(path: Path, label: str) -> Iterator[RawLine]:
@@ -226,7 +295,7 @@ class _Parsed:
     None) and model, its source hash, and the JSONL line (to let pydantic name a problem the vector check
     found)."""
 
-    __slots__ = ("fields", "line", "model", "source", "vector", "where")
+    __slots__ = ("direct", "fields", "line", "model", "source", "vector", "where")
 
     def __init__(
         self,
@@ -236,6 +305,7 @@ class _Parsed:
         model: str | None,
         source: bytes | None,
         line: bytes | None = None,
+        direct: bool = False,
     ) -> None:
         self.where, self.fields, self.vector, self.model, self.source, self.line = (
             where,
@@ -245,6 +315,8 @@ class _Parsed:
             source,
             line,
         )
+        #: Read by :func:`direct_record` (its vector's elements not yet looked at).
+        self.direct = direct
 
     @classmethod
     def of(
@@ -255,6 +327,11 @@ class _Parsed:
         if vector is None:
             return cls(where, fields, record.vector, record.model, source)
         return cls(where, fields, vector, model, source)
+
+
+class _Redo(Exception):
+    """A batch holding a record read by :func:`direct_record` met a vector problem: read it again from its
+    lines, so that the problem is named as the line names it."""
 
 
 def _batched(items: Iterable[RawLine], size: int) -> Iterator[list[RawLine]]:
@@ -344,19 +421,35 @@ class OnePass(Closing):
             self._helper = None
 
     def _jsonl_batch(self, lines: list[RawLine], hashes: list[bytes], known: Known) -> None:
+        try:
+            self._finish(self._parse(lines, hashes, known, direct=True))
+        except _Redo:  # nothing of the batch was kept: read again from the lines, the message is theirs
+            self._finish(self._parse(lines, hashes, known, direct=False))
+
+    def _parse(
+        self, lines: list[RawLine], hashes: list[bytes], known: Known, *, direct: bool
+    ) -> list[_Parsed | tuple[str, str]]:
+        """The batch's records: the stored ones as ``(chunk_id, package_path)``, the others read (from the
+        dict a line was dumped from when ``direct`` and the line has one, else from the line)."""
         parsed: list[_Parsed | tuple[str, str]] = []
         for line, digest in zip(lines, hashes, strict=True):
             hit = known.get(digest)
             if hit is not None:
                 parsed.append(hit)
                 continue
+            if direct and line.record is not None:
+                read = direct_record(line.record)
+                if read is not None:
+                    fields, vector, model = read
+                    parsed.append(_Parsed(line.where, fields, vector, model, digest, line.data, direct=True))
+                    continue
             fast = fast_record(line.data)
             if fast is None:
                 parsed.append(_Parsed.of(line.where, slow_record(line.where, _decode(line)), digest))
             else:
                 fields, vector, model = fast
                 parsed.append(_Parsed(line.where, fields, vector, model, digest, line.data))
-        self._finish(parsed)
+        return parsed
 
     def lookup(self, hashes: list[bytes]) -> Known:
         """The stored chunks among ``hashes``: ``{hash: (chunk_id, package_path)}``."""
@@ -462,9 +555,12 @@ class OnePass(Closing):
         dim = self.family.dim
         if not parsed:
             return np.zeros((0, dim), dtype=np.float32)
+        direct = any(p.direct for p in parsed)
         lengths = np.fromiter((len(p.vector) for p in parsed), dtype=np.int64, count=len(parsed))
         wrong = np.flatnonzero(lengths != dim)
         if wrong.size:
+            if direct:
+                raise _Redo
             p = parsed[int(wrong[0])]
             raise ModelMismatch(
                 f"{p.where}: vector: {int(lengths[wrong[0]])} dimensions, family {self.family.name!r} is {dim}-d"
@@ -476,9 +572,13 @@ class OnePass(Closing):
         except (OverflowError, ValueError, TypeError):
             wide = np.zeros((0,))
         if wide.ndim != 2 or wide.dtype.kind not in "fiu":
+            if direct:
+                raise _Redo
             wide = np.stack([_row(p) for p in parsed])
         wide = wide.astype(np.float64, copy=False)
         good = np.isfinite(wide) & (np.abs(wide) <= _F32_MAX)
+        if direct:
+            _check_direct_numbers(parsed, wide, bool(good.all()))
         if not good.all():
             bad_row, bad_col = (int(x) for x in np.argwhere(~good)[0])
             p = parsed[bad_row]
@@ -488,6 +588,20 @@ class OnePass(Closing):
                 f"{p.where}: vector[{bad_col}] is {float(wide[bad_row, bad_col])!r}: vectors hold finite float32 values"
             )
         return wide.astype(np.float32)
+
+
+def _check_direct_numbers(parsed: list[_Parsed], wide: npt.NDArray[np.float64], finite: bool) -> None:
+    """``_Redo`` unless every vector :func:`direct_record` read is a row of numbers its line holds as such:
+    all finite (orjson dumps NaN as null), and no boolean (numpy reads True as 1.0: the rows holding an
+    exact 0 or 1 have their elements' types looked at, as :func:`fast_record` does for a line with a JSON
+    boolean)."""
+    if not finite:
+        raise _Redo
+    suspect = np.flatnonzero(((wide == 0.0) | (wide == 1.0)).any(axis=1))
+    for i in suspect.tolist():
+        p = parsed[i]
+        if p.direct and type(p.vector) is list and not set(map(type, p.vector)) <= _NUMBERS:
+            raise _Redo
 
 
 def _row(p: _Parsed) -> npt.NDArray[np.float64]:

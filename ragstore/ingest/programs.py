@@ -6,6 +6,10 @@ one :class:`~ragstore.ingest.readers.Source` of kind ``records`` (:func:`records
 :func:`ragstore.ingest.run.index_records` share one path with ``ragstore index FILE``: a record whose
 bytes are those a stored chunk was written from is unchanged and costs no parsing; every other one is
 validated and spooled before anything is written.
+
+The line is made for its source hash (and for pydantic to name a problem); it is not parsed back: each
+:class:`~ragstore.ingest.fast.RawLine` also carries the dict the line was dumped from, which the pass
+reads directly (:func:`ragstore.ingest.fast.direct_record`) with the checks it applies to a parsed line.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from ragstore.common.jsonvalue import json_metadata
@@ -68,7 +73,8 @@ def _named_lines(pairs: Iterable[tuple[str, ChunkRecord]]) -> Iterator[RawLine]:
     from ragstore.ingest.fast import RawLine
 
     for where, record in pairs:
-        yield RawLine(where, _line(record, where))
+        data, fields = _line(record, where)
+        yield RawLine(where, data, fields)
 
 
 def _record_lines(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterator[RawLine]:
@@ -76,23 +82,33 @@ def _record_lines(records: Iterable[ChunkRecord | Mapping[str, Any]]) -> Iterato
 
     for i, item in enumerate(records, 1):
         where = f"record {i}"
-        yield RawLine(where, _line(item, where))
+        data, fields = _line(item, where)
+        yield RawLine(where, data, fields)
 
 
-def _line(item: ChunkRecord | Mapping[str, Any], where: str) -> bytes:
-    """``item`` as the JSON line a file would hold; InvalidInput naming ``where`` for what is no record."""
+def _line(item: ChunkRecord | Mapping[str, Any], where: str) -> tuple[bytes, dict[str, Any] | None]:
+    """``item`` as the JSON line a file would hold, with the dict orjson made it from (None when the line is
+    pydantic's: the pass then parses it); InvalidInput naming ``where`` for what is no record."""
     import orjson
 
     if isinstance(item, ChunkRecord):
         fields = item.model_dump(exclude_none=True)
         fields["metadata"] = json_metadata(item.metadata, f"{where}: metadata")
-        return orjson.dumps(fields, option=orjson.OPT_SERIALIZE_NUMPY)
+        return orjson.dumps(fields, option=orjson.OPT_SERIALIZE_NUMPY), fields
     if not isinstance(item, Mapping):
         record_from(item, where)  # names what it is
     item = dict(item)
     if item.get("metadata") is not None:  # values JSON does not have: mapped or refused, once
         item["metadata"] = json_metadata(item["metadata"], f"{where}: metadata")
     try:
-        return orjson.dumps(item, option=orjson.OPT_SERIALIZE_NUMPY)
+        line = orjson.dumps(item, option=orjson.OPT_SERIALIZE_NUMPY)
     except TypeError:  # not JSON as given: pydantic names the field, or reads it (a tuple, a float32)
-        return record_from(item, where).model_dump_json(exclude_none=True).encode()
+        return record_from(item, where).model_dump_json(exclude_none=True).encode(), None
+    # The pass reads the dict a batch later: the vector as it was when the line was made (a program may
+    # fill one buffer for every record it yields).
+    vector = item.get("vector")
+    if type(vector) is list:
+        item["vector"] = list(vector)
+    elif isinstance(vector, np.ndarray):
+        item["vector"] = vector.copy()
+    return line, item
