@@ -17,8 +17,8 @@ holds files). The run indexes with ``--skip-bad-files``; the folder's size and f
 The run is a child process (``python -m ragstore.cli index rss PATH``) whose VmRSS is read from /proc
 every 0.2 s; every minute a line gives that minute's peak RSS and the chunks committed so far (counted in
 the family's table). ``--backend offline`` indexes into an offline family (fingerprint vectors: the
-read, chunk and write pipeline without a model); ``--minutes M`` stops the run (SIGINT) after M
-minutes, and the chunks it committed give the embed rate (their word pieces counted with the MiniLM
+read, chunk and write pipeline without a model); ``--minutes M`` stops the run (SIGINT, then SIGTERM
+30 s later) after M minutes, and the chunks it committed give the embed rate (their word pieces counted with the MiniLM
 tokenizer). The peak, the wall time, the report line (with the embed rate) and ``uptime`` before and
 after are printed. Without ``--dsn`` / ``$RAGSTORE_DSN`` an embedded server is started in a temporary
 folder.
@@ -225,6 +225,8 @@ def main() -> None:
             if args.minutes and elapsed >= args.minutes * 60 and not stopped:
                 child.send_signal(signal.SIGINT)
                 stopped = True
+            if stopped and elapsed >= args.minutes * 60 + 30:
+                child.send_signal(signal.SIGTERM)  # an interrupt the run did not answer in 30 s
             time.sleep(0.2)
         out, err = child.communicate()
         seconds = time.perf_counter() - started
