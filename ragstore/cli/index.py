@@ -115,7 +115,8 @@ def index_command(
             bar.__exit__(None, None, None)
     skipped = report.skipped_files
     if as_json:
-        emit_json(report.as_dict() | {"skipped_files": [item.as_dict() for item in skipped]})
+        read = [{"path": path, "reader": reader} for path, reader in sorted(report.documents.items())]
+        emit_json(report.as_dict() | {"documents": read, "skipped_files": [item.as_dict() for item in skipped]})
         return
     click.echo(terminal_safe(report.summary()))
     summary = not_read_line(skipped)

@@ -104,8 +104,9 @@ class Source:
     #: (:func:`ragstore.ingest.chunker.window_for`), characters until then.
     window: Window = CHARACTERS
     #: After :meth:`records` ran: the package_path of every document read whole (empty ones included, bad
-    #: files left out): the run removes those documents' stored chunks they no longer hold.
-    documents: set[str] = field(default_factory=set)
+    #: files left out), with the name of the reader that read it: the run removes those documents' stored
+    #: chunks they no longer hold, and ``ragstore index --json`` lists them.
+    documents: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_folder(self) -> bool:
@@ -442,10 +443,11 @@ def _emit_document(
     skip_bad_files: bool,
     choice: Choice,
     alone: bool = False,
-    documents: set[str] | None = None,
+    documents: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, ChunkRecord]]:
     """The records of one document; ``alone`` (named on its own) makes a file not of its reader's kind
-    a bad file, as a walk does not. A document read (empty or not) has its package added to ``documents``."""
+    a bad file, as a walk does not. A document read (empty or not) is added to ``documents`` (its package:
+    the reader's name)."""
     try:
         records = _document_records(path, package, window, choice)
     except _NotText as exc:
@@ -461,8 +463,8 @@ def _emit_document(
         return
     if not records and skipped is not None:
         skipped.append(Skipped(str(path), EMPTY))
-    if documents is not None:
-        documents.add(package)
+    if documents is not None and choice.reader is not None:
+        documents[package] = choice.reader.name
     yield from records
 
 
@@ -475,14 +477,14 @@ def read_folder(
     prefix: str | None = None,
     readers: Readers | None = None,
     window: Window | None = None,
-    documents: set[str] | None = None,
+    documents: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, ChunkRecord]]:
     """Chunks of every document under ``folder``, at most ``window`` long (else ``max_chars`` characters),
     read by ``readers`` (by default the built-in and registered ones); package_path is
     ``<prefix>/<relative path>`` (the prefix being the folder's name unless given) and chunk ids are
     anchored in each chunk's heading path and text (:func:`~ragstore.ingest.chunker.chunk_ids`), so an
     edit changes the ids of the chunks it touches only. Each chunk carries :func:`document_metadata`; the
-    package of every document read goes to ``documents``.
+    package of every document read goes to ``documents``, with its reader's name.
 
     A bad document (unreadable, not UTF-8, NUL bytes, a path too long for a chunk id) raises InvalidInput
     naming it, or with ``skip_bad_files`` goes to ``skipped`` with the reason, as do empty documents and

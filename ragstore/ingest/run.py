@@ -116,8 +116,8 @@ def index_sources(
     than its window) is embedded from its start and counted, and named, in the report's ``truncated``.
 
     The report's ``skipped`` counts blank texts and empty documents; its ``skipped_files`` lists the files
-    the sources left out, and why. ``batch_size`` is the write batch (the pass batches by
-    :data:`~ragstore.ingest.fast.PASS_BATCH`).
+    the sources left out, and why; its ``documents`` the documents read, each with its reader's name.
+    ``batch_size`` is the write batch (the pass batches by :data:`~ragstore.ingest.fast.PASS_BATCH`).
 
     With ``connections=2`` (the default) batches that are each their own transaction are written on two
     connections at once (:mod:`ragstore.ingest.parallel`): ``conn`` and one ``lender`` gives, by default
@@ -193,6 +193,7 @@ def index_sources(
         )
     # An empty document yields no record for the writer to count: it is counted here, with the blank texts.
     report.skipped_files = skipped_files(sources)
+    report.documents = {package: reader for source in sources for package, reader in source.documents.items()}
     report.skipped += sum(1 for item in report.skipped_files if item.reason == EMPTY)
     report.sources = claimed
     return report

@@ -119,11 +119,14 @@ class IndexReport:
     packages: set[str] = field(default_factory=set, repr=False)
     #: The files the sources did not index, and why (``ragstore index --json`` prints them beside the report).
     skipped_files: list[Skipped] = field(default_factory=list, repr=False)
+    #: The documents the sources read (their package_path: the name of the reader that read it).
+    documents: dict[str, str] = field(default_factory=dict, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("packages")
         data.pop("skipped_files")
+        data.pop("documents")
         data["seconds"] = round(self.seconds, 3)
         return data
 

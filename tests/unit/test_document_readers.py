@@ -106,6 +106,21 @@ def test_man_page_sections_title_and_font_escapes() -> None:
         man_reader.read(b"\x7fELF\x00\x01", "libc.so.6")
 
 
+def test_a_man_page_with_asciidoctors_preamble_keeps_its_text() -> None:
+    """Asciidoctor (util-linux's pages) ends an ``.am`` inside an ``.if`` block with ``.  .``: a reader that
+    waited for ``..`` read such a page as empty. A definition with an end name of its own ends there."""
+    page = (
+        b'.TH "CHOOM" "1" "2022-05-11"\n.de URL\n\\fI\\\\$2\\fP <\\\\$1>\\\\$3\n..\n.als MTO URL\n'
+        b".if \\n[.g] \\{\\\n.  mso www.tmac\n.  am URL\n.    ad l\n.  .\n.  am MTO\n.    ad l\n.  .\n.\\}\n"
+        b'.SH "NAME"\nchoom \\- display and adjust OOM\\-killer score.\n'
+        b".de XX yy\nnot text\n..\nstill not text\n.yy\n.SH DESCRIPTION\nThe \\fBchoom\\fP command adjusts it.\n"
+    )
+    document = man_reader.read(page, "choom.1")
+    assert [s.heading for s in document.sections] == [("NAME",), ("DESCRIPTION",)]
+    assert document.sections[0].blocks == ("NAME", "choom - display and adjust OOM-killer score.")
+    assert document.sections[1].blocks == ("DESCRIPTION", "The choom command adjusts it.")
+
+
 def test_markdown_front_matter_is_metadata_and_title_and_fences_are_not_headings() -> None:
     text = b"---\ntitle: Pears\ntags: [fruit, tree]\ndate: 2024-05-01\n---\n# Install\n\n```\n# not a heading\n```\n"
     document = markdown_reader.read(text, "p.md")

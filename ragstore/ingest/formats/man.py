@@ -128,7 +128,7 @@ def read(data: bytes, path: str) -> Document:
     title = ""
     name = ""  # mdoc: the first .Nm, which a bare .Nm repeats
     fill = True
-    skipping = ""  # the end of a macro definition or an ignore block
+    skipping = ""  # the name that ends a macro definition or an ignore block ("." for "..")
 
     def end_paragraph() -> None:
         text = ("\n" if not fill else " ").join(lines).strip()
@@ -157,7 +157,9 @@ def read(data: bytes, path: str) -> Document:
 
     for raw in source.replace("\r\n", "\n").split("\n"):
         if skipping:
-            if raw.strip() == skipping:
+            # The end is a request named as the definition's end: ``..``, also written ``.  .`` (in an
+            # ``.am`` indented inside an ``.if`` block, as Asciidoctor writes its pages' preambles).
+            if raw[:1] in (".", "'") and raw[1:].split(None, 1)[:1] == [skipping]:
                 skipping = ""
             continue
         if raw.startswith(('.\\"', "'\\\"", '\\"')) or raw.strip() in (".", "'"):
@@ -168,8 +170,9 @@ def read(data: bytes, path: str) -> Document:
                 continue
             macro, rest = parts[0], (parts[1] if len(parts) > 1 else "")
             words = _arguments(rest)
-            if macro in ("de", "de1", "am", "ig"):
-                skipping = ".." if macro != "ig" or not words else f".{words[0]}"
+            if macro in ("de", "de1", "am", "am1", "ig"):
+                ends = words[1:] if macro != "ig" else words
+                skipping = ends[0] if ends else "."
             elif macro == "so":
                 continue
             elif macro in ("TH", "Dt") and words:
