@@ -13,7 +13,8 @@ each of ``--queries`` queries goes, in a rotating order, through:
   checked while the search runs (:meth:`Stores.speculate`);
 - ``httpx``: the same app through httpx's ASGI transport (an in-process client's own Python on top).
 
-Prints the p50/p95 of each and the differences to ``lib``; with ``--profile``, the functions the ``asgi``
+Prints the p50/p95 of each and the differences to ``lib``, then the CPU time per call of each way run
+alone (what a loaded machine's waiting for a core does not inflate); with ``--profile``, the functions the ``asgi``
 path spends its time in (cProfile, cumulative), the search's own share included, so the rest reads as
 the app's.
 """
@@ -149,14 +150,23 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
             p50, p95 = statistics.median(ms), pct(ms, 0.95)
             extra = "" if name in ("lib", "check") else f"  (over lib: p50 {p50 - lib50:+.3f}, p95 {p95 - lib95:+.3f})"
             print(f"  {name:6} p50 {p50:7.3f}  p95 {p95:7.3f}{extra}")
+        print("CPU time per call, each way alone over the same queries (ms; waiting for a core excluded):")
+        cpu: dict[str, float] = {}
+        for name, way in ways:
+            t = time.process_time()
+            for query in qs:
+                await way(query)
+            cpu[name] = (time.process_time() - t) * 1000 / len(qs)
+            extra = "" if name in ("lib", "check") else f"  (over lib: {cpu[name] - cpu['lib']:+.3f})"
+            print(f"  {name:6} {cpu[name]:7.3f}{extra}")
         if args.profile:
-            profiler = cProfile.Profile()
+            profiler = cProfile.Profile(time.process_time)  # CPU time: waiting for a core is not counted
             profiler.enable()
             for query in qs:
                 await via_asgi(query)
             profiler.disable()
             out = io.StringIO()
-            pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.top)
+            pstats.Stats(profiler, stream=out).sort_stats(args.sort).print_stats(args.top)
             print(out.getvalue())
 
 
@@ -169,6 +179,7 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--profile", action="store_true", help="cProfile the asgi path afterwards.")
     parser.add_argument("--top", type=int, default=45, help="Functions the profile lists.")
+    parser.add_argument("--sort", default="cumulative", help="The profile's order: cumulative, tottime, ...")
     args = parser.parse_args()
     print(f"load before: {uptime()}")
     with admin_dsn(args.dsn) as admin, scratch_database(admin) as dsn:
