@@ -850,6 +850,7 @@ class Store(Closing):
         store.caches = Caches()
         store._timeout = 0.0
         store._pool = DirectConnections(dsn, max_connections)
+        store._retry = False  # one short-lived call: a lost connection fails it at once
         return store
 
     def migration_status(self) -> MigrationStatus:
