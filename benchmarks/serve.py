@@ -9,7 +9,8 @@ starts ``ragstore serve`` as a subprocess on a free 127.0.0.1 port. Then, in one
 1. the quiet overhead: ``--overhead`` queries, each sent over HTTP by httpx (one keep-alive client), over
    HTTP by a minimal raw HTTP/1.1 client (one keep-alive connection: what a client in C costs), and
    through an in-process :class:`~ragstore.AsyncStore` (same pool size, same reader role), in a rotating
-   order, the three answers checked equal; p50/p95 of each and the differences;
+   order, the three answers checked equal; p50/p95 of each and the differences, and the CPU time the
+   server process used per HTTP request meanwhile (/proc);
 2. the load: ``--clients`` concurrent HTTP clients (each its own connection) × ``--searches`` searches
    (queries drawn from a fixed set), while another client keeps indexing batches into family
    ``incoming`` over HTTP with the app token. Counts errors (any non-200 or transport failure), answers
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -134,9 +136,16 @@ class RawClient:
         return int(lines[0].split(" ", 2)[1]), await self.reader.readexactly(length)
 
 
-async def overhead(base: str, reader: str, store: AsyncStore, qs: list[str], k: int) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) process ``pid`` has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def overhead(base: str, reader: str, store: AsyncStore, qs: list[str], k: int, server: int) -> dict[str, float]:
     """Each query through httpx, through the raw client and through ``store``, in a rotating order (none
-    always first), each answer checked against the library's."""
+    always first), each answer checked against the library's; and the CPU time the server process
+    ``server`` used per HTTP request meanwhile (what a loaded machine's waiting does not inflate)."""
     times: dict[str, list[float]] = {"httpx": [], "raw": [], "lib": []}
     headers = {"Authorization": f"Bearer {reader}"}
     path = "/v1/families/docs/search"
@@ -162,6 +171,7 @@ async def overhead(base: str, reader: str, store: AsyncStore, qs: list[str], k: 
         for query in qs[:20]:  # warm every path (pools, caches, the role's store)
             for _, way in ways:
                 await way(query)
+        cpu = cpu_seconds(server)
         for n, query in enumerate(qs):
             answers = []
             for name, way in ways[n % 3 :] + ways[: n % 3]:
@@ -170,7 +180,13 @@ async def overhead(base: str, reader: str, store: AsyncStore, qs: list[str], k: 
                 times[name].append((time.perf_counter() - t) * 1000)
                 answers.append(answer)
             assert answers[0] == answers[1] == answers[2], query
-    return {f"{name}_{q}": f(ms) for name, ms in times.items() for q, f in (("p50", statistics.median), ("p95", p95))}
+        cpu = cpu_seconds(server) - cpu
+        lib_cpu = time.process_time()  # the same searches through the library alone: its CPU per search
+        for query in qs:
+            await via_lib(query)
+        lib_cpu = time.process_time() - lib_cpu
+    stats = {f"{name}_{q}": f(ms) for name, ms in times.items() for q, f in (("p50", statistics.median), ("p95", p95))}
+    return {**stats, "server_cpu_ms": cpu * 1000 / (2 * len(qs)), "lib_cpu_ms": lib_cpu * 1000 / len(qs)}
 
 
 def p95(samples: list[float]) -> float:
@@ -275,7 +291,7 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
         async with lib:
             qs = queries(args.queries)
             expected = {q: answer_key([_hit_dict(h) for h in await lib.search("docs", q, k=args.k)]) for q in qs}
-            quiet = await overhead(base, reader, lib, queries(args.overhead, seed=23), args.k)
+            quiet = await overhead(base, reader, lib, queries(args.overhead, seed=23), args.k, proc.pid)
         stop = asyncio.Event()
         seen: list[int] = []
         sampler = asyncio.create_task(server_connections(dsn, stop, seen))
@@ -308,6 +324,11 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
             f" overhead p50 {quiet[name + '_p50'] - quiet['lib_p50']:.2f} ms,"
             f" p95 {quiet[name + '_p95'] - quiet['lib_p95']:.2f} ms"
         )
+    print(
+        f"  CPU time per search: the server process {quiet['server_cpu_ms']:.2f} ms per HTTP request (uvicorn,"
+        f" the app, the token check, the search's client side), the library alone {quiet['lib_cpu_ms']:.2f} ms;"
+        f" the server's own {quiet['server_cpu_ms'] - quiet['lib_cpu_ms']:.2f} ms"
+    )
     if "Traceback" in err.decode(errors="replace"):
         print("the server logged a traceback:\n" + err.decode(errors="replace")[-2000:])
 

@@ -30,11 +30,11 @@ import psycopg
 from ragstore.caches import Caches, caches_for
 from ragstore.common.closing import Closing
 from ragstore.db.connection import NO_DATABASE as NO_DATABASE_OF
-from ragstore.db.connection import given_dsn, mask_dsn, register_vector, statement_timeout
+from ragstore.db.connection import connection_lost, given_dsn, mask_dsn, register_vector, statement_timeout
 from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput, StorageRecallWarning
 from ragstore.search import drive
 from ragstore.search.api import search as _api_search
-from ragstore.search.plan import plan_search
+from ragstore.search.plan import Answer, plan_search
 from ragstore.search.request import Hit, SearchRequest
 
 if TYPE_CHECKING:
@@ -238,6 +238,7 @@ class Store(Closing):
             pool.close()
             raise DatabaseUnavailable(f"cannot connect to {mask_dsn(self.dsn)}: {exc}") from exc
         self._pool: Lender = pool
+        self._retry = settings.recover
 
     # -- life cycle -------------------------------------------------------------------------------
     @classmethod
@@ -274,6 +275,22 @@ class Store(Closing):
                 conn.rollback()
                 conn.autocommit = True
         self._pool.putconn(conn)
+
+    def read(self, fn: Callable[[Conn], R]) -> R:
+        """``fn(conn)`` on a connection of the pool, for a read that may run twice. In a recovering pool
+        (``recover=True``) a connection that breaks under it (:func:`~ragstore.db.connection.connection_lost`:
+        the database restarted, a proxy or firewall dropped it) is discarded, the pool's idle connections
+        with it (made before the same loss, they are broken too), and ``fn`` runs once more on a new one,
+        so that the first call after the database returns gets its answer, not DatabaseUnavailable."""
+        try:
+            with self.connection() as conn:
+                return fn(conn)
+        except (psycopg.Error, DatabaseUnavailable) as exc:
+            if not (self._retry and connection_lost(exc)):
+                raise
+        self._pool.drain()
+        with self.connection() as conn:
+            return fn(conn)
 
     def _checkout(self) -> Conn:
         """A connection of the pool, or DatabaseUnavailable when none is free within ``timeout``."""
@@ -358,15 +375,13 @@ class Store(Closing):
         """Family ``name`` as stored now (NotFound when there is none)."""
         from ragstore.search.api import fresh_family
 
-        with self.connection() as conn:
-            return fresh_family(conn, name, self.caches)
+        return self.read(lambda conn: fresh_family(conn, name, self.caches))
 
     def families(self) -> list[Family]:
         """Every family, by name."""
         from ragstore.families import list_families
 
-        with self.connection() as conn:
-            return list_families(conn)
+        return self.read(list_families)
 
     def family_stats(self, name: str) -> FamilyStats:
         """Counts of family ``name`` (chunks, vectors, packages; see ``ragstore family stats``)."""
@@ -635,8 +650,7 @@ class Store(Closing):
         model) and the ids it does not hold (``ragstore get``). Raises InvalidInput, NotFound."""
         from ragstore.families.chunks import get_chunks
 
-        with self.connection() as conn:
-            return get_chunks(conn, family, ids, vectors=vectors)
+        return self.read(lambda conn: get_chunks(conn, family, ids, vectors=vectors))
 
     def list_chunks(
         self, family: str, *, package: str | None = None, limit: int = 100, after: str | None = None
@@ -692,15 +706,25 @@ class Store(Closing):
     def _search(self, /, family: str, query: str | None = None, **options: Any) -> list[Hit]:
         caches = options.pop("caches", self.caches)
         request = SearchRequest.of(family, query, **options)
-        # The hot path of every search: the pool's own checkout and return, nothing around them (half of
-        # what connection() costs: 11 against 22 us a call, measured). The plan runs in autocommit and
-        # leaves no transaction open; should it, the pool rolls it back on return.
-        conn = self._checkout()
+
+        def attempt() -> Answer:
+            # The hot path of every search: the pool's own checkout and return, nothing around them (half
+            # of what connection() costs: 11 against 22 us a call, measured). The plan runs in autocommit
+            # and leaves no transaction open; should it, the pool rolls it back on return.
+            conn = self._checkout()
+            try:
+                memo = caches if caches is not None else caches_for(conn)
+                return drive.run(conn, plan_search(request, memo, drive.dialect_of(conn)))
+            finally:
+                self._pool.putconn(conn)
+
         try:
-            memo = caches if caches is not None else caches_for(conn)
-            answer = drive.run(conn, plan_search(request, memo, drive.dialect_of(conn)))
-        finally:
-            self._pool.putconn(conn)
+            answer = attempt()
+        except (psycopg.Error, DatabaseUnavailable) as exc:
+            if not (self._retry and connection_lost(exc)):
+                raise
+            self._pool.drain()  # as read() does: a search may run twice
+            answer = attempt()
         if answer.note is not None:
             warnings.warn(FingerprintVectorsWarning(answer.note), stacklevel=2)
         return answer.hits
@@ -826,6 +850,7 @@ class Store(Closing):
         store.caches = Caches()
         store._timeout = 0.0
         store._pool = DirectConnections(dsn, max_connections)
+        store._retry = False  # one short-lived call: a lost connection fails it at once
         return store
 
     def migration_status(self) -> MigrationStatus:
@@ -1078,8 +1103,15 @@ class Memory:
         embeds the query and the records not embedded yet (default: the offline backend)."""
         from ragstore.memory.recall import recall
 
-        with self._store.connection(autocommit=False) as conn:
-            return recall(conn, _profile(profile), query, k, now=now or datetime.now(UTC), backend=backend)
+        chosen, moment = _profile(profile), now or datetime.now(UTC)
+
+        def attempt(conn: Conn) -> RecallResult:
+            # As the command line runs it, in a transaction (its embedding of unembedded records commits
+            # with it): rolled back with a lost connection, so running it again is safe.
+            conn.autocommit = False
+            return recall(conn, chosen, query, k, now=moment, backend=backend)
+
+        return self._store.read(attempt)
 
     def layers(
         self, profile: AgentProfile | str | Path, *, task_hint: str | None = None, now: datetime | None = None

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, 
 
 import psycopg
 
+from ragstore.db.connection import connection_lost
 from ragstore.errors import DatabaseUnavailable, InvalidInput
 from ragstore.store import CLOSED, Memory, PoolOptions, PoolSettings, Store, quiet_socket
 
@@ -236,6 +237,28 @@ class AsyncStore:
         except PoolTimeout as exc:
             raise DatabaseUnavailable(f"no connection of the async pool ({self.pool_size}) was free: {exc}") from exc
 
+    async def read(self, fn: Callable[[AConn], Awaitable[R]]) -> R:
+        """``await fn(conn)`` on a connection of the async pool, for a read that may run twice: as
+        :meth:`Store.read`, a connection of a recovering pool that breaks under it is discarded with the
+        pools' idle connections, and ``fn`` runs once more on a new one."""
+        try:
+            async with self.connection() as conn:
+                return await fn(conn)
+        except (psycopg.Error, DatabaseUnavailable) as exc:
+            if not (self._settings.recover and connection_lost(exc)):
+                raise
+        await self._drain()
+        async with self.connection() as conn:
+            return await fn(conn)
+
+    async def _drain(self) -> None:
+        """Close the idle connections of both pools (the lent ones when they come back): after a lost
+        connection, those made before the loss are lost too."""
+        if self._pool is not None:
+            await self._pool.drain()
+        if self._sync is not None:
+            await asyncio.to_thread(self._sync._pool.drain)
+
     # -- the methods run in a worker thread ------------------------------------------------------
     async def migrate(self) -> MigrationResult:
         """:meth:`Store.migrate` in a worker thread (Alembic is synchronous); drains the async pool after a change."""
@@ -250,8 +273,7 @@ class AsyncStore:
 
     async def family(self, name: str) -> Family:
         """:meth:`Store.family` on the event loop: the family's row, awaited."""
-        async with self.connection() as conn:
-            return await _fresh_family(conn, self.store.caches, name)
+        return await self.read(lambda conn: _fresh_family(conn, self.store.caches, name))
 
     async def families(self) -> list[Family]:
         """:meth:`Store.families` in a worker thread."""
@@ -335,11 +357,13 @@ class AsyncStore:
         from ragstore.families import chunks
 
         chosen = chunks.check_ids(ids)
-        async with self.connection() as conn:
+
+        async def read(conn: AConn) -> GetResult:
             fam = await _fresh_family(conn, self.store.caches, family)
             statement, params = chunks.get_statement(fam, chosen)
-            rows = await _rows(conn, statement, params)
-        return chunks.read_get(fam, chosen, rows, vectors)
+            return chunks.read_get(fam, chosen, await _rows(conn, statement, params), vectors)
+
+        return await self.read(read)
 
     async def list_chunks(
         self, family: str, *, package: str | None = None, limit: int = 100, after: str | None = None
@@ -419,14 +443,26 @@ class AsyncStore:
 
         from ragstore.errors import FingerprintVectorsWarning
         from ragstore.search import drive_async
-        from ragstore.search.plan import plan_search
+        from ragstore.search.plan import Answer, plan_search
         from ragstore.search.request import SearchRequest
 
         caches = options.pop("caches", None) or self.store.caches
         request = SearchRequest.of(family, query, **options)
-        async with self.connection() as conn:
-            plan = plan_search(request, caches, await drive_async.dialect_of(conn))
-            answer = await drive_async.run(conn, plan, self._blocking)
+
+        async def attempt() -> Answer:
+            async with self.connection() as conn:
+                plan = plan_search(request, caches, await drive_async.dialect_of(conn))
+                return await drive_async.run(conn, plan, self._blocking)
+
+        try:
+            answer = await attempt()
+        except (psycopg.Error, DatabaseUnavailable) as exc:
+            # As read(): a lost connection (of either pool: a mode's step may run in a worker thread)
+            # discards the idle ones, and the search runs once more.
+            if not (self._settings.recover and connection_lost(exc)):
+                raise
+            await self._drain()
+            answer = await attempt()
         if answer.note is not None:
             warnings.warn(FingerprintVectorsWarning(answer.note), stacklevel=2)
         return answer.hits

@@ -277,6 +277,22 @@ def map_db_error(exc: psycopg.Error) -> NoReturn:
     raise RagstoreError(f"database error: {message}") from exc
 
 
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` (a psycopg error, or the DatabaseUnavailable :func:`map_db_error` made of one) says
+    that the connection broke under the statement: the server closed it or the socket failed (no SQLSTATE,
+    or class 08 "connection exception"), or the server is shutting the session down (57P01-57P03). Not a
+    statement timeout (57014), not a pool that had no connection to lend: a read that failed so may be
+    run once more on a new connection and answer."""
+    if isinstance(exc, RagstoreError):
+        if type(exc) is not DatabaseUnavailable:
+            return False
+        exc = exc.__cause__ if exc.__cause__ is not None else exc
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

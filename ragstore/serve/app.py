@@ -170,8 +170,7 @@ class Stores:
         """The role the database gives ``token`` now (Unauthorized for none): one lookup."""
         parsed = tokens.parse(token)
         try:
-            async with self.login.connection() as conn:
-                role = await tokens.authenticate(conn, token, self._marked)
+            role = await self.login.read(lambda conn: tokens.authenticate(conn, token, self._marked))
         except psycopg.Error as exc:
             map_db_error(exc)
         if parsed is not None:
@@ -247,8 +246,10 @@ class Stores:
             return store
 
 
-def bearer_token(request: Request) -> str:
-    """The request's bearer token (Unauthorized when there is none)."""
+async def bearer_token(request: Request) -> str:
+    """The request's bearer token (Unauthorized when there is none). A coroutine, though it awaits
+    nothing: FastAPI runs a plain function dependency in a worker thread, a thread hop per request that was
+    the largest share of the server's own time (benchmarks/README.md)."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized
@@ -258,7 +259,7 @@ def bearer_token(request: Request) -> str:
 async def caller(request: Request) -> AsyncStore:
     """The AsyncStore of the request's token role, once the database said the token is live (401 else)."""
     stores: Stores = request.app.state.stores
-    return await stores.for_role(await stores.role_of(bearer_token(request)))
+    return await stores.for_role(await stores.role_of(await bearer_token(request)))
 
 
 Caller = Annotated[AsyncStore, Depends(caller)]
@@ -403,8 +404,7 @@ def create_app(settings: Settings) -> FastAPI:
     @app.get("/healthz", summary="Whether the server and its database answer (no token needed).")
     async def healthz() -> dict[str, str]:
         try:
-            async with stores.login.connection() as conn:
-                await conn.execute("SELECT 1")
+            await stores.login.read(lambda conn: conn.execute("SELECT 1"))
         except psycopg.Error as exc:
             map_db_error(exc)
         return {"status": "ok"}

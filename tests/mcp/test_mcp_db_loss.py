@@ -10,7 +10,6 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragstore import Store
 from tests.toolkit.chunks import records
@@ -19,7 +18,7 @@ pytest.importorskip("mcp")
 
 from ragstore.serve import tokens
 from tests.mcp.http_server import client_session, http_server
-from tests.mcp.tcp_proxy import Proxy
+from tests.toolkit.tcp_proxy import in_front_of
 
 pytestmark = pytest.mark.reliability
 
@@ -38,18 +37,11 @@ def text_of(result: Any) -> str:
 
 @pytest.fixture
 def proxied(dsn: str) -> Any:
-    params = conninfo_to_dict(dsn)
-    host = str(params.get("host") or "/tmp").split(",")[0]
-    port = int(str(params.get("port") or 5432).split(",")[0])
     with Store(dsn, pool_size=1) as store:
         store.create_family("docs", "offline")
         store.index(records(), "docs")
-    proxy = Proxy(f"{host}/.s.PGSQL.{port}" if host.startswith("/") else (host, port))
-    proxy.start()
-    try:
-        yield proxy, make_conninfo(dsn, host="127.0.0.1", port=str(proxy.port), connect_timeout="5")
-    finally:
-        proxy.cut()
+    with in_front_of(dsn) as (proxy, through):
+        yield proxy, through
 
 
 async def test_tool_calls_fail_in_one_line_while_the_database_is_away_and_recover(proxied: Any, dsn: str) -> None:
@@ -79,3 +71,28 @@ def test_a_token_check_in_the_outage_is_a_503_and_the_server_recovers(proxied: A
         assert during.status_code == 503 and during.json() == {"error": "the database is unavailable"}
         proxy.start()
         assert httpx.post(url, json=INITIALIZE, headers=headers, timeout=60).status_code == 200
+
+
+async def test_the_first_calls_on_connections_lost_unseen_are_answered(proxied: Any, dsn: str) -> None:
+    # Every pooled connection of the server is lost while its socket stays quiet (the pool's check sees
+    # nothing): the first search, get_chunks and memory_recall after it are answered on new connections.
+    proxy, through = proxied
+    recall = {"agent": "alice", "query": "topic", "k": 3}
+    with http_server(through) as url:
+        async with client_session(url) as client:
+            before = await client.call_tool("search", SEARCH)
+            assert not before.is_error, text_of(before)
+            ids = [hit["chunk_id"] for hit in json.loads(text_of(before))["hits"]]
+            assert ids
+            chunks_before = await client.call_tool("get_chunks", {"family": "docs", "ids": ids})
+            recalled_before = await client.call_tool("memory_recall", recall)
+            answers = []
+            for tool, arguments in (("search", SEARCH), ("get_chunks", {"family": "docs", "ids": ids})):
+                proxy.stale()
+                answers.append(await client.call_tool(tool, arguments))
+            proxy.stale()
+            answers.append(await client.call_tool("memory_recall", recall))
+    assert [a.is_error for a in answers] == [False, False, False], [text_of(a) for a in answers]
+    assert json.loads(text_of(answers[0]))["hits"] == json.loads(text_of(before))["hits"]
+    assert json.loads(text_of(answers[1])) == json.loads(text_of(chunks_before))
+    assert json.loads(text_of(answers[2])) == json.loads(text_of(recalled_before))

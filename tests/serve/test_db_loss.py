@@ -2,7 +2,9 @@
 503 with one JSON line (no token, no traceback), and once it returns the server answers the library's
 hits again by itself, without a restart: every request sent after the database accepts connections again
 is a 200, the first one included, whether the database died under load or while the server sat idle
-(its pooled connections all dead). The server's own embedded PostgreSQL, killed with SIGKILL."""
+(its pooled connections all dead). The server's own embedded PostgreSQL, killed with SIGKILL. And a
+loss the pools cannot see before they lend a connection (a TCP proxy that drops the database's side of
+every connection and leaves the server's side quiet): the first requests after it are answered."""
 
 from __future__ import annotations
 
@@ -22,14 +24,19 @@ import pytest
 from ragstore import Store, migrate
 from ragstore.db.server import EmbeddedServer
 from ragstore.serve import tokens
+from tests.toolkit.app import bearer, client_for, seeded, token  # noqa: F401 (the fixture)
 from tests.toolkit.chunks import records
 from tests.toolkit.serve_process import answers, free_port, until
+from tests.toolkit.tcp_proxy import in_front_of
 
 pytest.importorskip("uvicorn")
 
 pytestmark = pytest.mark.reliability
 
 QUERY = {"query": "copies files to topic 3", "k": 5, "mode": "hybrid"}
+SEARCH = "/v1/families/docs/search"
+CHUNKS = "/v1/families/docs/chunks"
+MODES = ("hnsw", "hybrid", "fts")
 
 
 @pytest.fixture
@@ -181,3 +188,30 @@ def test_killing_the_database_mid_load_gives_503s_and_the_server_recovers_by_its
     log = (out + err).decode()
     assert "Traceback" not in log, log[-3000:]
     assert reader not in log and (tokens.parse(reader) or (0, reader))[1] not in log
+
+
+async def test_the_first_requests_on_connections_lost_unseen_are_answered(seeded: str) -> None:  # noqa: F811
+    # Every pooled connection of the server (the login's, the reader's) is lost while its socket stays
+    # quiet, so the pool's check before lending sees nothing: the first request after it (its token
+    # check, its search or get, on both pools) is still answered, on new connections.
+    reader = bearer(token(seeded, "ragstore_reader"))
+    search = {"query": "copies files to topic 3", "k": 5, "mode": "hnsw"}
+    with in_front_of(seeded) as (proxy, through):
+        async for http in client_for(through):
+            expected = {mode: await http.post(SEARCH, json={**search, "mode": mode}, headers=reader) for mode in MODES}
+            assert all(answer.status_code == 200 for answer in expected.values()), expected
+            ids = [hit["chunk_id"] for hit in expected["hnsw"].json()["hits"]]
+            got = await http.get(CHUNKS, params={"id": ids}, headers=reader)
+            assert got.status_code == 200 and got.json()["chunks"]
+            answers = {}
+            for mode in MODES:  # hnsw on the event loop's pool, hybrid and fts in a worker thread's
+                proxy.stale()
+                answers[mode] = await http.post(SEARCH, json={**search, "mode": mode}, headers=reader)
+            proxy.stale()
+            got_again = await http.get(CHUNKS, params={"id": ids}, headers=reader)
+            proxy.stale()
+            health = await http.get("/healthz")
+    assert {mode: a.status_code for mode, a in answers.items()} == dict.fromkeys(MODES, 200), answers
+    assert {mode: a.json() for mode, a in answers.items()} == {mode: a.json() for mode, a in expected.items()}
+    assert got_again.status_code == 200 and got_again.json() == got.json()
+    assert health.status_code == 200
