@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.cli.main import CliError, app, emit_json, terminal_safe
 from ragstore.common.endpoint import MAX_TIMEOUT
 from ragstore.embed.external import read_vector_file
 from ragstore.errors import FingerprintVectorsWarning
