@@ -39,14 +39,15 @@ from psycopg.types.json import Jsonb
 
 from ragstore import families, migrate
 from ragstore.caches import Caches
+from ragstore.common.like import like_prefix
 from ragstore.db.connection import connect
 from ragstore.errors import NotFound
 from ragstore.families import filter_keys
 from ragstore.search import search
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
-from ragstore.search.filters import Filter, estimate_rows, like_prefix
-from ragstore.search.request import DEFAULT_EF_SEARCH
+from ragstore.search.request import DEFAULT_EF_SEARCH, Filter
+from ragstore.search.vector import estimate_rows
 
 K = 10
 # Nested package paths: the prefix for each share keeps exactly that share of the rows.

@@ -44,9 +44,8 @@ from ragstore.db.connection import connect
 from ragstore.families import storage as storages
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
-from ragstore.search.filters import make_filter
 from ragstore.search.recall import check_recall
-from ragstore.search.request import DEFAULT_EF_SEARCH
+from ragstore.search.request import DEFAULT_EF_SEARCH, make_filter
 
 K = 10
 

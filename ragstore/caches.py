@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ragstore.embed.base import Backend
     from ragstore.families import Family
-    from ragstore.search.filters import RowEstimate
+    from ragstore.search.vector import RowEstimate
 
 # Estimates are remembered this long; statistics themselves change only when the family is analyzed
 # (autovacuum, or ragstore's bulk load).

@@ -14,6 +14,7 @@ import platformdirs
 
 DSN_ENV = "RAGSTORE_DSN"
 HOME_ENV = "RAGSTORE_HOME"
+# Read and checked in one place: :func:`ragstore.db.connection.statement_timeout`.
 TIMEOUT_ENV = "RAGSTORE_STATEMENT_TIMEOUT"
 
 
@@ -28,9 +29,4 @@ def home_dir() -> Path:
 def dsn_from_env() -> str | None:
     """``$RAGSTORE_DSN`` when set and not blank."""
     value = os.environ.get(DSN_ENV, "").strip()
-    return value or None
-
-
-def statement_timeout_from_env() -> str | None:
-    value = os.environ.get(TIMEOUT_ENV, "").strip()
     return value or None

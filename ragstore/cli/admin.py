@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ragstore import config, migrate
-from ragstore.cli.app import app, echo_stopped, emit_json, human_size
+from ragstore.cli.main import app, echo_stopped, emit_json, human_size
 from ragstore.common.fields import fields_dict
 from ragstore.db.connection import mask_dsn
 from ragstore.db.server import EmbeddedServer

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.cli.main import CliError, app, emit_json, terminal_safe
 from ragstore.families import chunks
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ragstore import config
-from ragstore.cli.app import echo_stopped, emit_json
+from ragstore.cli.main import echo_stopped, emit_json
 from ragstore.common.fields import fields_dict
 from ragstore.db.cluster import LocalCluster, citus_available
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ragstore.cli.app import app, terminal_safe
+from ragstore.cli.main import app, terminal_safe
 from ragstore.cli.search import closing, hyde_options, make_hyde, make_reranker, reranker_options
 from ragstore.context import (
     BudgetConfig,

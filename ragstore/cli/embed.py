@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.cli.main import CliError, app, emit_json, terminal_safe
 from ragstore.embed.base import Backend
 from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
 from ragstore.embed.similarity import rank_texts, similarity

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ragstore.cli.app import app
+from ragstore.cli.main import app
 from ragstore.cli.search import closing, make_reranker, reranker_options
 from ragstore.evaluation.datasets import read_qrels, read_queries
 from ragstore.evaluation.runner import MODES, RERANKS, ModeSpec, format_table

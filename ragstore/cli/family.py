@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ragstore import families
-from ragstore.cli.app import CliError, app, emit_json, human_size, terminal_safe
+from ragstore.cli.main import CliError, app, emit_json, human_size, terminal_safe
 from ragstore.embed.registry import BACKENDS, backend_settings, default_backend, make_backend
 from ragstore.errors import StorageRecallWarning, mask_secrets
 from ragstore.families.storage import (

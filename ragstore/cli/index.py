@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ragstore.cli.app import app, emit_json, interactive, terminal_safe
+from ragstore.cli.main import app, emit_json, interactive, terminal_safe
 from ragstore.ingest.readers import not_read_line
 from ragstore.ingest.writer import DEFAULT_BATCH
 

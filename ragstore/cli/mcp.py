@@ -7,7 +7,7 @@ import ipaddress
 
 import click
 
-from ragstore.cli.app import CliError, app
+from ragstore.cli.main import CliError, app
 from ragstore.cli.search import add_options, closing, server_reranker
 from ragstore.cli.serve import SERVE_RERANK_TABLE
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.cli.main import CliError, app, emit_json, terminal_safe
 from ragstore.common.moments import check_aware
 from ragstore.embed.registry import BACKENDS, make_backend
 from ragstore.memory.models import ALL_STORES, load_profile

@@ -14,14 +14,13 @@ from typing import Any, TypeVar
 
 import click
 
-from ragstore.cli.app import CliError, app, emit_json, terminal_safe
+from ragstore.cli.main import CliError, app, emit_json, terminal_safe
 from ragstore.common.endpoint import MAX_TIMEOUT
 from ragstore.embed.external import read_vector_file
 from ragstore.errors import FingerprintVectorsWarning
-from ragstore.search.filters import parse_where
 from ragstore.search.hyde import HYDE_MODES, Hyde
 from ragstore.search.recall import RecallReport
-from ragstore.search.request import MAX_K, MODES, Hit
+from ragstore.search.request import MAX_K, MODES, Hit, parse_where
 from ragstore.search.rerank import APIS, DEFAULT_DEPTH, HttpReranker
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -10,7 +10,7 @@ import os
 import click
 
 from ragstore import config
-from ragstore.cli.app import CliError, app
+from ragstore.cli.main import CliError, app
 from ragstore.cli.search import (
     HYDE_TABLE,
     RERANK_TABLE,

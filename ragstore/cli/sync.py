@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ragstore.cli.app import app, emit_json, terminal_safe
+from ragstore.cli.main import app, emit_json, terminal_safe
 
 
 @click.group("sync")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ragstore.cli.app import app, emit_json, terminal_safe
+from ragstore.cli.main import app, emit_json, terminal_safe
 
 
 @click.group("token")

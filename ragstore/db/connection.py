@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
@@ -47,7 +48,7 @@ def statement_timeout() -> str | None:
     PostgreSQL reads it; ``0`` means no limit. Anything else, a non-zero value under 1ms, or one past
     PostgreSQL's maximum (about 24 days) is InvalidInput naming the variable.
     """
-    value = config.statement_timeout_from_env()
+    value = _timeout_setting()
     if value is None:
         return None
     match = _DURATION.fullmatch(value)
@@ -57,6 +58,11 @@ def statement_timeout() -> str | None:
     if ms != 0 and not 1 <= ms <= _MAX_TIMEOUT_MS:
         raise InvalidInput(f"{config.TIMEOUT_ENV}={value!r} is out of range: 0 (no limit) or 1ms to 24 days")
     return f"{round(ms)}ms"
+
+
+def _timeout_setting() -> str | None:
+    """``$RAGSTORE_STATEMENT_TIMEOUT`` as set (stripped), None when unset or blank: read here only."""
+    return os.environ.get(config.TIMEOUT_ENV, "").strip() or None
 
 
 def resolve_dsn(dsn: str | None = None) -> str:
@@ -259,7 +265,7 @@ def map_db_error(exc: psycopg.Error) -> NoReturn:
     if is_transaction_rollback(exc):
         raise Conflict(f"a concurrent transaction conflicted, nothing was changed; retry: {message}") from exc
     if isinstance(exc, pgerrors.QueryCanceled):
-        setting = config.statement_timeout_from_env()
+        setting = _timeout_setting()
         cause = f" ({config.TIMEOUT_ENV}={setting})" if setting and "statement timeout" in message else ""
         raise Timeout(f"statement cancelled{cause}: {message}") from exc
     if isinstance(exc, pgerrors.ProgramLimitExceeded):  # a value over a server limit: not an outage

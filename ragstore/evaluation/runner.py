@@ -171,7 +171,7 @@ def _exact_rankings(
     up to the last ulp of a BLAS product on exact ties.
     """
     from ragstore.search.exact import stream_batches, top_k_many
-    from ragstore.search.filters import make_filter
+    from ragstore.search.request import make_filter
 
     out: dict[str, list[str]] = {}
     for start in range(0, len(queries), EXACT_QUERY_GROUP):

@@ -35,7 +35,7 @@ from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import InvalidInput, NotFound
 from ragstore.families import Family, deleting, get_family
-from ragstore.search.filters import to_float32
+from ragstore.search.request import to_float32
 
 __all__ = [
     "EXPORT_FORMATS",

@@ -51,9 +51,8 @@ from ragstore.embed.base import Backend
 from ragstore.errors import FingerprintVectorsWarning
 from ragstore.families import Family, get_family
 from ragstore.search import drive
-from ragstore.search.filters import Filter
 from ragstore.search.plan import default_mode, fingerprint_note, hit_cosines, plan_search, plan_vector
-from ragstore.search.request import MAX_K, MODES, RERANKS, Hit, SearchRequest
+from ragstore.search.request import MAX_K, MODES, RERANKS, Filter, Hit, SearchRequest
 from ragstore.search.rerank import DEFAULT_DEPTH, Reranker
 
 __all__ = [

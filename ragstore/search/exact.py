@@ -24,8 +24,7 @@ from ragstore.db.connection import Conn, db_errors
 from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.families import Family
-from ragstore.search.filters import Filter, to_float32
-from ragstore.search.request import Hit
+from ragstore.search.request import Filter, Hit, to_float32
 
 F64 = npt.NDArray[np.float64]
 Batch = tuple[list[str], npt.NDArray[np.float32]]

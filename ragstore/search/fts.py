@@ -40,9 +40,8 @@ from ragstore.db.connection import db_errors
 from ragstore.db.dialect import Dialect, dialect_of
 from ragstore.families import Family
 from ragstore.search.drive import Rows
-from ragstore.search.filters import Filter, check_k, make_filter
 from ragstore.search.hybrid import statement, text_params
-from ragstore.search.request import Hit, row_to_hit
+from ragstore.search.request import Filter, Hit, check_k, make_filter, row_to_hit
 
 __all__ = ["fts_search", "fts_step", "row_to_fts_hit"]
 

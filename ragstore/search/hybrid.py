@@ -43,10 +43,18 @@ from ragstore.families.storage import order_expression
 from ragstore.search import metafilter
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
 from ragstore.search.drive import Rows, run_with_settings, settings_params
-from ragstore.search.filters import Filter, ShapeFilter, check_k, make_filter
 from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
 from ragstore.search.fusion import Candidate as FusionCandidate
-from ragstore.search.request import MAX_EF_SEARCH, Hit, ef_search_for, row_to_hit
+from ragstore.search.request import (
+    MAX_EF_SEARCH,
+    Filter,
+    Hit,
+    ShapeFilter,
+    check_k,
+    ef_search_for,
+    make_filter,
+    row_to_hit,
+)
 
 __all__ = [
     "BM25_B",
@@ -238,7 +246,7 @@ def prepare(
     guard: bool = False,
 ) -> tuple[str, dict[str, Any], int, bool]:
     """The hybrid statement, its parameters, its ef_search and whether it scans iteratively, for the checked
-    filter ``flt`` (:func:`~ragstore.search.filters.make_filter`, the request's); the hits carry their vectors
+    filter ``flt`` (:func:`~ragstore.search.request.make_filter`, the request's); the hits carry their vectors
     when ``vectors``, and come back only while the family's row is ``family`` with ``guard``."""
     k = check_k(k)
     per_leg = settings.per_leg

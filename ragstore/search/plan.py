@@ -37,14 +37,20 @@ from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
 from ragstore.families import Family, backend_for, check_name, family_not_found, row_to_family
 from ragstore.search import exact as _exact
-from ragstore.search import filters as _filters
 from ragstore.search import fts as _fts
 from ragstore.search import hybrid as _hybrid
 from ragstore.search import vector as _vector
 from ragstore.search.drive import Call, InError, Pipeline, Plan, Rows, Step, WithConnection, settings_params
-from ragstore.search.filters import Filter, check_query_vector
 from ragstore.search.mmr import mmr
-from ragstore.search.request import MAX_EF_SEARCH, Hit, SearchRequest, ef_search_for, row_to_hit
+from ragstore.search.request import (
+    MAX_EF_SEARCH,
+    Filter,
+    Hit,
+    SearchRequest,
+    check_query_vector,
+    ef_search_for,
+    row_to_hit,
+)
 from ragstore.search.rerank import cross_rerank
 
 __all__ = ["Answer", "default_mode", "fingerprint_note", "plan_search", "plan_vector", "read_family"]
@@ -326,11 +332,11 @@ def plan_choice(family: Family, flt: Filter, memo: Caches) -> Plan[str]:
     """:func:`ragstore.search.vector.plan_for` as steps: the planner's estimate, remembered in ``memo``."""
     if not flt.active:
         return _vector.PLAN_HNSW
-    key = _filters.estimate_key(family, flt)
+    key = _vector.estimate_key(family, flt)
     estimate = memo.estimate(key) if key is not None else None
     if estimate is None:
-        plan_rows, total_rows = yield Pipeline(_filters.estimate_statements(family, flt), "the filter's estimate")
-        estimate = _filters.read_estimate(plan_rows, total_rows)
+        plan_rows, total_rows = yield Pipeline(_vector.estimate_statements(family, flt), "the filter's estimate")
+        estimate = _vector.read_estimate(plan_rows, total_rows)
         if key is not None:
             memo.remember_estimate(key, estimate)
     return _vector.PLAN_EXACT_SUBSET if estimate.rows <= estimate.budget(family.dim) else _vector.PLAN_ITERATIVE

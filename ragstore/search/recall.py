@@ -41,8 +41,7 @@ from ragstore.errors import InvalidInput
 from ragstore.families import Family, get_family
 from ragstore.search import exact as _exact
 from ragstore.search.api import MAX_K, run_vector
-from ragstore.search.filters import Filter, check_k, make_filter, to_float32
-from ragstore.search.request import ef_search_for
+from ragstore.search.request import Filter, check_k, ef_search_for, make_filter, to_float32
 
 
 @dataclass(frozen=True)

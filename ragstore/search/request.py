@@ -8,24 +8,39 @@ integers of at most :data:`MAX_K`, ``min_score`` finite, ``ef_search`` a positiv
 a mode that can be hybrid, the filter (``package``, ``metadata``) and the query text's characters. What
 needs the family (its dimension, its model, the mode ``auto`` resolves to, the declared filter keys) is
 checked by the plan (:mod:`ragstore.search.plan`), once, after it read the family.
+
+The filter is the request's too. A :class:`Filter` narrows a search to a ``package_path`` prefix (LIKE
+wildcards in the prefix are escaped, so ``docs/a_b`` matches only that literal prefix) and/or a ``metadata``
+containment (``metadata @> <json>`` on the family table's GIN-indexed copy of the chunks' metadata), or
+operators (:mod:`ragstore.search.metafilter`). It is rendered once as a SQL fragment with parameters, and
+every path (HNSW, exact over the filtered rows, numpy exact) uses that one fragment, over the family table
+alone. The planner's estimate of the rows a filter keeps, which chooses the filtered plan, is
+:mod:`ragstore.search.vector`'s.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+from psycopg import sql
+from psycopg.types.json import Jsonb
 
-from ragstore.common.strictjson import text_problem
+from ragstore.common.like import like_prefix
+from ragstore.common.strictjson import check_json_value, loads_strict, text_problem
 from ragstore.embed.base import Backend
-from ragstore.errors import InvalidInput
-from ragstore.search.filters import Filter, check_k, check_min_score, make_filter, to_float32
+from ragstore.errors import InvalidInput, ModelMismatch
+from ragstore.search import metafilter
 from ragstore.search.fusion import FUSIONS
+from ragstore.search.metafilter import uses_operators
 
 if TYPE_CHECKING:
+    from ragstore.families import Family
     from ragstore.search.hyde import Hyde
     from ragstore.search.rerank import Reranker
 
@@ -36,10 +51,17 @@ __all__ = [
     "MAX_K",
     "MODES",
     "RERANKS",
+    "Filter",
     "Hit",
     "SearchRequest",
+    "check_k",
+    "check_min_score",
+    "check_query_vector",
     "ef_search_for",
+    "make_filter",
+    "parse_where",
     "row_to_hit",
+    "to_float32",
 ]
 
 MODES = ("auto", "hnsw", "exact", "fts", "hybrid")
@@ -210,3 +232,188 @@ def _at_most(value: int, name: str) -> int:
 OPTIONS: dict[str, Any] = {
     f.name: f.default for f in fields(SearchRequest) if f.init and f.name not in ("family", "query")
 }
+
+
+# -- the filter, and the checks of the inputs that are values ---------------------------------------
+@dataclass(frozen=True)
+class Filter:
+    """A package_path prefix and/or a metadata filter (a containment, or operators as
+    :mod:`ragstore.search.metafilter` describes); both empty means no filter. ``keys`` are the declared
+    filter keys of the family it runs on (:meth:`for_family`): conditions on them are rendered with the
+    expression their btree indexes (:mod:`ragstore.families.filter_keys`)."""
+
+    package: str | None = None
+    metadata: dict[str, Any] | None = None
+    keys: frozenset[str] = field(default=frozenset(), kw_only=True)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.package) or bool(self.metadata)
+
+    def for_family(self, family: Family) -> Filter:
+        """This filter on ``family``: with its declared filter keys (the same filter when it has none)."""
+        keys = frozenset(family.filter_keys)
+        if keys == self.keys:
+            return self
+        return Filter(self.package, self.metadata, keys=keys)
+
+    def where(self, alias: str = "e", *, extra: sql.Composable | None = None) -> sql.Composable:
+        """``WHERE …`` (or nothing) over the family table ``alias``: both filters read it alone (it keeps a
+        copy of each chunk's metadata, GIN-indexed, so a metadata filter is planned and read like a package
+        filter, with no join to the chunks).
+
+        ``extra`` is one more condition ANDed in (the HNSW statement's reference to its settings row).
+        """
+        parts: list[sql.Composable] = [] if extra is None else [extra]
+        if self.package:
+            parts.append(sql.SQL("{}.package_path LIKE %(package_like)s").format(sql.Identifier(alias)))
+        shape = self.metadata_shape
+        if shape is not None:
+            parts.append(metadata_condition(shape, alias))
+        if not parts:
+            return sql.SQL("")
+        return sql.SQL("WHERE ") + sql.SQL(" AND ").join(parts)
+
+    def params(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        if self.package:
+            values["package_like"] = like_prefix(self.package)
+        node = self._tree
+        if node is not None:
+            values.update(metafilter.params(node))
+        elif self.metadata:
+            values["metadata"] = Jsonb(self.metadata)
+        return values
+
+    @functools.cached_property
+    def _tree(self) -> metafilter.Node | None:
+        """The metadata filter's condition tree, or None for a plain containment on no declared key (one
+        ``@>`` with the whole object, as before filter keys)."""
+        if not self.metadata:
+            return None
+        if uses_operators(self.metadata):
+            node = metafilter.parse(self.metadata)
+            return metafilter.declare(node, self.keys) if self.keys else node
+        if not self.keys or self.keys.isdisjoint(self.metadata):
+            return None
+        return metafilter.declare(metafilter.containment(self.metadata), self.keys)
+
+    @property
+    def metadata_shape(self) -> metafilter.Shape | None:
+        """What the metadata part of the SQL text depends on: None (no metadata filter), ``("@>",)`` (a
+        containment) or the shape of an operator filter (:mod:`ragstore.search.metafilter`)."""
+        if not self.metadata:
+            return None
+        node = self._tree
+        return CONTAINMENT if node is None else metafilter.shape(node)
+
+
+CONTAINMENT: metafilter.Shape = ("@>",)
+
+
+@dataclass(frozen=True)
+class ShapeFilter(Filter):
+    """A filter given by its shape alone (no values): renders the SQL text a statement cache keeps."""
+
+    shape: metafilter.Shape | None = None
+
+    @property
+    def metadata_shape(self) -> metafilter.Shape | None:
+        return self.shape
+
+
+def metadata_condition(shape: metafilter.Shape, alias: str = "e") -> sql.Composable:
+    """The SQL condition of a metadata filter of ``shape`` (see :attr:`Filter.metadata_shape`) over the
+    table ``alias`` that holds the ``metadata`` column."""
+    if shape == CONTAINMENT:
+        return sql.SQL("{}.metadata @> %(metadata)s").format(sql.Identifier(alias))
+    return metafilter.render(shape, alias)
+
+
+def make_filter(package: str | None, metadata: dict[str, Any] | None) -> Filter:
+    """Validate the filter arguments; InvalidInput when ``package`` is not text or ``metadata`` is not a
+    JSON object that ``jsonb`` can hold (see :func:`ragstore.common.strictjson.check_json_value`: no NaN or
+    infinity, no NUL, no lone surrogate, at most :data:`MAX_WHERE_DEPTH` levels), before any database call."""
+    if package is not None and not isinstance(package, str):
+        raise InvalidInput(f"package must be a package_path prefix (text), got {package!r}")
+    if package is not None:
+        problem = text_problem(package)
+        if problem is not None:
+            raise InvalidInput(f"package holds {problem}")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidInput(f"metadata must be a JSON object (dict) to match with @>, got {metadata!r}")
+    if metadata:
+        check_json_value(metadata, "metadata", max_depth=MAX_WHERE_DEPTH)
+        if uses_operators(metadata):
+            metafilter.parse(metadata)  # InvalidInput now for what the operators cannot express
+    return Filter(package or None, dict(metadata) if metadata else None)
+
+
+MAX_WHERE_DEPTH = 32
+
+
+def parse_where(text: str, option: str = "--where") -> dict[str, Any]:
+    """The metadata filter a ``--where`` value spells: one strict JSON object (no NaN or Infinity, no NUL,
+    no lone surrogate, nested at most :data:`MAX_WHERE_DEPTH` deep). InvalidInput naming ``option``
+    otherwise, so that nothing the server would refuse is ever sent to it."""
+    value = loads_strict(text, option, max_depth=MAX_WHERE_DEPTH)
+    if not isinstance(value, dict):
+        raise InvalidInput(f'{option} must be a JSON object such as \'{{"lang": "en"}}\', got {_short(text)}')
+    return value
+
+
+def _short(text: str, limit: int = 60) -> str:
+    shown = text if len(text) <= limit else text[: limit - 1] + "…"
+    return repr(shown)
+
+
+def check_k(k: int, name: str = "k") -> int:
+    """``k`` when it is a positive integer (a bool is refused), else InvalidInput."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise InvalidInput(f"{name} must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def check_min_score(min_score: float | None) -> float | None:
+    """``min_score`` as a float when finite (or None), else InvalidInput."""
+    if min_score is None:
+        return None
+    if isinstance(min_score, bool) or not isinstance(min_score, int | float | np.floating | np.integer):
+        raise InvalidInput(f"min_score must be a finite number, got {min_score!r}")
+    value = float(min_score)
+    if not math.isfinite(value):
+        raise InvalidInput(f"min_score must be a finite number, got {min_score!r}")
+    return value
+
+
+def to_float32(value: Any) -> npt.NDArray[np.float32]:
+    """A pgvector ``Vector``/``HalfVector`` (or a sequence of numbers) as a float32 array."""
+    raw = value.to_numpy() if hasattr(value, "to_numpy") else value
+    return np.asarray(raw, dtype=np.float32)
+
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_query_vector(vector: Any, family: Family) -> npt.NDArray[np.float32]:
+    """The query as a float32 ``(dim,)`` array; ModelMismatch for another dimension, InvalidInput if not finite."""
+    try:
+        wide = np.asarray(vector.to_numpy() if hasattr(vector, "to_numpy") else vector, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidInput(f"the query vector is not a list of numbers: {exc}") from exc
+    # Checked before the float32 cast, which would warn on stderr and make the value an infinity.
+    beyond = np.flatnonzero(np.isfinite(wide) & (np.abs(wide) > F32_MAX)) if wide.ndim == 1 else np.zeros(0)
+    if beyond.size:
+        at = int(beyond[0])
+        raise InvalidInput(f"the query vector's value {float(wide[at])!r} at position {at} is beyond float32")
+    array = wide.astype(np.float32)
+    if array.ndim != 1:
+        raise InvalidInput(f"the query vector must be one-dimensional, got shape {array.shape}")
+    if array.shape[0] != family.dim:
+        raise ModelMismatch(
+            f"the query vector has {array.shape[0]} dimensions; family {family.name!r} holds "
+            f"{family.dim}-d {family.backend}/{family.model} vectors"
+        )
+    if not np.isfinite(array).all():
+        raise InvalidInput("the query vector has a non-finite component (NaN or infinity)")
+    return array

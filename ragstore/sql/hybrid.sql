@@ -9,7 +9,7 @@
 -- fuse_<fusion> of the fusion settings), {hit_row} (the block hit_row_vector when the hits carry their
 -- vector, else hit_row_plain; hybrid_citus.sql's hits take hit_vector: the vector or NULL), {guard} (the
 -- guard block for a search on a remembered family, else nothing) and
--- {where_fts} / {where_vec} (Filter.where of ragstore.search.filters over the family table "e",
+-- {where_fts} / {where_vec} (Filter.where of ragstore.search.request over the family table "e",
 -- which holds the metadata too: the package/metadata filter ANDed with the candidate's key for the
 -- full-text leg and with "%(use_vector)s" for the vector leg).
 --

@@ -1,5 +1,5 @@
 -- The read path (ragstore search). {table} is a family table and {vtype} its checked column type
--- (vector(16), halfvec(1024)); {where} comes from ragstore.search.filters.Filter, values are
+-- (vector(16), halfvec(1024)); {where} comes from ragstore.search.request.Filter, values are
 -- always parameters. Score is cosine similarity 1 - (a <=> b); pgvector returns NaN for a zero vector,
 -- which scores 0 (cosine undefined, 0 is the neutral "orthogonal"). Every block returns
 -- chunk_id, package_path, score, text, metadata, embedding ordered by score DESC, chunk_id ASC.

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from ragstore import families
-from ragstore.cli.app import AppContext, RagstoreGroup
 from ragstore.cli.eval import eval_command
+from ragstore.cli.main import AppContext, RagstoreGroup
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import write_records

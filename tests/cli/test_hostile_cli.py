@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ragstore import families
-from ragstore.cli.app import AppContext, RagstoreGroup, terminal_safe
 from ragstore.cli.family import family_group
+from ragstore.cli.main import AppContext, RagstoreGroup, terminal_safe
 from ragstore.cli.memory import memory_group
 from ragstore.cli.search import check_recall_command, search_command
 from ragstore.db.connection import connect, run_isolated

@@ -14,7 +14,8 @@ from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import write_records
 from ragstore.search import search
-from ragstore.search.filters import estimate_statements, make_filter
+from ragstore.search.request import make_filter
+from ragstore.search.vector import estimate_statements
 
 
 def rows(n: int, lang: dict[int, str] | None = None) -> list[tuple[str, ChunkRecord]]:

@@ -22,7 +22,7 @@ from ragstore.families import filter_keys
 from ragstore.ingest.run import index_records
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
-from ragstore.search.filters import make_filter
+from ragstore.search.request import make_filter
 from tests.toolkit.search import clustered
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage

@@ -20,7 +20,7 @@ from ragstore.families.migrate import migrate_family
 from ragstore.search import drive, search
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
-from ragstore.search.filters import make_filter
+from ragstore.search.request import make_filter
 from tests.toolkit.family_migrate import HashBackend
 from tests.toolkit.metafilter import ok
 from tests.toolkit.search import clustered, load

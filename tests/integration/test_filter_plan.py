@@ -11,8 +11,9 @@ from ragstore.caches import caches_for
 from ragstore.embed.offline import OfflineBackend
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
-from ragstore.search import api, filters, search, vector
-from ragstore.search.filters import RowEstimate, make_filter
+from ragstore.search import api, search, vector
+from ragstore.search.request import make_filter
+from ragstore.search.vector import RowEstimate
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage
 
@@ -32,16 +33,16 @@ def docs(conn, tmp_path):
 
 
 def test_the_budget_is_the_row_floor_or_a_fraction_of_a_large_family():
-    floor, wide = filters.FILTER_EXACT_MAX_ROWS, filters.FILTER_EXACT_MAX_ROWS_WIDE
+    floor, wide = vector.FILTER_EXACT_MAX_ROWS, vector.FILTER_EXACT_MAX_ROWS_WIDE
     assert RowEstimate(rows=10, total=400).budget(16) == floor
     assert RowEstimate(rows=10, total=400).budget(384) == wide
     assert RowEstimate(rows=10, total=1_000_000).budget(16) == 20_000  # 2% of the family
-    assert RowEstimate(rows=10, total=10_000_000).budget(16) == filters.SELECTIVE_MAX_ROWS
+    assert RowEstimate(rows=10, total=10_000_000).budget(16) == vector.SELECTIVE_MAX_ROWS
 
 
 def test_the_estimate_comes_from_the_planner(conn, docs):
-    small = filters.estimate_rows(conn, docs, make_filter("small/", None))
-    big = filters.estimate_rows(conn, docs, make_filter("big/", None))
+    small = vector.estimate_rows(conn, docs, make_filter("small/", None))
+    big = vector.estimate_rows(conn, docs, make_filter("big/", None))
     assert small.total == big.total == 400  # pg_class.reltuples after ANALYZE
     assert 40 <= small.rows <= 160 and 200 < big.rows <= 400  # actual: 80 and 320
     assert vector.plan_for(conn, docs, make_filter("small/", None)) == vector.PLAN_EXACT_SUBSET
@@ -49,8 +50,8 @@ def test_the_estimate_comes_from_the_planner(conn, docs):
 
 def test_a_selective_filter_on_a_large_family_goes_exact_a_wide_one_iterative(conn, docs, monkeypatch):
     # Shrink the scale: a floor of 10 rows and "selective" = at most half the family (400 rows -> 200).
-    monkeypatch.setattr(filters, "FILTER_EXACT_MAX_ROWS", 10)
-    monkeypatch.setattr(filters, "SELECTIVE_FRACTION", 0.5)
+    monkeypatch.setattr(vector, "FILTER_EXACT_MAX_ROWS", 10)
+    monkeypatch.setattr(vector, "SELECTIVE_FRACTION", 0.5)
     assert vector.plan_for(conn, docs, make_filter("small/", None)) == vector.PLAN_EXACT_SUBSET
     assert vector.plan_for(conn, docs, make_filter("big/", None)) == vector.PLAN_ITERATIVE
     assert vector.plan_for(conn, docs, make_filter("big/", None), threshold=1000) == vector.PLAN_EXACT_SUBSET
@@ -58,8 +59,8 @@ def test_a_selective_filter_on_a_large_family_goes_exact_a_wide_one_iterative(co
 
 def test_an_estimate_is_remembered_per_connection_for_a_while(conn, docs, monkeypatch):
     calls = []
-    real = filters.estimate_rows
-    monkeypatch.setattr(filters, "estimate_rows", lambda *a: calls.append(a[2]) or real(*a))
+    real = vector.estimate_rows
+    monkeypatch.setattr(vector, "estimate_rows", lambda *a: calls.append(a[2]) or real(*a))
     small, meta = make_filter("small/", None), make_filter(None, {"b": 1, "a": 2})
     for _ in range(3):
         vector.plan_for(conn, docs, small)
@@ -75,7 +76,7 @@ def test_an_estimate_is_remembered_per_connection_for_a_while(conn, docs, monkey
 def test_a_stale_estimate_still_returns_every_row_the_filter_keeps(conn, docs, monkeypatch):
     conn.autocommit = True
     big = make_filter("big/", None)
-    monkeypatch.setattr(filters, "FILTER_EXACT_MAX_ROWS", 10)
+    monkeypatch.setattr(vector, "FILTER_EXACT_MAX_ROWS", 10)
     assert vector.plan_for(conn, docs, big) == vector.PLAN_ITERATIVE  # remembered: ~320 rows
     # The package shrinks to 3 rows; the statistics (and the remembered estimate) still say ~320.
     conn.execute("DELETE FROM ragstore.emb_docs WHERE package_path = 'big/' AND chunk_id > 'c0082'")

@@ -13,9 +13,9 @@ from ragstore.caches import caches_for
 from ragstore.db.connection import connect
 from ragstore.search import plan
 from ragstore.search.api import search
-from ragstore.search.filters import make_filter
 from ragstore.search.fusion import FusionSettings, store_settings
 from ragstore.search.hybrid import hybrid_search, hybrid_search_if_current, resolve_settings
+from ragstore.search.request import make_filter
 from tests.toolkit.hybrid import family  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("each_storage")  # each test once per index storage

@@ -8,7 +8,7 @@ from ragstore.errors import InvalidInput
 from ragstore.search import search
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
-from ragstore.search.filters import make_filter
+from ragstore.search.request import make_filter
 from tests.toolkit.metafilter import ok
 from tests.toolkit.search import clustered, load
 

@@ -241,8 +241,8 @@ def test_app_and_reader_search_by_text_and_the_app_writes_one_family_without_tou
     the chunk triggers: both roles search, and the app's writes to one family move only that family's."""
     from ragstore.caches import caches_for
     from ragstore.search.api import search
-    from ragstore.search.filters import make_filter
     from ragstore.search.hybrid import hybrid_search_if_current, resolve_settings
+    from ragstore.search.request import make_filter
 
     with connect(dsn) as conn:
         families.create_family(conn, "other", OfflineBackend())

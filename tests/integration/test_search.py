@@ -14,9 +14,8 @@ from ragstore.ingest.records import ChunkRecord
 from ragstore.ingest.run import write_records
 from ragstore.search import api, drive, exact, plan, search
 from ragstore.search import vector as vec
-from ragstore.search.filters import Filter
 from ragstore.search.mmr import mmr
-from ragstore.search.request import DEFAULT_EF_SEARCH, MAX_EF_SEARCH, ef_search_for
+from ragstore.search.request import DEFAULT_EF_SEARCH, MAX_EF_SEARCH, Filter, ef_search_for
 from tests.fix_storage import exhaustive_rerank
 from tests.toolkit.search import (
     clustered,

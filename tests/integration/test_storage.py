@@ -14,8 +14,8 @@ from ragstore.errors import InvalidInput
 from ragstore.families import storage as storages
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
-from ragstore.search import api, filters, vector
-from ragstore.search.filters import Filter, make_filter
+from ragstore.search import api, vector
+from ragstore.search.request import Filter, make_filter
 from tests.toolkit.storage import DIM, INDEX_DEFINITION, ROWS, STORAGES, clustered, write_chunks
 
 
@@ -106,9 +106,9 @@ def test_filtered_searches_return_k_hits_passing_the_filter_on_each_storage(
     family = make(conn, tmp_path, matrix, storage)
     q = matrix[3]
     # the exact plan (30 rows of small/) and, with the budget shrunk, the iterative scan of the index
-    for budget in (filters.FILTER_EXACT_MAX_ROWS, 5):
-        monkeypatch.setattr(filters, "FILTER_EXACT_MAX_ROWS", budget)
-        monkeypatch.setattr(filters, "FILTER_EXACT_MAX_ROWS_WIDE", budget)
+    for budget in (vector.FILTER_EXACT_MAX_ROWS, 5):
+        monkeypatch.setattr(vector, "FILTER_EXACT_MAX_ROWS", budget)
+        monkeypatch.setattr(vector, "FILTER_EXACT_MAX_ROWS_WIDE", budget)
         small = api.search(conn, "ext", vector=q, k=10, mode="hnsw", package="small/", caches=None)
         assert len(small) == 10 and all(h.package_path == "small/" for h in small)
         assert small[0].chunk_id == "c0003"

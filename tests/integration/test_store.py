@@ -164,7 +164,8 @@ def test_the_async_filter_estimate_is_one_round_trip(dsn: str, tmp_path: Any) ->
 
     from ragstore.caches import Caches
     from ragstore.search import drive_async, plan
-    from ragstore.search.filters import estimate_key, make_filter
+    from ragstore.search.request import make_filter
+    from ragstore.search.vector import estimate_key
 
     async def run() -> list[str]:
         async with AsyncStore(dsn, pool_size=1) as astore:

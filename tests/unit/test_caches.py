@@ -10,7 +10,7 @@ import pytest
 
 from ragstore import caches as caches_module
 from ragstore.caches import Caches, caches_for
-from ragstore.search.filters import RowEstimate
+from ragstore.search.vector import RowEstimate
 
 
 def test_threads_asking_for_one_backend_at_once_make_it_once() -> None:

@@ -1,7 +1,7 @@
 """``human_size``: the one way the command line prints a byte count (vacuum, family show, filter keys)."""
 
 from ragstore.cli import admin, family
-from ragstore.cli.app import human_size
+from ragstore.cli.main import human_size
 
 
 def test_byte_counts_read_in_binary_steps_up_to_gigabytes():

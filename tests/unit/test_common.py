@@ -24,7 +24,7 @@ from ragstore.errors import InvalidInput, NotFound
 from ragstore.evaluation import datasets, runner
 from ragstore.ingest import readers
 from ragstore.memory import store as memory_store
-from ragstore.search import exact, filters, fts, hybrid, recall, request, vector
+from ragstore.search import exact, fts, hybrid, recall, request, vector
 from ragstore.search.api import MODES
 
 
@@ -104,7 +104,7 @@ def test_like_escape_makes_wildcards_literal(text: str, escaped: str) -> None:
 
 
 def test_one_like_escape() -> None:
-    assert filters.like_prefix is like_prefix
+    assert request.like_prefix is like_prefix
     from ragstore.ingest import writer
 
     assert writer.like_prefix is like_prefix
@@ -136,16 +136,16 @@ def test_one_modes_tuple_for_search_eval_and_context() -> None:
 
 
 def test_one_vector_decoder() -> None:
-    assert request.to_float32 is filters.to_float32 is exact.to_float32 is recall.to_float32
+    assert request.to_float32 is exact.to_float32 is recall.to_float32
     assert hybrid.row_to_hit is fts.row_to_hit is vector.row_to_hit is request.row_to_hit
     for value in (Vector([1.0, 2.5]), HalfVector([1.0, 2.5]), [1, 2.5], np.array([1.0, 2.5])):
-        out = filters.to_float32(value)
+        out = request.to_float32(value)
         assert out.dtype == np.float32 and out.tolist() == [1.0, 2.5]
 
 
 def test_one_where_builder() -> None:
-    flt = filters.Filter(package="docs/", metadata={"lang": "en"})
-    rendered = flt.where(extra=filters.sql.SQL("c.tsv @@ m.wide")).as_string(None)
+    flt = request.Filter(package="docs/", metadata={"lang": "en"})
+    rendered = flt.where(extra=request.sql.SQL("c.tsv @@ m.wide")).as_string(None)
     assert (
         rendered == 'WHERE c.tsv @@ m.wide AND "e".package_path LIKE %(package_like)s AND "e".metadata @> %(metadata)s'
     )

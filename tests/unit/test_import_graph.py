@@ -160,4 +160,4 @@ def test_the_check_finds_a_circle() -> None:
 def test_the_graph_reads_function_level_imports_and_skips_type_checking() -> None:
     edges = graph()
     assert "ragstore.ingest.writer" in edges["ragstore.families.chunks"]  # imported inside a function
-    assert "ragstore.search.filters" not in edges["ragstore.caches"]  # only under TYPE_CHECKING
+    assert "ragstore.search.vector" not in edges["ragstore.caches"]  # only under TYPE_CHECKING

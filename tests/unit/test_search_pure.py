@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragstore.common.like import like_prefix
 from ragstore.errors import InvalidInput
 from ragstore.families import Family
 from ragstore.search import exact
-from ragstore.search.filters import check_k, check_min_score, like_prefix
-from ragstore.search.request import ef_search_for
+from ragstore.search.request import check_k, check_min_score, ef_search_for
 
 
 def fam(dim: int, vector_type: str = "vector") -> Family:

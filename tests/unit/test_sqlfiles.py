@@ -8,9 +8,9 @@ from psycopg import _queries
 
 from ragstore.db.sqlfiles import compact, query
 from ragstore.families import Family
-from ragstore.search.filters import make_filter
 from ragstore.search.fusion import FUSIONS, NORMALIZATIONS
 from ragstore.search.hybrid import statement
+from ragstore.search.request import make_filter
 
 # A 384-d family of the default storage, as the registry returns it.
 FAMILY = Family("docs", "minilm", "all-MiniLM-L6-v2", 384, "vector", "emb_docs", "ready", {})
