@@ -5,8 +5,8 @@
 # The tests run in parallel (pytest-xdist, one worker per core; RAGSTORE_TEST_WORKERS=N to choose), each
 # worker with its own embedded server and template database, every test under a timeout (pytest-timeout).
 # Tests of one xdist_group run on one worker (the Citus tests share one local cluster).
-# Extra arguments go to pytest, e.g. the fast tier for the inner loop:
-#     scripts/test.sh -m "not reliability and not minilm and not slow"
+# Extra arguments go to pytest. A first argument --fast runs the fast tier, the inner loop:
+#     scripts/test.sh --fast      # = -m "not reliability and not minilm and not slow and not other_storage"
 # The tests marked citus need Citus in the embedded PostgreSQL: it is built here when missing
 # (scripts/build_citus.sh: from the source tarball, cached per machine, minutes the first time, a second
 # after). RAGSTORE_CITUS=skip does not build it; without it (or its source) the citus tests are skipped, and
@@ -26,6 +26,10 @@ else
         echo "test.sh: building Citus failed (above); fix it or run with RAGSTORE_CITUS=skip" >&2
         exit "$status"
     fi
+fi
+if [ "${1:-}" = --fast ]; then
+    shift
+    set -- -m "not reliability and not minilm and not slow and not other_storage" "$@"
 fi
 # A temporary folder of this run only: pytest's shared numbered folders are pruned by other concurrent
 # pytest runs of the same user, which would delete a running worker's embedded server.

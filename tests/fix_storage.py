@@ -30,7 +30,10 @@ def _creating_in(storage: str, original: Callable[..., families.Family]) -> Call
     return create
 
 
-@pytest.fixture(params=STORAGES)
+# The halfvec and bit runs are marked ``other_storage``: the fast tier (docs/guide/operations.md, "Tests")
+# runs the vector run only, the whole suite all three. tests/integration/test_storage.py, which names each
+# storage itself, runs all three in either tier.
+@pytest.fixture(params=[pytest.param(s, marks=() if s == "vector" else pytest.mark.other_storage) for s in STORAGES])
 def each_storage(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The storage of this run; families created without one are created in it."""
     storage: str = request.param
