@@ -124,12 +124,11 @@ def _drop_database(admin_dsn: str, name: str) -> None:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-# Databases cloned ahead of the tests that take them, and the threads that clone and drop. A clone is a few
-# tens of milliseconds of work, but CREATE DATABASE ... FILE_COPY waits twice for the checkpointer: on a
-# loaded machine (other jobs, the other worker) each wait is a wait for a CPU, and one clone at a time took
-# 0.2-1 s, longer than most tests. Several at once share those waits (a checkpoint serves every request
-# queued for it): at a load of 15 on 2 cores, 1 thread made a clone every 165-246 ms, 2 threads every
-# 47-143 ms, 4 every 46-54 ms. On a quiet machine it is the same work, made earlier.
+# Databases cloned ahead of the tests that take them, and the threads that clone and drop. A clone is little
+# work, but CREATE DATABASE ... FILE_COPY waits twice for the checkpointer: on a loaded machine (other jobs,
+# the other worker) each wait is a wait for a CPU, and one clone at a time was slower than most tests. Several
+# at once share those waits (benchmarks/README.md, "Test databases"); on a quiet machine it is the same work,
+# made earlier.
 AHEAD = 3
 
 

@@ -15,15 +15,23 @@ from ragstore.db.connection import connect
 from ragstore.embed.external import ExternalBackend
 from ragstore.families import build_memory
 from ragstore.families import storage as storages
+from ragstore.ingest import writer
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from tests.toolkit.roles import app_dsn  # noqa: F401 - a fixture
 from tests.toolkit.storage import DIM, STORAGES, clustered, write_chunks
 
-# Over the writer's BULK_THRESHOLD, so the load drops the index and builds it at its end; a 32-d graph of
-# 6,000 rows holds 4.2-4.9MB, over the 1MB cap in every storage.
-ROWS = 6000
+# Over the writer's bulk threshold (lowered to BULK here), so the load drops the index and builds it at its
+# end; a 32-d graph of 3,000 rows holds 2.1-2.5MB, over the 1MB cap in every storage (1MB holds 1,224-1,432
+# rows by the rule). Half the rows of the writer's own threshold halve the test's time and prove the same.
+ROWS = 3000
+BULK = 2000
 FITS = re.compile(r"no longer fits into maintenance_work_mem after (\d+) tuples")
+
+
+@pytest.fixture(autouse=True)
+def _bulk_from_fewer_rows(monkeypatch):
+    monkeypatch.setattr(writer, "BULK_THRESHOLD", BULK)
 
 
 def first_load(owner, loader, tmp_path, storage):

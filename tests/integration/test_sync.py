@@ -24,6 +24,7 @@ from ragstore.embed.openai import OpenAIBackend
 from ragstore.errors import BackendError, Conflict, InvalidInput, PermissionDenied
 from ragstore.families.chunks import get_chunks
 from ragstore.search.api import search
+from ragstore.sync import worker as sync_worker
 from ragstore.sync.sources import add_source, list_sources, remove_source
 from ragstore.sync.sources import status as sync_status
 from ragstore.sync.worker import follow, run_once
@@ -237,7 +238,10 @@ def test_two_workers_at_once_embed_each_row_once(conn, dsn):
     assert len(chunk_ids(conn)) == 300 and queued(conn) == []
 
 
-def test_a_failing_provider_backs_off_its_own_family_only(conn):
+def test_a_failing_provider_backs_off_its_own_family_only(conn, monkeypatch):
+    # A first backoff of an hour, not a second: a loaded machine may take longer than a second between the
+    # failure and the second run below, which would then claim the keys again.
+    monkeypatch.setattr(sync_worker, "BACKOFF_SECONDS", 3600.0)
     families.create_family(conn, "docs", OfflineBackend())
     families.create_family(conn, "tickets", OfflineBackend())
     make_table(conn)
@@ -289,7 +293,10 @@ def test_cli_add_run_status_list_remove(dsn, conn):
     assert ragstore("list").output == ""
 
 
-def test_a_provider_answering_429_over_http_delays_its_family_only(conn):
+def test_a_provider_answering_429_over_http_delays_its_family_only(conn, monkeypatch):
+    # A first backoff of an hour, not a second: a loaded machine may take longer than a second between the
+    # failure and the status read below, and then the keys would no longer be backing off.
+    monkeypatch.setattr(sync_worker, "BACKOFF_SECONDS", 3600.0)
     with StubServer(native_dim=8) as stub:
         backend = OpenAIBackend(base_url=stub.url, model="m", dim=8, api_key_env="NO_SUCH_KEY_VAR", max_retries=0)
         families.create_family(conn, "docs", backend, options={"base_url": stub.url, "max_retries": 0})
