@@ -14,9 +14,9 @@ each of ``--queries`` queries goes, in a rotating order, through:
 - ``httpx``: the same app through httpx's ASGI transport (an in-process client's own Python on top).
 
 Prints the p50/p95 of each and the differences to ``lib``, then the CPU time per call of each way run
-alone (what a loaded machine's waiting for a core does not inflate); with ``--profile``, the functions the ``asgi``
-path spends its time in (cProfile, cumulative), the search's own share included, so the rest reads as
-the app's.
+alone (what a loaded machine's waiting for a core does not inflate); with ``--profile``, the functions the
+``asgi`` path spends its CPU time in (cProfile on ``time.process_time``, ordered by ``--sort``), the
+search's own share included, so the rest reads as the app's.
 """
 
 from __future__ import annotations
