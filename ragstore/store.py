@@ -34,7 +34,7 @@ from ragstore.db.connection import connection_lost, given_dsn, mask_dsn, registe
 from ragstore.errors import DatabaseUnavailable, FingerprintVectorsWarning, InvalidInput, StorageRecallWarning
 from ragstore.search import drive
 from ragstore.search.api import search as _api_search
-from ragstore.search.plan import Answer, plan_search
+from ragstore.search.plan import Answer, learn_dialect, plan_search
 from ragstore.search.request import Hit, SearchRequest
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from ragstore.context.models import ContextPack
     from ragstore.context.verify import VerifyReport
+    from ragstore.db.dialect import Dialect
     from ragstore.embed.base import Backend
     from ragstore.embed.similarity import RankedText
     from ragstore.evaluation.datasets import Qrels, Query
@@ -218,6 +219,7 @@ class Store(Closing):
         self.dsn = _dsn_or_refuse(dsn)
         self.pool_size = settings.pool_size
         self.caches = Caches()
+        self._dialect: Dialect | None = None  # asked on the first search, kept: one Store, one database
         self._timeout = settings.timeout
         statement_timeout_ms = statement_timeout()  # a malformed setting fails here, before any connection
 
@@ -714,7 +716,10 @@ class Store(Closing):
             conn = self._checkout()
             try:
                 memo = caches if caches is not None else caches_for(conn)
-                return drive.run(conn, plan_search(request, memo, drive.dialect_of(conn)))
+                dialect = self._dialect
+                if dialect is None:
+                    dialect = self._dialect = drive.run(conn, learn_dialect())
+                return drive.run(conn, plan_search(request, memo, dialect))
             finally:
                 self._pool.putconn(conn)
 
@@ -848,6 +853,7 @@ class Store(Closing):
         store.dsn = dsn
         store.pool_size = max_connections
         store.caches = Caches()
+        store._dialect = None
         store._timeout = 0.0
         store._pool = DirectConnections(dsn, max_connections)
         store._retry = False  # one short-lived call: a lost connection fails it at once

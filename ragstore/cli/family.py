@@ -12,7 +12,7 @@ import click
 from ragstore import families
 from ragstore.cli.main import CliError, app, emit_json, human_size, terminal_safe
 from ragstore.embed.registry import BACKENDS, backend_settings, default_backend, make_backend
-from ragstore.errors import StorageRecallWarning, mask_secrets
+from ragstore.errors import StorageRecallWarning
 from ragstore.families.storage import (
     DEFAULT_RERANK_FACTOR,
     MAX_RERANK_FACTOR,
@@ -112,37 +112,12 @@ def family_create(
     if caveat is not None:
         click.echo(f"note: {caveat}", err=True)
     if as_json:
-        emit_json(_family_dict(family))
+        emit_json(family.as_dict())
     else:
         click.echo(
             f"created family {family.name}: {family.backend}/{family.model}, {family.dim}-d "
             f"{family.vector_type}, {family.storage} index, table ragstore.{family.table}"
         )
-
-
-def _family_dict(family: families.Family) -> dict[str, Any]:
-    return {
-        "name": family.name,
-        "backend": family.backend,
-        "model": family.model,
-        "dim": family.dim,
-        "vector_type": family.vector_type,
-        "storage": family.storage,
-        "table": f"ragstore.{family.table}",
-        "state": family.state,
-        "options": _masked(family.options),
-    }
-
-
-def _masked(value: Any) -> Any:
-    """``value`` with a password in any URL (e.g. ``base_url``) or DSN among its strings shown as ``***``."""
-    if isinstance(value, str):
-        return mask_secrets(value)
-    if isinstance(value, dict):
-        return {key: _masked(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_masked(item) for item in value]
-    return value
 
 
 @family_group.command("list")
@@ -153,7 +128,7 @@ def family_list(ctx: click.Context, as_json: bool) -> None:
     with app(ctx).store() as store:
         found = store.families()
     if as_json:
-        emit_json([_family_dict(f) for f in found])
+        emit_json([f.as_dict() for f in found])
         return
     if not found:
         click.echo("no families yet: `ragstore family create NAME`")
@@ -169,15 +144,14 @@ def family_list(ctx: click.Context, as_json: bool) -> None:
 def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a family: rows, dimension, model, index and size."""
     from ragstore.families import filter_keys
-    from ragstore.search.fusion import settings_of
 
     with app(ctx).store() as store:
         stats = store.family_stats(name)
         sources = store.sources(name)
 
-    fusion = settings_of(stats.family.options)
+    fusion = stats.family.fusion
     tuned = "fusion" in stats.family.options
-    data = _family_dict(stats.family) | {
+    data = stats.family.as_dict() | {
         "fusion": fusion.as_dict() | {"tuned": tuned},
         "rows": stats.rows,
         "total_bytes": stats.total_bytes,

@@ -157,25 +157,6 @@ def _metadata(where: str | None) -> dict[str, Any] | None:
     return None if where is None else parse_where(where)
 
 
-def _hit_dict(hit: Hit) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "chunk_id": hit.chunk_id,
-        "package_path": hit.package_path,
-        "score": hit.score,
-        "citation": hit.citation,
-        "text": hit.text,
-        "metadata": hit.metadata,
-    }
-    if hit.ranks:
-        data["ranks"] = hit.ranks
-    if hit.scores:
-        data["scores"] = hit.scores
-    if hit.rerank_score is not None or hit.first_rank is not None:
-        data["rerank_score"] = hit.rerank_score
-        data["first_rank"] = hit.first_rank
-    return data
-
-
 def _one_line(text: str, width: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: max(width - 1, 1)] + "…"
@@ -307,7 +288,7 @@ def search_command(
     if report is not None and report.note:
         click.echo(terminal_safe(f"note: {report.note}"), err=True)
     if as_json:
-        doc: dict[str, Any] = {"family": family, "query": query, "hits": [_hit_dict(h) for h in hits]}
+        doc: dict[str, Any] = {"family": family, "query": query, "hits": [h.as_dict() for h in hits]}
         if report is not None:
             doc["hyde"] = report.as_dict()
         if notes:

@@ -37,12 +37,14 @@ from psycopg import sql
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 
-__all__ = ["CITUS", "POSTGRES", "Dialect", "dialect_of"]
+__all__ = ["BY_CITUS", "CITUS", "IS_CITUS", "POSTGRES", "Dialect", "dialect_of"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Dialect:
-    """A statement set and capabilities (module docstring). Hashable: statements are cached per dialect."""
+    """A statement set and capabilities (module docstring). There are two, :data:`POSTGRES` and :data:`CITUS`:
+    a dialect is itself (equal and hashed by identity, so that the statements cached per dialect look it up
+    at no cost)."""
 
     name: str
     overrides: tuple[tuple[str, str], ...]
@@ -121,6 +123,12 @@ CITUS = Dialect(
 )
 
 
+#: The dialect of a database, by its answer to :data:`IS_CITUS` (whether it has the citus extension): the
+#: one mapping every asker uses (:func:`dialect_of`, the search plan's ``learn_dialect``, the async driver).
+BY_CITUS: dict[bool, Dialect] = {False: POSTGRES, True: CITUS}
+#: The question (block ``is_citus`` of citus.sql), read once.
+IS_CITUS = query("citus", "is_citus")
+
 _KNOWN: weakref.WeakKeyDictionary[Conn, Dialect] = weakref.WeakKeyDictionary()
 
 
@@ -129,6 +137,6 @@ def dialect_of(conn: Conn) -> Dialect:
     known = _KNOWN.get(conn)
     if known is None:
         with db_errors():
-            row = conn.execute(query("citus", "is_citus")).fetchone()
-        known = _KNOWN[conn] = CITUS if row and row[0] else POSTGRES
+            row = conn.execute(IS_CITUS).fetchone()
+        known = _KNOWN[conn] = BY_CITUS[bool(row and row[0])]
     return known

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
@@ -27,7 +27,7 @@ from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.db.sync_triggers import drop_family_triggers
 from ragstore.embed.base import Backend
-from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound
+from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound, mask_secrets
 from ragstore.families import build_memory
 from ragstore.families import storage as storages
 
@@ -47,6 +47,70 @@ DEFAULT_FTS_CONFIG = "english"
 FTS_CONFIG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 # The family option holding the declared filter keys (ragstore.families.filter_keys).
 FILTER_KEYS_OPTION = "filter_keys"
+
+
+# -- hybrid fusion settings ------------------------------------------------------------------------
+FUSIONS = ("rrf", "cc")
+NORMALIZATIONS = ("minmax", "zscore", "tmm")
+MAX_PER_LEG = 1000  # pgvector's ef_search bound
+
+
+@dataclass(frozen=True, slots=True)
+class FusionSettings:
+    """One way to fuse: the kind, the normalisation and dense weight (cc), rrf_k (rrf), the depth per leg."""
+
+    fusion: str = "cc"
+    normalization: str = "tmm"
+    alpha: float = 0.8
+    per_leg: int = 20
+    rrf_k: int = 60
+
+    def checked(self) -> FusionSettings:
+        """The settings, or InvalidInput naming the bad field."""
+        if self.fusion not in FUSIONS:
+            raise InvalidInput(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
+        if self.normalization not in NORMALIZATIONS:
+            raise InvalidInput(f"normalization must be one of {', '.join(NORMALIZATIONS)}, got {self.normalization!r}")
+        alpha = self.alpha
+        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 <= float(alpha) <= 1.0:
+            raise InvalidInput(f"alpha (the dense weight) must be a number from 0 to 1, got {alpha!r}")
+        for name, value, top in (("per_leg", self.per_leg, MAX_PER_LEG), ("rrf_k", self.rrf_k, None)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (top and value > top):
+                bound = f" from 1 to {top}" if top else ""
+                raise InvalidInput(f"{name} must be a positive integer{bound}, got {value!r}")
+        return replace(self, alpha=float(alpha))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def label(self) -> str:
+        if self.fusion == "rrf":
+            return f"rrf(k={self.rrf_k},n={self.per_leg})"
+        return f"cc-{self.normalization}(a={self.alpha:g},n={self.per_leg})"
+
+
+# How a hybrid search fuses its legs: the family option "fusion" (``ragstore family tune``), read with the
+# record (:attr:`Family.fusion`); the numpy reference is ragstore.search.fusion. The untuned default, chosen
+# on three corpora (benchmarks/README.md, "Retrieval quality and hybrid latency").
+DEFAULT_FUSION = FusionSettings()
+
+
+def settings_of(options: Mapping[str, Any] | None) -> FusionSettings:
+    """The fusion settings a family stores under option ``"fusion"`` (the default when it has none).
+
+    Raises InvalidInput when the stored value is not a valid settings object (a hand-edited registry).
+    """
+    stored = (options or {}).get("fusion")
+    if stored is None:
+        return DEFAULT_FUSION
+    if not isinstance(stored, Mapping):
+        raise InvalidInput(f"the family's fusion option must be an object, got {stored!r}")
+    known = set(FusionSettings.__dataclass_fields__)
+    unknown = sorted(set(stored) - known)
+    if unknown:
+        raise InvalidInput(f"the family's fusion option has unknown keys: {', '.join(unknown)}")
+    return replace(DEFAULT_FUSION, **dict(stored)).checked()
 
 
 def listed(options: dict[str, Any], option: str) -> tuple[str, ...]:
@@ -132,6 +196,26 @@ class Family:
         return config
 
     @property
+    def fusion(self) -> FusionSettings:
+        """How a hybrid search on the family fuses its legs: the settings ``family tune`` stored (option
+        ``fusion``), else :data:`DEFAULT_FUSION`; InvalidInput for a stored value that is not one."""
+        return settings_of(self.options)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The family as JSON data (``--json``, the HTTP API): a password in any option shown as ``***``."""
+        return {
+            "name": self.name,
+            "backend": self.backend,
+            "model": self.model,
+            "dim": self.dim,
+            "vector_type": self.vector_type,
+            "storage": self.storage,
+            "table": f"ragstore.{self.table}",
+            "state": self.state,
+            "options": _masked(self.options),
+        }
+
+    @property
     def opclass(self) -> str:
         return storages.opclass(self.storage, self.vector_type)
 
@@ -167,6 +251,17 @@ class Family:
                 f"{backend.name}/{backend.model} ({backend.dim}-d); to change its model run "
                 f"`ragstore family migrate {self.name} --backend {backend.name}`"
             )
+
+
+def _masked(value: Any) -> Any:
+    """``value`` with a password in any URL (e.g. ``base_url``) or DSN among its strings shown as ``***``."""
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if isinstance(value, dict):
+        return {key: _masked(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_masked(item) for item in value]
+    return value
 
 
 def check_name(name: str) -> str:

@@ -21,7 +21,7 @@ import psycopg
 from psycopg import pq, sql
 
 from ragstore.db.connection import Conn, db_errors, map_db_error, run_isolated
-from ragstore.db.dialect import dialect_of
+from ragstore.db.dialect import Dialect, dialect_of
 from ragstore.errors import RagstoreError
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "WithConnection",
     "advance",
     "dialect_of",
+    "hnsw_step",
     "run",
     "run_with_settings",
     "settings_params",
@@ -47,17 +48,17 @@ Text = str | sql.SQL | sql.Composed
 
 @dataclass(frozen=True)
 class Rows:
-    """One read-only statement and its parameters: its rows. ``hnsw`` (ef_search, iterative) says the
-    statement makes the HNSW settings itself (``set_config(..., true)`` on one node; on Citus the driver
-    ``SET LOCAL``s them first, see :func:`run_with_settings`; its ``params`` hold the settings' values,
-    :func:`settings_params`). ``isolated``: nothing it does outlives it, and its failure leaves the caller's
-    transaction usable
+    """One read-only statement and its parameters: its rows. ``settings``: the statements that make the
+    HNSW settings first, in the statement's transaction, rolled back after (Citus's ``SET LOCAL``s; none on
+    one node, where the statement makes them itself from its parameters): :func:`hnsw_step` makes such a
+    step for the plan's dialect, so the driver asks no dialect. ``isolated``: nothing it does outlives it,
+    and its failure leaves the caller's transaction usable
     (:func:`ragstore.db.connection.run_isolated`). ``what`` names it for ``--explain``."""
 
     statement: Text
     params: Mapping[str, Any]
     what: str
-    hnsw: tuple[int, bool] | None = None
+    settings: tuple[sql.Composed | sql.SQL, ...] = ()
     isolated: bool = True
     binary: bool = True
 
@@ -152,7 +153,7 @@ def run(conn: Conn, plan: Plan[T], *, on_step: Callable[[Step], None] | None = N
 def execute(conn: Conn, step: Step) -> Any:
     """Do one step on ``conn``."""
     if isinstance(step, Rows):
-        if step.hnsw is not None and not dialect_of(conn).settings_in_statement:
+        if step.settings:
             return _settings_first(conn, step)
         if step.isolated:
             return run_isolated(conn, [(step.statement, dict(step.params))], binary=step.binary)[0]
@@ -173,11 +174,9 @@ def _settings_first(conn: Conn, step: Rows) -> list[tuple[Any, ...]]:
     sends them to every worker connection of the transaction; ``set_config(..., true)`` would change the
     coordinator's session only), then the statement, in a transaction (or a savepoint of the caller's)
     rolled back after, so no setting outlives it. Four round trips instead of one: the price of the shards."""
-    assert step.hnsw is not None
-    ef_search, iterative = step.hnsw
     rows: list[tuple[Any, ...]] = []
     with conn.transaction():
-        for setting in dialect_of(conn).hnsw_settings(ef_search=ef_search, iterative=iterative):
+        for setting in step.settings:
             conn.execute(setting)
         rows = conn.execute(step.statement, dict(step.params), binary=step.binary).fetchall()
         raise psycopg.Rollback()
@@ -195,6 +194,19 @@ def settings_params(params: Mapping[str, Any], *, ef_search: int, iterative: boo
     }
 
 
+def hnsw_step(
+    statement: Text, params: Mapping[str, Any], what: str, *, ef_search: int, iterative: bool, dialect: Dialect
+) -> Rows:
+    """The step of ``statement``, which makes the HNSW settings itself (:func:`settings_params` are their
+    values), in ``dialect``: on one node the statement alone (one round trip), on Citus with the settings'
+    ``SET LOCAL`` first (:meth:`~ragstore.db.dialect.Dialect.hnsw_settings`)."""
+    values = settings_params(params, ef_search=ef_search, iterative=iterative)
+    first = (
+        () if dialect.settings_in_statement else tuple(dialect.hnsw_settings(ef_search=ef_search, iterative=iterative))
+    )
+    return Rows(statement, values, what, settings=first)
+
+
 def run_with_settings(
     conn: Conn, statement: Text, params: Mapping[str, Any], *, ef_search: int, iterative: bool
 ) -> Any:
@@ -202,6 +214,6 @@ def run_with_settings(
     trip on one node: :func:`~ragstore.db.connection.run_isolated` runs it as its own transaction in
     autocommit, else between a savepoint and its rollback, so no setting outlives the call); its rows. Raises
     the mapped RagstoreError of a failing statement, after which the connection is usable."""
-    values = settings_params(params, ef_search=ef_search, iterative=iterative)
+    step = hnsw_step(statement, params, "hnsw", ef_search=ef_search, iterative=iterative, dialect=dialect_of(conn))
     with db_errors():
-        return execute(conn, Rows(statement, values, "hnsw", hnsw=(ef_search, iterative)))
+        return execute(conn, step)

@@ -20,8 +20,7 @@ import psycopg
 from psycopg import pq
 
 from ragstore.db.connection import db_errors
-from ragstore.db.dialect import CITUS, POSTGRES, Dialect
-from ragstore.db.sqlfiles import query
+from ragstore.db.dialect import BY_CITUS, IS_CITUS, Dialect
 from ragstore.search.drive import (
     Call,
     Done,
@@ -51,9 +50,9 @@ async def dialect_of(conn: AConn) -> Dialect:
     known = _DIALECTS.get(conn)
     if known is None:
         with db_errors():
-            cur = await conn.execute(query("citus", "is_citus"))
+            cur = await conn.execute(IS_CITUS)
             row = await cur.fetchone()
-        known = _DIALECTS[conn] = CITUS if row and row[0] else POSTGRES
+        known = _DIALECTS[conn] = BY_CITUS[bool(row and row[0])]
     return known
 
 
@@ -72,9 +71,8 @@ async def run(conn: AConn, plan: Plan[T], blocking: Blocking) -> T:
 async def execute(conn: AConn, step: Step, blocking: Blocking) -> Any:
     """Do one step on ``conn``."""
     if isinstance(step, Rows):
-        dialect = await dialect_of(conn)
-        if step.hnsw is not None and not dialect.settings_in_statement:
-            return await _settings_first(conn, step, dialect)
+        if step.settings:
+            return await _settings_first(conn, step)
         if step.isolated:
             return (await _isolated(conn, [(step.statement, step.params)], binary=step.binary))[0]
         cur = await conn.execute(step.statement, dict(step.params), binary=step.binary)
@@ -129,14 +127,12 @@ async def _isolated(
     raise first  # mapped by steps.advance, as every step's error
 
 
-async def _settings_first(conn: AConn, step: Rows, dialect: Dialect) -> list[tuple[Any, ...]]:
-    """An HNSW statement on Citus: the settings ``SET LOCAL`` and propagated to the workers, then the
-    statement, in a transaction (or a savepoint) rolled back after (see ragstore.search.vector)."""
-    assert step.hnsw is not None
-    ef_search, iterative = step.hnsw
+async def _settings_first(conn: AConn, step: Rows) -> list[tuple[Any, ...]]:
+    """An HNSW statement on Citus: the step's settings first (``SET LOCAL``, propagated to the workers),
+    then the statement, in a transaction (or a savepoint) rolled back after (see ragstore.search.vector)."""
     rows: list[tuple[Any, ...]] = []
     async with conn.transaction():
-        for setting in dialect.hnsw_settings(ef_search=ef_search, iterative=iterative):
+        for setting in step.settings:
             await conn.execute(setting)
         cur = await conn.execute(step.statement, dict(step.params), binary=step.binary)
         rows = await cur.fetchall()

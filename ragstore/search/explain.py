@@ -41,8 +41,7 @@ def explain(conn: Conn, request: SearchRequest, *, analyze: bool = False, caches
     out = [f"-- ragstore search {request.family!r}: the steps of its plan, in the order they ran"]
     for number, step in enumerate(steps, 1):
         if isinstance(step, Rows):
-            settings = dialect.hnsw_settings(ef_search=step.hnsw[0], iterative=step.hnsw[1]) if step.hnsw else []
-            out += _statement(conn, number, step.what, step.statement, step.params, settings, analyze)
+            out += _statement(conn, number, step.what, step.statement, step.params, list(step.settings), analyze)
         elif isinstance(step, Pipeline):
             for text, params in step.statements:
                 out += _statement(conn, number, step.what, text, params, [], analyze)

@@ -22,21 +22,39 @@ The SQL statement (block ``hybrid`` of ``ragstore/sql/hybrid.sql``) computes exa
 :func:`fuse` does it in numpy over candidate rows, which the tests compare and the tuner
 (:mod:`ragstore.evaluation.tune`) uses to try many settings on one fetch of candidates.
 
-A family may store its own settings (``ragstore family tune``) under the option ``"fusion"``;
-:func:`settings_of` reads them, falling back to :data:`DEFAULT_FUSION`.
+A family may store its own settings (``ragstore family tune``) under the option ``"fusion"``; the
+settings, their defaults and their check are the family record's (:attr:`ragstore.families.Family.fusion`,
+read with the other facts a search reads of a family), re-exported here.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ragstore.errors import InvalidInput
+from ragstore.families import (
+    DEFAULT_FUSION as DEFAULT_FUSION,
+)
+from ragstore.families import (
+    FUSIONS as FUSIONS,
+)
+from ragstore.families import (
+    MAX_PER_LEG as MAX_PER_LEG,
+)
+from ragstore.families import (
+    NORMALIZATIONS as NORMALIZATIONS,
+)
+from ragstore.families import (
+    FusionSettings as FusionSettings,
+)
+from ragstore.families import (
+    settings_of as settings_of,
+)
 
 __all__ = [
     "DEFAULT_FUSION",
@@ -47,66 +65,6 @@ __all__ = [
     "fuse",
     "settings_of",
 ]
-
-FUSIONS = ("rrf", "cc")
-NORMALIZATIONS = ("minmax", "zscore", "tmm")
-MAX_PER_LEG = 1000  # pgvector's ef_search bound
-
-
-@dataclass(frozen=True, slots=True)
-class FusionSettings:
-    """One way to fuse: the kind, the normalisation and dense weight (cc), rrf_k (rrf), the depth per leg."""
-
-    fusion: str = "cc"
-    normalization: str = "tmm"
-    alpha: float = 0.8
-    per_leg: int = 20
-    rrf_k: int = 60
-
-    def checked(self) -> FusionSettings:
-        """The settings, or InvalidInput naming the bad field."""
-        if self.fusion not in FUSIONS:
-            raise InvalidInput(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
-        if self.normalization not in NORMALIZATIONS:
-            raise InvalidInput(f"normalization must be one of {', '.join(NORMALIZATIONS)}, got {self.normalization!r}")
-        alpha = self.alpha
-        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 <= float(alpha) <= 1.0:
-            raise InvalidInput(f"alpha (the dense weight) must be a number from 0 to 1, got {alpha!r}")
-        for name, value, top in (("per_leg", self.per_leg, MAX_PER_LEG), ("rrf_k", self.rrf_k, None)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (top and value > top):
-                bound = f" from 1 to {top}" if top else ""
-                raise InvalidInput(f"{name} must be a positive integer{bound}, got {value!r}")
-        return replace(self, alpha=float(alpha))
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def label(self) -> str:
-        if self.fusion == "rrf":
-            return f"rrf(k={self.rrf_k},n={self.per_leg})"
-        return f"cc-{self.normalization}(a={self.alpha:g},n={self.per_leg})"
-
-
-# The untuned default, chosen on three corpora (benchmarks/README.md, "Retrieval quality and hybrid latency").
-DEFAULT_FUSION = FusionSettings()
-
-
-def settings_of(options: Mapping[str, Any] | None) -> FusionSettings:
-    """The fusion settings a family stores under option ``"fusion"`` (the default when it has none).
-
-    Raises InvalidInput when the stored value is not a valid settings object (a hand-edited registry).
-    """
-    stored = (options or {}).get("fusion")
-    if stored is None:
-        return DEFAULT_FUSION
-    if not isinstance(stored, Mapping):
-        raise InvalidInput(f"the family's fusion option must be an object, got {stored!r}")
-    known = set(FusionSettings.__dataclass_fields__)
-    unknown = sorted(set(stored) - known)
-    if unknown:
-        raise InvalidInput(f"the family's fusion option has unknown keys: {', '.join(unknown)}")
-    return replace(DEFAULT_FUSION, **dict(stored)).checked()
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,8 +42,8 @@ from ragstore.families import Family
 from ragstore.families.storage import order_expression
 from ragstore.search import metafilter
 from ragstore.search.blend import DEFAULT_COSINE_FLOOR, DEFAULT_HALF_LIFE_DAYS, DEFAULT_WEIGHTS, Candidate, blend
-from ragstore.search.drive import Rows, run_with_settings, settings_params
-from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings, settings_of
+from ragstore.search.drive import Rows, hnsw_step, run_with_settings
+from ragstore.search.fusion import DEFAULT_FUSION, FusionSettings
 from ragstore.search.fusion import Candidate as FusionCandidate
 from ragstore.search.request import (
     MAX_EF_SEARCH,
@@ -272,11 +272,10 @@ def prepare(
     return text, params, ef_search, flt.active
 
 
-def rows_step(prepared: tuple[str, dict[str, Any], int, bool], what: str = "hybrid") -> Rows:
-    """The plan's step of a statement of :func:`prepare` (its rows: :func:`row_to_hybrid_hit`)."""
+def rows_step(prepared: tuple[str, dict[str, Any], int, bool], dialect: Dialect, what: str = "hybrid") -> Rows:
+    """The plan's step of a statement of :func:`prepare` in ``dialect`` (its rows: :func:`row_to_hybrid_hit`)."""
     text, params, ef_search, iterative = prepared
-    values = settings_params(params, ef_search=ef_search, iterative=iterative)
-    return Rows(text, values, what, hnsw=(ef_search, iterative))
+    return hnsw_step(text, params, what, ef_search=ef_search, iterative=iterative, dialect=dialect)
 
 
 def resolve_settings(
@@ -290,7 +289,7 @@ def resolve_settings(
 ) -> FusionSettings:
     """The fusion settings a search runs with: ``settings`` or the family's stored ones, with any of
     ``per_leg``, ``rrf_k``, ``fusion`` and ``alpha`` given overriding them. Raises InvalidInput."""
-    chosen = settings if settings is not None else settings_of(family.options)
+    chosen = settings if settings is not None else family.fusion
     if per_leg is not None:
         chosen = replace(chosen, per_leg=check_k(per_leg, "per_leg"))
     if rrf_k is not None:

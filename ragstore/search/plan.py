@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragstore.caches import Caches
-from ragstore.db.dialect import Dialect
+from ragstore.db.dialect import BY_CITUS, IS_CITUS, Dialect
 from ragstore.db.sqlfiles import query as sql_query
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
@@ -40,7 +40,7 @@ from ragstore.search import exact as _exact
 from ragstore.search import fts as _fts
 from ragstore.search import hybrid as _hybrid
 from ragstore.search import vector as _vector
-from ragstore.search.drive import Call, InError, Pipeline, Plan, Rows, Step, WithConnection, settings_params
+from ragstore.search.drive import Call, InError, Pipeline, Plan, Rows, Step, WithConnection, hnsw_step
 from ragstore.search.mmr import mmr
 from ragstore.search.request import (
     MAX_EF_SEARCH,
@@ -53,9 +53,11 @@ from ragstore.search.request import (
 )
 from ragstore.search.rerank import cross_rerank
 
-__all__ = ["Answer", "default_mode", "fingerprint_note", "plan_search", "plan_vector", "read_family"]
+__all__ = ["Answer", "default_mode", "fingerprint_note", "learn_dialect", "plan_search", "plan_vector", "read_family"]
 
 Vector = npt.NDArray[np.float32]
+# The family's row (block ``get_family`` of families.sql), read once.
+GET_FAMILY = sql_query("families", "get_family")
 
 
 @dataclass(frozen=True)
@@ -115,12 +117,19 @@ def plan_search(req: SearchRequest, memo: Caches, dialect: Dialect) -> Plan[Answ
 def read_family(name: str, memo: Caches) -> Generator[Step, Any, Family]:
     """Family ``name`` read now (NotFound when there is none), remembered in ``memo``."""
     check_name(name)
-    rows = yield Rows(sql_query("families", "get_family"), {"name": name}, "family", isolated=False, binary=False)
+    rows = yield Rows(GET_FAMILY, {"name": name}, "family", isolated=False, binary=False)
     if not rows:
         raise family_not_found(name)
     fam = row_to_family(rows[0])
     memo.remember_family(fam)
     return fam
+
+
+def learn_dialect() -> Plan[Dialect]:
+    """The dialect of the database (:mod:`ragstore.db.dialect`), as one step: what a Store asks once, on
+    its first search, and keeps."""
+    rows = yield Rows(IS_CITUS, {}, "the dialect", isolated=False, binary=False)
+    return BY_CITUS[bool(rows and rows[0][0])]
 
 
 def fingerprint_note(family: Family | None, mode: str, query: str | None, rerank: str | None) -> str | None:
@@ -267,7 +276,7 @@ def _cached_hybrid(req: SearchRequest, memo: Caches, dialect: Dialect, tuning: _
     except RagstoreError:
         return None
     try:
-        rows = yield _hybrid.rows_step(prepared, "hybrid, while the family's row is the one remembered")
+        rows = yield _hybrid.rows_step(prepared, dialect, "hybrid, while the family's row is the one remembered")
     except RagstoreError:
         rows = []
     hits = [_hybrid.row_to_hybrid_hit(row) for row in rows] or None
@@ -308,8 +317,8 @@ def plan_vector(
     iterative = chosen == _vector.PLAN_ITERATIVE
     ef = min(max(ef_search_for(k, ef_search), family.candidates(k)), MAX_EF_SEARCH)
     statement = _vector.hnsw_statement(family, flt, k, vectors=vectors, dialect=dialect)
-    values = settings_params(params, ef_search=ef, iterative=iterative)
-    rows = yield Rows(statement, values, "hnsw, iterative scan" if iterative else "hnsw", hnsw=(ef, iterative))
+    what = "hnsw, iterative scan" if iterative else "hnsw"
+    rows = yield hnsw_step(statement, params, what, ef_search=ef, iterative=iterative, dialect=dialect)
     hits = [row_to_hit(row) for row in rows]
     if iterative and len(hits) < k:
         # The scan came back short: the filter keeps fewer rows than the estimate said (stale statistics),
@@ -384,7 +393,7 @@ def _text_modes(
         dialect, family, text, query_vector, k=k, settings=settings, weights=None, flt=flt, match="auto",
         vectors=req.rerank == "mmr",
     )  # fmt: skip
-    rows = yield _hybrid.rows_step(prepared)
+    rows = yield _hybrid.rows_step(prepared, dialect)
     hits = [_hybrid.row_to_hybrid_hit(row) for row in rows]
     if tuning.floor is not None and query_vector is not None:
         # min_score means cosine in hybrid: each hit's cosine to the query as the statement computed it

@@ -109,6 +109,26 @@ class Hit:
     rerank_score: float | None = field(default=None, compare=False)
     cosine: float | None = field(default=None, compare=False)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The hit as JSON data (``ragstore search --json``, the HTTP API): the rank and score details only
+        when the search made them."""
+        data: dict[str, Any] = {
+            "chunk_id": self.chunk_id,
+            "package_path": self.package_path,
+            "score": self.score,
+            "citation": self.citation,
+            "text": self.text,
+            "metadata": self.metadata,
+        }
+        if self.ranks:
+            data["ranks"] = self.ranks
+        if self.scores:
+            data["scores"] = self.scores
+        if self.rerank_score is not None or self.first_rank is not None:
+            data["rerank_score"] = self.rerank_score
+            data["first_rank"] = self.first_rank
+        return data
+
     @property
     def citation(self) -> str:
         """``[package_path#chunk_id]``, the form a model is asked to cite; ``[chunk_id]`` when the id names

@@ -32,8 +32,6 @@ from fastapi.responses import JSONResponse
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragstore.cli.family import _family_dict
-from ragstore.cli.search import _hit_dict
 from ragstore.db.connection import map_db_error
 from ragstore.db.sqlfiles import query as sql_query
 from ragstore.errors import (
@@ -411,7 +409,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.get("/v1/families", summary="The families, as `ragstore family list --json`.")
     async def list_families(store: Caller) -> dict[str, Any]:
-        return {"families": [_family_dict(f) for f in await store.families()]}
+        return {"families": [f.as_dict() for f in await store.families()]}
 
     @app.post(
         "/v1/families/{family}/search",
@@ -444,7 +442,7 @@ def create_app(settings: Settings) -> FastAPI:
         else:
             hits = await stores.speculate(token, run)
         # Straight to JSON: the hot path skips FastAPI's re-validation and re-encoding of the answer.
-        return Json({"family": family, "query": body.query, "hits": [_hit_dict(h) for h in hits]})
+        return Json({"family": family, "query": body.query, "hits": [h.as_dict() for h in hits]})
 
     @app.get("/v1/families/{family}/chunks", summary="The chunks with these ids, as `ragstore get --json`.")
     async def get_chunks(

@@ -54,3 +54,30 @@ async def test_the_async_driver_throws_the_same_mapped_error(dsn: str) -> None:
         with pytest.raises(SchemaError) as raised:
             await drive_async.run(conn, unhandled(), blocking)
         assert isinstance(raised.value.__cause__, psycopg.errors.UndefinedTable)
+
+
+# A step's settings (what Citus's HNSW steps carry) run first, in the statement's transaction, and are gone
+# after it: here a setting of ragstore's own name, which any server takes.
+PROBE = "SELECT current_setting('ragstore.probe', true)"
+SETTINGS_FIRST = Rows(PROBE, {}, "settings first", settings=(psycopg.sql.SQL("SET LOCAL ragstore.probe = '7'"),))
+
+
+def settings_first() -> Plan[tuple[Any, Any]]:
+    inside = yield SETTINGS_FIRST
+    after = yield Rows(PROBE, {}, "after", isolated=False)
+    return inside[0][0], after[0][0]
+
+
+def test_the_sync_driver_runs_a_steps_settings_first_and_keeps_none(dsn: str) -> None:
+    with connect(dsn, autocommit=True) as conn:
+        inside, after = drive.run(conn, settings_first())
+    assert inside == "7" and not after  # '' or NULL: the setting ended with the step's transaction
+
+
+async def test_the_async_driver_runs_a_steps_settings_first_and_keeps_none(dsn: str) -> None:
+    async def blocking(fn: Any) -> Any:
+        raise AssertionError("no step here needs a synchronous connection")
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        inside, after = await drive_async.run(conn, settings_first(), blocking)
+    assert inside == "7" and not after

@@ -17,7 +17,6 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from ragstore import Store
-from ragstore.cli.search import _hit_dict
 from ragstore.serve import tokens
 from tests.toolkit.app import bearer, client, client_for, seeded, token  # noqa: F401  (fixtures)
 from tests.toolkit.roles import _login_role
@@ -72,7 +71,7 @@ async def test_search_gives_the_librarys_hits_as_the_cli_prints_them(client: htt
             options = {"k": body["k"], "mode": body.get("mode", "auto"), "package": body.get("package")}
             hits = store.search("docs", str(body["query"]), metadata=body.get("where"), **options)
         assert hits, body
-        assert answer.json() == {"family": "docs", "query": body["query"], "hits": [_hit_dict(h) for h in hits]}
+        assert answer.json() == {"family": "docs", "query": body["query"], "hits": [h.as_dict() for h in hits]}
 
 
 async def test_families_and_get_chunks(client: httpx.AsyncClient, seeded: str) -> None:

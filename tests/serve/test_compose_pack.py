@@ -16,7 +16,6 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from ragstore import Store
-from ragstore.cli.search import _hit_dict
 from ragstore.context import pack_bytes, render_markdown, shed
 from ragstore.memory import AgentProfile
 from ragstore.search.hyde import Hyde
@@ -162,13 +161,13 @@ async def test_cross_rerank_and_hyde_use_the_servers_endpoints_as_the_library_do
         body: dict[str, Any] = {"query": query, "k": 3, "mode": "hnsw", "rerank": "cross", "rerank_depth": 8}
         answer = await client.post("/v1/families/docs/search", json=body, headers=reader)
         assert answer.status_code == 200, answer.text
-        assert answer.json()["hits"] == [_hit_dict(h) for h in crossed]
+        assert answer.json()["hits"] == [h.as_dict() for h in crossed]
         assert stub.requests[sent].body["query"] == query and len(stub.requests[sent].body["documents"]) == 8
         answer = await client.post(
             "/v1/families/docs/search", json={"query": query, "k": 5, "mode": "hnsw", "hyde": True}, headers=reader
         )
         assert answer.status_code == 200, answer.text
-        assert answer.json()["hits"] == [_hit_dict(h) for h in hyded]
+        assert answer.json()["hits"] == [h.as_dict() for h in hyded]
     async for client in client_for(seeded):
         for extra, name in (({"rerank": "cross"}, "no reranker"), ({"hyde": True}, "no HyDE endpoint")):
             refused = await client.post("/v1/families/docs/search", json={"query": query, **extra}, headers=reader)

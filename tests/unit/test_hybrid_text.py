@@ -9,6 +9,7 @@ import re
 from ragstore.db import hybrid_text, schema
 from ragstore.db.dialect import CITUS, POSTGRES
 from ragstore.db.sqlfiles import query
+from ragstore.search import drive
 
 
 def applied() -> str:
@@ -58,3 +59,11 @@ def test_the_citus_dialect_takes_hybrid_citus_blocks_and_the_rest_from_hybrid_sq
     assert (
         CITUS.hnsw_settings(ef_search=40, iterative=True) and POSTGRES.hnsw_settings(ef_search=40, iterative=True) == []
     )
+
+
+def test_an_hnsw_step_carries_its_dialects_settings() -> None:
+    one = drive.hnsw_step("SELECT 1", {"q": 1}, "hnsw", ef_search=40, iterative=True, dialect=POSTGRES)
+    shards = drive.hnsw_step("SELECT 1", {"q": 1}, "hnsw", ef_search=40, iterative=True, dialect=CITUS)
+    assert one.settings == ()  # one node: the statement makes them from its parameters
+    assert one.params == shards.params == {"q": 1, "ragstore_ef": "40", "ragstore_iterative": "relaxed_order"}
+    assert shards.settings == tuple(CITUS.hnsw_settings(ef_search=40, iterative=True)) and len(shards.settings) == 3
