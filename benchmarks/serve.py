@@ -42,7 +42,6 @@ import psycopg
 from _db import admin_dsn, scratch_database
 
 from ragstore import AsyncStore, Store
-from ragstore.cli.search import _hit_dict
 from ragstore.serve import tokens
 from ragstore.serve.app import role_dsn
 
@@ -165,7 +164,7 @@ async def overhead(base: str, reader: str, store: AsyncStore, qs: list[str], k: 
             return answer_key(orjson.loads(body)["hits"])
 
         async def via_lib(query: str) -> list[tuple[str, float]]:
-            return answer_key([_hit_dict(h) for h in await store.search("docs", query, k=k)])
+            return answer_key([h.as_dict() for h in await store.search("docs", query, k=k)])
 
         ways = [("httpx", via_httpx), ("raw", via_raw), ("lib", via_lib)]
         for query in qs[:20]:  # warm every path (pools, caches, the role's store)
@@ -290,7 +289,7 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
         lib = AsyncStore(role_dsn(dsn, "ragstore_reader"), pool_size=args.pool_size, application_name=BENCH_APP)
         async with lib:
             qs = queries(args.queries)
-            expected = {q: answer_key([_hit_dict(h) for h in await lib.search("docs", q, k=args.k)]) for q in qs}
+            expected = {q: answer_key([h.as_dict() for h in await lib.search("docs", q, k=args.k)]) for q in qs}
             quiet = await overhead(base, reader, lib, queries(args.overhead, seed=23), args.k, proc.pid)
         stop = asyncio.Event()
         seen: list[int] = []

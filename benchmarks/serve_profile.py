@@ -39,7 +39,6 @@ from _db import admin_dsn, scratch_database
 from serve import BENCH_APP, answer_key, chunks, pct, queries
 
 from ragstore import AsyncStore, Store
-from ragstore.cli.search import _hit_dict
 from ragstore.serve import tokens
 from ragstore.serve.app import Settings, create_app, role_dsn
 
@@ -116,7 +115,7 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
         headers = {"Authorization": f"Bearer {reader}"}
 
         async def via_lib(query: str) -> Any:
-            return answer_key([_hit_dict(h) for h in await lib.search("docs", query, k=args.k)])
+            return answer_key([h.as_dict() for h in await lib.search("docs", query, k=args.k)])
 
         async def via_check(query: str) -> Any:
             return await stores.role_of(reader)
