@@ -7,8 +7,6 @@ model's window."""
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import os
 import random
@@ -21,7 +19,7 @@ import pytest
 
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend
-from tests.toolkit.document_readers import _pdf
+from tests.toolkit.document_readers import mixed_folder
 
 WORDS = "river stone lamp orchard violin copper meadow harbour lantern pebble quartz willow saddle ember".split()
 
@@ -43,30 +41,10 @@ def docs_family(conn: Any) -> str:
     return "docs"
 
 
-def _docx(text: str) -> bytes:
-    import docx
-
-    made = docx.Document()
-    made.add_heading("Orchard", 1)
-    made.add_paragraph(text)
-    out = io.BytesIO()
-    made.save(out)
-    return out.getvalue()
-
-
 def test_a_mixed_folder_lists_each_documents_reader_and_its_phrases_are_found(
     dsn: str, docs_family: str, tmp_path: Path
 ) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "guide.pdf").write_bytes(_pdf(["Quinces ripen late in autumn"]))
-    (docs / "page.html").write_text("<html><head><title>Figs</title></head><body><h1>Figs</h1><p>figs like sun</p>")
-    (docs / "notes.docx").write_bytes(_docx("apricots need shelter"))
-    (docs / "api.rst").write_text("API\n===\n\nplums in rows\n")
-    (docs / "prune.1.gz").write_bytes(gzip.compress(b".TH PRUNE 1\n.SH NAME\nprune \\- cut back branches\n"))
-    (docs / "intro.md").write_text("---\ntitle: Intro\nauthor: Ada\n---\n# Start\n\ncherries\n")
-    (docs / "README").write_text("readme about pears\n")
-    (docs / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
+    docs = mixed_folder(tmp_path / "docs")
     home = tmp_path / "home"
     report = ragstore(dsn, home, "index", docs_family, str(docs))
     assert report["inserted"] == 7, report

@@ -4,8 +4,6 @@ named on one line and left out with --skip-bad-files."""
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from click.testing import CliRunner
 from ragstore import families
 from ragstore.cli.main import cli
 from ragstore.embed.offline import OfflineBackend
-from tests.toolkit.document_readers import _pdf
+from tests.toolkit.document_readers import _pdf, mixed_folder
 
 
 @pytest.fixture
@@ -24,28 +22,8 @@ def family(conn: Any) -> Any:
     return families.create_family(conn, "docs", OfflineBackend())
 
 
-def _docx(text: str) -> bytes:
-    import docx
-
-    made = docx.Document()
-    made.add_heading("Orchard", 1)
-    made.add_paragraph(text)
-    out = io.BytesIO()
-    made.save(out)
-    return out.getvalue()
-
-
 def test_a_mixed_folder_is_read_by_its_readers_and_searchable(dsn: str, conn: Any, family: Any, tmp_path: Path) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "guide.pdf").write_bytes(_pdf(["Quinces ripen late in autumn"]))
-    (docs / "page.html").write_text("<h1>Figs</h1><p>figs like sun</p>")
-    (docs / "notes.docx").write_bytes(_docx("apricots need shelter"))
-    (docs / "api.rst").write_text("API\n===\n\nplums in rows\n")
-    (docs / "prune.1.gz").write_bytes(gzip.compress(b".TH PRUNE 1\n.SH NAME\nprune \\- cut back branches\n"))
-    (docs / "intro.md").write_text("---\ntitle: Intro\nauthor: Ada\n---\n# Start\n\ncherries\n")
-    (docs / "README").write_text("readme about pears\n")
-    (docs / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
+    docs = mixed_folder(tmp_path / "docs")
     runner = CliRunner()
     done = runner.invoke(cli, ["--dsn", dsn, "index", "docs", str(docs), "--json"])
     assert done.exit_code == 0, done.output
