@@ -13,6 +13,7 @@ import json
 import math
 from typing import Any
 
+from ragstore.common.text import text_problem
 from ragstore.errors import InvalidInput
 
 MAX_DEPTH = 64
@@ -45,16 +46,6 @@ def nesting_depth(text: str) -> int:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (only finite numbers are)")
-
-
-def text_problem(value: str) -> str | None:
-    if "\x00" in value:
-        return "a NUL character (\\u0000), which PostgreSQL cannot store"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "a lone surrogate (not valid Unicode text)"
-    return None
 
 
 def check_json_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH) -> None:

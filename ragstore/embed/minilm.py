@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragstore.embed.base import Matrix, check_texts
+from ragstore.common.text import check_texts
+from ragstore.embed.base import Matrix
 from ragstore.errors import BackendError, InvalidInput
 
 MODEL = "all-MiniLM-L6-v2"

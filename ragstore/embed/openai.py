@@ -22,7 +22,8 @@ import numpy as np
 
 from ragstore.common.closing import Closing
 from ragstore.common.http import EndpointOptions, JsonEndpoint, parse_retry_after, split_credentials
-from ragstore.embed.base import Matrix, check_texts
+from ragstore.common.text import check_texts
+from ragstore.embed.base import Matrix
 from ragstore.errors import BackendError, InvalidInput
 
 if TYPE_CHECKING:

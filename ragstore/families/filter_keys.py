@@ -28,7 +28,7 @@ import psycopg
 from psycopg import pq, sql
 from psycopg.types.json import Jsonb
 
-from ragstore.common.strictjson import text_problem
+from ragstore.common.text import text_problem
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import Conflict, InvalidInput, NotFound

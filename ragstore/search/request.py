@@ -32,7 +32,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ragstore.common.like import like_prefix
-from ragstore.common.strictjson import check_json_value, loads_strict, text_problem
+from ragstore.common.strictjson import check_json_value, loads_strict
+from ragstore.common.text import text_problem
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, ModelMismatch
 from ragstore.search import metafilter
