@@ -21,11 +21,10 @@ import time
 from pathlib import Path
 
 from ragstore.db.connection import connect
-from ragstore.embed.registry import make_backend
 from ragstore.errors import NotFound
 from ragstore.evaluation.datasets import read_qrels, read_queries
 from ragstore.evaluation.runner import ModeSpec, format_table, run_eval
-from ragstore.families import create_family, get_family
+from ragstore.families import create_family, get_family, make_backend
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search.hybrid import parse_weights

@@ -42,7 +42,7 @@ from ragstore.caches import Caches
 from ragstore.common.like import like_prefix
 from ragstore.db.connection import connect
 from ragstore.errors import NotFound
-from ragstore.families import filter_keys
+from ragstore.families import filter_keys, tables
 from ragstore.search import search
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
@@ -112,7 +112,7 @@ def load(
     n, dim = data.shape
     with connect(dsn) as conn:
         fam = families.create_family(conn, "bench", BenchBackend(dim))  # type: ignore[arg-type]
-        families.drop_hnsw_index(conn, fam)
+        tables.drop_hnsw_index(conn, fam)
         started = time.perf_counter()
         zero = b"\0" * 32
         with conn.cursor() as cur:
@@ -139,11 +139,11 @@ def load(
         conn.commit()
         loaded = time.perf_counter() - started
         started = time.perf_counter()
-        families.cluster_by_package(conn, fam)  # what ragstore's writer does after a bulk load
+        tables.cluster_by_package(conn, fam)  # what ragstore's writer does after a bulk load
         clustered = time.perf_counter() - started
         started = time.perf_counter()
         if build_index:
-            families.ensure_hnsw_index(conn, fam)
+            tables.ensure_hnsw_index(conn, fam)
         built = time.perf_counter() - started
         conn.autocommit = True
         conn.execute(sql.SQL("VACUUM ANALYZE ragstore.{}").format(table))

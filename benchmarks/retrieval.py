@@ -32,11 +32,10 @@ import numpy as np
 
 from ragstore.common.stats import p95
 from ragstore.db.connection import connect
-from ragstore.embed.registry import make_backend
 from ragstore.errors import NotFound
 from ragstore.evaluation.datasets import read_qrels, read_queries
 from ragstore.evaluation.tune import MIN_GAIN_SE, cross_validate_scores, default_grid, fetch_candidates, score_grid
-from ragstore.families import backend_for, create_family, get_family
+from ragstore.families import backend_for, create_family, get_family, make_backend
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from ragstore.search.api import search

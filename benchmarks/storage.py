@@ -42,6 +42,7 @@ from query import FILTERS, interleaved, load, make_data, package_of, tag_of, tru
 from ragstore import families
 from ragstore.db.connection import connect
 from ragstore.families import storage as storages
+from ragstore.families import tables
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
 from ragstore.search.recall import check_recall
@@ -57,7 +58,7 @@ def build(dsn: str, family: families.Family, storage: str) -> tuple[float, int, 
     ids = {**target.identifiers(), "hnsw_index": sql.Identifier(name)}
     with connect(dsn, autocommit=True) as conn:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
-        families.size_build(conn, target, local=False)  # what ensure_hnsw_index sets for a first load
+        tables.size_build(conn, target, local=False)  # what ensure_hnsw_index sets for a first load
         started = time.perf_counter()
         conn.execute(sql.SQL(query_text()).format(**ids))
         seconds = time.perf_counter() - started

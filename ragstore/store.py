@@ -349,8 +349,8 @@ class Store(Closing):
         floor somewhere (the note ``ragstore family create`` prints). Raises InvalidInput, Conflict (it
         exists)."""
         from ragstore.embed.base import Backend as BackendType
-        from ragstore.embed.registry import default_backend, make_backend
-        from ragstore.families import check_name, create_family
+        from ragstore.embed.registry import default_backend
+        from ragstore.families import check_name, create_family, make_backend
         from ragstore.families.storage import measured_caveat, storage_options
 
         check_name(name)
@@ -1180,7 +1180,7 @@ def _profile(profile: AgentProfile | str | Path) -> AgentProfile:
 def _backend(backend: str | Backend, model: str | None, options: Mapping[str, Any]) -> Backend:
     """``backend`` itself, or the backend of that name made with ``model`` and ``options``."""
     from ragstore.embed.base import Backend as BackendType
-    from ragstore.embed.registry import make_backend
+    from ragstore.families import make_backend
 
     return backend if isinstance(backend, BackendType) else make_backend(backend, model=model, **options)
 

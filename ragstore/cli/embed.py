@@ -18,8 +18,9 @@ import click
 
 from ragstore.cli.main import CliError, app, emit_json, terminal_safe
 from ragstore.embed.base import Backend
-from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
+from ragstore.embed.registry import backend_settings
 from ragstore.embed.similarity import rank_texts, similarity
+from ragstore.families import BACKENDS, make_backend
 
 Command = Callable[..., Any]
 

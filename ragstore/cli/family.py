@@ -11,8 +11,9 @@ import click
 
 from ragstore import families
 from ragstore.cli.main import CliError, app, emit_json, human_size, terminal_safe
-from ragstore.embed.registry import BACKENDS, backend_settings, default_backend, make_backend
+from ragstore.embed.registry import backend_settings, default_backend
 from ragstore.errors import StorageRecallWarning
+from ragstore.families import BACKENDS, make_backend
 from ragstore.families.storage import (
     DEFAULT_RERANK_FACTOR,
     MAX_RERANK_FACTOR,

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ragstore.cli.main import CliError, app, count_option, emit_json, interactive
-from ragstore.embed.registry import BACKENDS, backend_settings, make_backend
+from ragstore.embed.registry import backend_settings
+from ragstore.families import BACKENDS, make_backend
 from ragstore.families import migrate as family_migrate
 from ragstore.families.storage import MAX_RERANK_FACTOR, STORAGES
 

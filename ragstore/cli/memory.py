@@ -15,7 +15,7 @@ import click
 
 from ragstore.cli.main import CliError, app, emit_json, terminal_safe
 from ragstore.common.moments import check_aware
-from ragstore.embed.registry import BACKENDS, make_backend
+from ragstore.families import BACKENDS, make_backend
 from ragstore.memory.models import ALL_STORES, load_profile
 from ragstore.memory.store import make_record
 

@@ -21,15 +21,14 @@ from pgvector import HalfVector, Vector
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ragstore.db import citus
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.db.sync_triggers import drop_family_triggers
 from ragstore.embed.base import Backend
 from ragstore.errors import Conflict, InvalidInput, ModelMismatch, NotFound, mask_secrets
-from ragstore.families import build_memory
 from ragstore.families import storage as storages
+from ragstore.families.tables import create_table
 
 if TYPE_CHECKING:
     from ragstore.caches import Caches
@@ -47,6 +46,10 @@ DEFAULT_FTS_CONFIG = "english"
 FTS_CONFIG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 # The family option holding the declared filter keys (ragstore.families.filter_keys).
 FILTER_KEYS_OPTION = "filter_keys"
+
+
+#: The backend names :func:`make_backend` knows.
+BACKENDS: tuple[str, ...] = ("offline", "minilm", "openai", "external")
 
 
 # -- hybrid fusion settings ------------------------------------------------------------------------
@@ -324,14 +327,77 @@ def backend_options(family: Family) -> dict[str, Any]:
     return {k: v for k, v in family.options.items() if k not in NOT_BACKEND_OPTIONS}
 
 
+def make_backend(name: str, model: str | None = None, dim: int | None = None, **options: Any) -> Backend:
+    """Build the backend called ``name``.
+
+    ``model`` and ``dim``, when given, must match what a fixed-model backend (offline, minilm) is;
+    for ``external`` (vectors made elsewhere) they are required: the model's name and the vectors' dimension
+    (``dim``, or the ``dimensions`` option the CLI records); for ``openai`` they are the provider's model name
+    (required) and the expected dimension, and
+    ``options`` go to :class:`ragstore.embed.openai.OpenAIBackend` (``base_url`` is required).
+    Imports are lazy so that a missing optional extra only fails the backend that needs it.
+    Raises InvalidInput for an unknown name, a missing or contradictory setting, or an unknown option.
+    """
+    backend: Backend
+    if name == "offline":
+        from ragstore.embed.offline import OfflineBackend
+
+        _no_options(name, options)
+        backend = OfflineBackend()
+    elif name == "minilm":
+        from ragstore.embed.minilm import MiniLMBackend
+
+        _known_options(name, options, {"threads", "batch_size"})
+        backend = MiniLMBackend(**options)
+    elif name == "openai":
+        from ragstore.embed.openai import OpenAIBackend
+
+        if not model:
+            raise InvalidInput("the openai backend needs a model, e.g. text-embedding-3-small")
+        if "base_url" not in options:
+            raise InvalidInput("the openai backend needs base_url, e.g. http://127.0.0.1:8000/v1")
+        try:
+            return OpenAIBackend(model=model, dim=dim, **options)
+        except TypeError as exc:  # an option OpenAIBackend does not take
+            raise InvalidInput(f"bad option for the openai backend: {exc}") from exc
+    elif name == "external":
+        from ragstore.embed.external import ExternalBackend
+
+        # The family records its dimension as the "dimensions" option (the CLI's --dimensions).
+        size = options.pop("dimensions", None)
+        _no_options(name, options)
+        if dim is not None and size is not None and dim != size:
+            raise InvalidInput(f"the external backend was given {size} dimensions and {dim}")
+        chosen = size if size is not None else dim
+        if chosen is None:
+            raise InvalidInput("the external backend needs --dimensions: the vectors' dimension")
+        return ExternalBackend(model=model or "", dim=chosen)
+    else:
+        raise InvalidInput(f"unknown embedding backend {name!r}; known backends: {', '.join(BACKENDS)}")
+    if model is not None and model != backend.model:
+        raise InvalidInput(f"the {name} backend runs model {backend.model!r}, not {model!r}")
+    if dim is not None and dim != backend.dim:
+        raise InvalidInput(f"the {name} backend makes {backend.dim}-dimension vectors, not {dim}")
+    return backend
+
+
+def _no_options(name: str, options: dict[str, Any]) -> None:
+    _known_options(name, options, set())
+
+
+def _known_options(name: str, options: dict[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(options) - known)
+    if unknown:
+        allowed = ", ".join(sorted(known)) or "none"
+        raise InvalidInput(f"the {name} backend takes no option {', '.join(unknown)} (it takes: {allowed})")
+
+
 def backend_for(family: Family, caches: Caches | None = None) -> Backend:
     """The backend that built ``family``, configured from the options the family recorded.
 
     Backends are kept in ``caches`` per configuration (a search must not pay for a new model session or
     HTTP client, tens of milliseconds, on every query); without ``caches`` a new one is made.
     """
-    from ragstore.embed.registry import make_backend
-
     options = backend_options(family)
     key = json.dumps([family.backend, family.model, family.dim, options], sort_keys=True, default=str)
 
@@ -425,57 +491,6 @@ def check_fts_config(conn: Conn, config: object) -> str:
     return config
 
 
-def create_table(conn: Conn, family: Family) -> None:
-    """Create the family's table, its package btree, its metadata GIN index and its HNSW index (inside the
-    caller's transaction)."""
-    ids = family.identifiers()
-    for block in ("create_table", "create_package_index", "create_metadata_index", "create_hnsw_index"):
-        conn.execute(sql.SQL(query("families", block)).format(**ids))
-    if dialect_of(conn).lays_out:
-        # On Citus the table is distributed on chunk_id, co-located with ragstore.chunks (its shards and
-        # their indexes are created on the workers, in this transaction).
-        citus.distribute_family(conn, family.table)
-    give_table_to_owner(conn, family)
-    create_view(conn, family)
-
-
-def create_view(conn: Conn, family: Family) -> None:
-    """Create, or re-point at the family's current table, its view ``ragstore.vectors_<name>`` (``create_view``
-    in ragstore/sql/families.sql), owned by ``ragstore_owner`` and readable by the app and reader roles, inside
-    the caller's transaction: the stable name hand-written SQL uses, whatever model migrations did. Not on
-    Citus (docs/guide/citus.md): there, read the table name from ``ragstore.families``."""
-    if not dialect_of(conn).family_views:
-        return
-    ids = family.identifiers()
-    conn.execute(sql.SQL(query("families", "create_view")).format(**ids))
-    row = conn.execute(query("roles", "owner_transfer"), {"table": family.view}).fetchone()
-    if row is not None and row[0] and row[1]:
-        conn.execute(sql.SQL(query("roles", "give_view_to_owner")).format(**ids))
-    exists = conn.execute(query("roles", "group_roles_exist")).fetchone()
-    if exists and exists[0]:
-        conn.execute(sql.SQL(query("roles", "grant_view")).format(**ids))
-
-
-def give_table_to_owner(conn: Conn, family: Family) -> None:
-    """Make ``ragstore_owner`` the owner of the family's new table and grant the app and reader their rights.
-
-    A table belongs to whoever created it (a superuser, a deployer): given to ``ragstore_owner`` here, every
-    member of the owner role can maintain it, and the bulk-load functions (SECURITY DEFINER, owned by
-    ``ragstore_owner``) can drop and build its index. Skipped when the roles do not exist or the creator
-    may not act as ``ragstore_owner``. Runs inside the caller's transaction.
-    """
-    ids = {"table": sql.Identifier(family.table)}
-    row = conn.execute(query("roles", "owner_transfer"), {"table": family.table}).fetchone()
-    if row is None or not row[1]:
-        return
-    if row[0]:
-        conn.execute(sql.SQL(query("roles", "give_table_to_owner")).format(**ids))
-    exists = conn.execute(query("roles", "group_roles_exist")).fetchone()
-    if exists and exists[0]:
-        conn.execute(sql.SQL(query("roles", "grant_table_to_app")).format(**ids))
-        conn.execute(sql.SQL(query("roles", "grant_table_to_reader")).format(**ids))
-
-
 def get_family(conn: Conn, name: str) -> Family:
     """The family called ``name``; NotFound when there is none."""
     check_name(name)
@@ -560,11 +575,6 @@ def deleting(conn: Conn, family: str) -> Iterator[None]:
         yield
 
 
-def _lock_index_ddl(conn: Conn, family: Family) -> None:
-    """Serialise drops and builds of one family's HNSW index (two bulk loads must not collide)."""
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('ragstore.hnsw.' || %s, 0))", (family.table,))
-
-
 def has_hnsw_index(conn: Conn, family: Family) -> bool:
     """Whether the family table has its HNSW index (an interrupted bulk load can leave it missing)."""
     with db_errors():
@@ -572,95 +582,3 @@ def has_hnsw_index(conn: Conn, family: Family) -> bool:
             "SELECT to_regclass(format('ragstore.%%I', %s::text)) IS NOT NULL", (family.hnsw_index,)
         ).fetchone()
     return bool(row and row[0])
-
-
-def may_own(conn: Conn, family: Family) -> bool:
-    """Whether this session has the privileges of the family table's owner (else: the definer functions)."""
-    row = conn.execute(query("roles", "may_own_table"), {"table": family.table}).fetchone()
-    return bool(row and row[0])
-
-
-def build_settings(conn: Conn, family: Family, *, work: str = "hnsw") -> dict[str, str]:
-    """``maintenance_work_mem`` and ``max_parallel_maintenance_workers`` for building the family's HNSW index
-    (``work`` "hnsw": its rows, as the planner counts them or counted) or clustering its table ("cluster":
-    its bytes), by the rule of :mod:`ragstore.families.build_memory`."""
-    row = conn.execute(query("families", "build_size"), {"table": family.table}).fetchone()
-    rows, table_bytes = (row[0], row[1]) if row else (None, 0)
-    if work == "cluster":
-        need = int(table_bytes or 0)
-    else:
-        if rows is None:
-            counted = conn.execute(sql.SQL(query("families", "count_rows")).format(**family.identifiers())).fetchone()
-            rows = counted[0] if counted else 0
-        need = build_memory.hnsw_need(int(rows), family.storage, family.vector_type, family.dim)
-    return {
-        "memory": build_memory.setting(build_memory.maintenance_bytes(need)),
-        "workers": str(build_memory.parallel_workers()),
-    }
-
-
-def size_build(conn: Conn, family: Family, *, work: str = "hnsw", local: bool = True) -> dict[str, str]:
-    """Set :func:`build_settings` for this transaction (``local``) or this session (then reset them with
-    :func:`reset_build`); returns them."""
-    chosen = build_settings(conn, family, work=work)
-    conn.execute(query("families", "set_build_settings"), {**chosen, "is_local": local})
-    return chosen
-
-
-def reset_build(conn: Conn) -> None:
-    """The server's build settings again for this session (after :func:`size_build` with ``local=False``)."""
-    conn.execute(query("families", "reset_build_settings"))
-
-
-def ensure_hnsw_index(conn: Conn, family: Family) -> None:
-    """Build the HNSW index when missing (after a bulk load), with build memory and workers sized for its rows
-    for this transaction (:func:`size_build`).
-
-    A role that does not own the table (the app) goes through ``ragstore.family_build_hnsw``, which builds
-    the same index as its owner (SECURITY DEFINER, the family found by name in the registry) with the
-    caller's settings.
-    """
-    with conn.transaction(), db_errors():
-        _lock_index_ddl(conn, family)
-        size_build(conn, family)
-        if not may_own(conn, family):
-            dialect_of(conn).registry_then_shards(conn)
-            conn.execute(query("roles", "build_hnsw"), {"family": family.name})
-            return
-        conn.execute(sql.SQL(query("families", "create_hnsw_index")).format(**family.identifiers()))
-
-
-def cluster_by_package(conn: Conn, family: Family) -> None:
-    """Rewrite the family table in package_path order and refresh its statistics.
-
-    Done after a bulk load into an empty family, before the HNSW build: rows of one package then sit on
-    contiguous pages, so a package-filtered exact search reads a few pages instead of one per row
-    (0.73 ms against 3.7 ms at 1% of 100k×384: docs/decisions.md, "Clustering by package"). Rows written
-    later append at the end.
-    """
-    with conn.transaction(), db_errors():
-        _lock_index_ddl(conn, family)
-        size_build(conn, family, work="cluster")
-        if not may_own(conn, family):  # the app: ragstore.family_bulk_cluster clusters and analyzes
-            dialect_of(conn).registry_then_shards(conn)
-            conn.execute(query("roles", "bulk_cluster"), {"family": family.name})
-            return
-        conn.execute(sql.SQL(query("families", "cluster_by_package")).format(**family.identifiers()))
-    with conn.transaction(), db_errors():
-        conn.execute(sql.SQL(query("families", "analyze_table")).format(**family.identifiers()))
-
-
-def drop_hnsw_index(conn: Conn, family: Family) -> bool:
-    """Drop the family's HNSW index for a bulk load; True when it is gone.
-
-    A role that does not own the table (the app) goes through ``ragstore.family_bulk_drop_hnsw``, which
-    drops it only while the family's table is empty (returns False otherwise).
-    """
-    with conn.transaction(), db_errors():
-        _lock_index_ddl(conn, family)
-        if not may_own(conn, family):
-            dialect_of(conn).registry_then_shards(conn)
-            row = conn.execute(query("roles", "bulk_drop_hnsw"), {"family": family.name}).fetchone()
-            return bool(row and row[0])
-        conn.execute(sql.SQL(query("families", "drop_hnsw_index")).format(**family.identifiers()))
-    return True

@@ -32,7 +32,8 @@ from ragstore.common.text import text_problem
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import Conflict, InvalidInput, NotFound
-from ragstore.families import FILTER_KEYS_OPTION, Family, check_name, get_family, listed, may_own
+from ragstore.families import FILTER_KEYS_OPTION, Family, check_name, get_family, listed
+from ragstore.families.tables import may_own
 
 COVERING_OPTION = "filter_keys_covering"  # the declared keys whose index is covering (a subset)
 # A covering index holds each row's vector; a btree entry holds at most 2,704 bytes, and a 512-d vector

@@ -40,16 +40,9 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import UNCACHED_BACKENDS, cache_key, embed_cached, key_for, seed_from_family
 from ragstore.errors import Conflict, InvalidInput
-from ragstore.families import (
-    Family,
-    create_view,
-    ensure_hnsw_index,
-    filter_keys,
-    get_family,
-    give_table_to_owner,
-    vector_type_for,
-)
+from ragstore.families import Family, filter_keys, get_family, vector_type_for
 from ragstore.families import storage as storages
+from ragstore.families.tables import create_view, ensure_hnsw_index, give_table_to_owner
 from ragstore.ingest.records import check_matrix
 
 Progress = Callable[[int], None]

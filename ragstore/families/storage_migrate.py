@@ -28,9 +28,10 @@ from psycopg.types.json import Jsonb
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import Conflict, InvalidInput, NotFound
-from ragstore.families import Family, get_family, may_own, reset_build, size_build
+from ragstore.families import Family, get_family
 from ragstore.families import storage as storages
 from ragstore.families.filter_keys import _autocommit
+from ragstore.families.tables import may_own, reset_build, size_build
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ from ragstore.db.dialect import dialect_of
 from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput
-from ragstore.families import Family, drop_hnsw_index, ensure_hnsw_index
+from ragstore.families import Family
+from ragstore.families.tables import drop_hnsw_index, ensure_hnsw_index
 from ragstore.ingest import writer as writing
 from ragstore.ingest.fast import OnePass, PassResult, Prepared
 from ragstore.ingest.records import FTS_SAFE_BYTES

@@ -50,18 +50,8 @@ from ragstore.db.sqlfiles import query
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import embed_cached
 from ragstore.errors import InvalidInput, ModelMismatch
-from ragstore.families import (
-    Family,
-    cluster_by_package,
-    deleting,
-    drop_hnsw_index,
-    ensure_hnsw_index,
-    filter_keys,
-    has_hnsw_index,
-    missing_vector,
-    reset_build,
-    size_build,
-)
+from ragstore.families import Family, deleting, filter_keys, has_hnsw_index, missing_vector
+from ragstore.families.tables import cluster_by_package, drop_hnsw_index, ensure_hnsw_index, reset_build, size_build
 from ragstore.ingest.fast import PassResult, Prepared
 from ragstore.ingest.parallel import write_batches
 from ragstore.ingest.records import ChunkRecord, IndexRow, check_matrix, content_sha256, record_sha256

@@ -166,7 +166,7 @@ def recall(
 
     Embeds pending records first (:func:`embed_pending`, at most ``embed_limit``), then ranks as the
     module docstring says. Records with ``at > now`` are ignored. ``backend`` defaults to the offline
-    fingerprint (hermetic, not semantic); pass ``make_backend("minilm")`` for recall by meaning.
+    fingerprint (hermetic, not semantic); pass ``ragstore.families.make_backend("minilm")`` for recall by meaning.
     Raises :class:`~ragstore.errors.InvalidInput` for a blank query, ``k`` or ``pool`` < 1, an
     ``embed_limit`` outside ``0..500``, a naive ``now`` or bad blend settings; ``BackendError`` from
     the backend; mapped database errors. Commits the new embeddings when it opened the transaction.

