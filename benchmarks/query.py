@@ -213,7 +213,7 @@ def metadata_against_package(dsn: str, data: np.ndarray, qs: np.ndarray, declare
     with connect(dsn, autocommit=True) as conn:
         fam = families.get_family(conn, "bench")
         wanted = declare == "covering"
-        if declare and ("tag" not in fam.filter_keys or ("tag" in filter_keys.covering(fam)) != wanted):
+        if declare and ("tag" not in fam.filter_keys or ("tag" in fam.covering) != wanted):
             started = time.perf_counter()
             fam = filter_keys.add_key(conn, "bench", "tag", covering=wanted)
             conn.execute(sql.SQL("VACUUM ragstore.{}").format(sql.Identifier(fam.table)))

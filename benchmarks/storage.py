@@ -55,7 +55,7 @@ def build(dsn: str, family: families.Family, storage: str) -> tuple[float, int, 
     """Build ``family``'s HNSW index in ``storage`` beside the others; (seconds, bytes, peak RSS bytes)."""
     target = replace(family, options={**family.options, "storage": storage})
     name = f"{family.table}_hnsw_{storage}"
-    ids = {**target.identifiers(), "hnsw_index": sql.Identifier(name)}
+    ids = {**target.index_identifiers(), "hnsw_index": sql.Identifier(name)}
     with connect(dsn, autocommit=True) as conn:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
         tables.size_build(conn, target, local=False)  # what ensure_hnsw_index sets for a first load

@@ -548,16 +548,14 @@ async def _pipelined(conn: AConn, statements: Sequence[tuple[Any, dict[str, Any]
 
 async def _fresh_family(conn: AConn, caches: Caches, name: str) -> Family:
     from ragstore.db.connection import db_errors
-    from ragstore.db.sqlfiles import query as sql_query
-    from ragstore.errors import NotFound
-    from ragstore.families import check_name, row_to_family
+    from ragstore.families import GET_FAMILY, check_name, family_not_found, row_to_family
 
     check_name(name)
     with db_errors():
-        cur = await conn.execute(sql_query("families", "get_family"), {"name": name})
+        cur = await conn.execute(GET_FAMILY, {"name": name})
         row = await cur.fetchone()
     if row is None:
-        raise NotFound(f"no family named {name!r} (see `ragstore family list`)")
+        raise family_not_found(name)
     fam = row_to_family(row)
     caches.remember_family(fam)
     return fam

@@ -144,7 +144,6 @@ def family_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a family: rows, dimension, model, index and size."""
-    from ragstore.families import filter_keys
 
     with app(ctx).store() as store:
         stats = store.family_stats(name)
@@ -160,7 +159,7 @@ def family_show(ctx: click.Context, name: str, as_json: bool) -> None:
         "hnsw_bytes": stats.hnsw_bytes,
         "recall": stats.family.options.get("recall"),
         "filter_keys": list(stats.family.filter_keys),
-        "filter_keys_covering": sorted(filter_keys.covering(stats.family)),
+        "filter_keys_covering": sorted(stats.family.covering),
         "sources": [row.as_dict() for row in sources],
     }
     if as_json:
@@ -386,9 +385,8 @@ def _echo_keys(found: list[Any], as_json: bool) -> None:
 
 def _keys_line(family: families.Family) -> str:
     """The declared filter keys of ``family`` as JSON strings, covering ones marked."""
-    from ragstore.families import filter_keys
 
-    cover = filter_keys.covering(family)
+    cover = family.covering
     keys = [json.dumps(k, ensure_ascii=False) + (" (covering)" if k in cover else "") for k in family.filter_keys]
     return terminal_safe(", ".join(keys)) if keys else "(none)"
 

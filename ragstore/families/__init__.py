@@ -46,6 +46,9 @@ DEFAULT_FTS_CONFIG = "english"
 FTS_CONFIG_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 # The family option holding the declared filter keys (ragstore.families.filter_keys).
 FILTER_KEYS_OPTION = "filter_keys"
+COVERING_OPTION = "filter_keys_covering"  # the declared keys whose index is covering (a subset)
+#: A family's registry row (block ``get_family``), read once: what get_family and a search plan run.
+GET_FAMILY = query("families", "get_family")
 
 
 #: The backend names :func:`make_backend` knows.
@@ -190,6 +193,11 @@ class Family:
         return tuple(sorted(listed(self.options, FILTER_KEYS_OPTION)))
 
     @property
+    def covering(self) -> frozenset[str]:
+        """The declared keys whose index is covering (it holds each row's vector too)."""
+        return frozenset(listed(self.options, COVERING_OPTION))
+
+    @property
     def fts_config(self) -> str:
         """The text-search configuration of the family (option ``fts_config``, default
         :data:`DEFAULT_FTS_CONFIG`); InvalidInput when the option is not a plain configuration name."""
@@ -236,6 +244,14 @@ class Family:
             "package_index": sql.Identifier(self.package_index),
             "metadata_index": sql.Identifier(self.metadata_index),
             "vector_type": sql.SQL(f"{self.vector_type}({int(self.dim)})"),  # checked in vector_type_for
+        }
+
+    def index_identifiers(self) -> dict[str, sql.Composable]:
+        """:meth:`identifiers` and what the statements that build the HNSW index put in (blocks
+        ``create_hnsw_index`` and ``create_shadow_hnsw_index``): the operator class and the indexed expression
+        of the family's storage, and the build parameters."""
+        return {
+            **self.identifiers(),
             "opclass": sql.SQL(self.opclass),
             "index_expression": sql.SQL(self.index_expression()),  # checked in ragstore.families.storage
             "m": sql.Literal(HNSW_M),
@@ -495,7 +511,7 @@ def get_family(conn: Conn, name: str) -> Family:
     """The family called ``name``; NotFound when there is none."""
     check_name(name)
     with db_errors():
-        row = conn.execute(query("families", "get_family"), {"name": name}).fetchone()
+        row = conn.execute(GET_FAMILY, {"name": name}).fetchone()
     if row is None:
         raise family_not_found(name)
     return row_to_family(row)

@@ -32,10 +32,9 @@ from ragstore.common.text import text_problem
 from ragstore.db.connection import Conn, db_errors
 from ragstore.db.sqlfiles import query
 from ragstore.errors import Conflict, InvalidInput, NotFound
-from ragstore.families import FILTER_KEYS_OPTION, Family, check_name, get_family, listed
+from ragstore.families import COVERING_OPTION, FILTER_KEYS_OPTION, Family, check_name, get_family, listed
 from ragstore.families.tables import may_own
 
-COVERING_OPTION = "filter_keys_covering"  # the declared keys whose index is covering (a subset)
 # A covering index holds each row's vector; a btree entry holds at most 2,704 bytes, and a 512-d vector
 # takes 2,052, leaving the rest for the row's ids and metadata. Wider families declare plain keys.
 COVERING_MAX_DIM = 512
@@ -57,11 +56,6 @@ def check_key(key: object) -> str:
     if len(key) > MAX_KEY_LENGTH:
         raise InvalidInput(f"filter key {key[:40]!r}… is {len(key)} characters long; the most is {MAX_KEY_LENGTH}")
     return key
-
-
-def covering(family: Family) -> frozenset[str]:
-    """The declared keys of ``family`` whose index is covering."""
-    return frozenset(listed(family.options, COVERING_OPTION))
 
 
 def index_name(table: str, key: str, covering: bool = False) -> str:
@@ -98,7 +92,7 @@ def entry_problems(
     bitmap's header), so a record that passes is never refused by the index, and whether a record passes
     does not depend on how well its metadata compresses. The jsonb sizes are asked of the server in one
     statement."""
-    keys = sorted(covering(family))
+    keys = sorted(family.covering)
     if not keys or not metadata:
         return []
     with db_errors(), conn.transaction():
@@ -153,7 +147,7 @@ def create_indexes(conn: Conn, family: Family) -> None:
     its covering keys when the table's vectors allow them (:func:`kept_options` says what is kept)."""
     wide = covering_problem(family) is not None
     for key in family.filter_keys:
-        cover = key in covering(family) and not wide
+        cover = key in family.covering and not wide
         conn.execute(_ddl("filter_key_index", family.table, key, covering=cover, concurrently=False))
 
 
@@ -163,7 +157,7 @@ def kept_options(old: Family, new: Family) -> dict[str, Any]:
     kept: dict[str, Any] = {}
     if old.filter_keys:
         kept[FILTER_KEYS_OPTION] = list(old.filter_keys)
-    cover = sorted(covering(old)) if covering_problem(new) is None else []
+    cover = sorted(old.covering) if covering_problem(new) is None else []
     if cover:
         kept[COVERING_OPTION] = cover
     return kept
@@ -175,7 +169,7 @@ def list_keys(conn: Conn, name: str) -> list[FilterKey]:
     out = []
     with db_errors():
         for key in family.filter_keys:
-            cover = key in covering(family)
+            cover = key in family.covering
             index = index_name(family.table, key, cover)
             row = conn.execute(query("families", "filter_key_index_state"), {"index": index}).fetchone()
             out.append(FilterKey(key, cover, index, bool(row and row[0]), None if row is None else int(row[1])))
@@ -269,7 +263,7 @@ def after_bulk_cluster(conn: Conn, family: Family) -> bool:
     visit then, and after the rewrite no dead row). Returns whether it ran. Skipped for a role that does
     not own the table (the app), which VACUUM would refuse with a warning: its scans then read the heap
     until autovacuum's visit."""
-    if not covering(family) or not may_own(conn, family):
+    if not family.covering or not may_own(conn, family):
         return False
     with _autocommit(conn), db_errors():
         conn.execute(sql.SQL(query("families", "vacuum_analyze_table")).format(table=sql.Identifier(family.table)))

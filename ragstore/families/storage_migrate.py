@@ -65,7 +65,7 @@ def migrate_storage(conn: Conn, name: str, storage: str, *, rerank_factor: int |
         return StorageMigration(name, storage, storage, rerank_factor, before, before, False)
     target = Family(**{**family.__dict__, "options": {**_without_storage(family.options), **options}})
     shadow, previous = f"{family.table}_embedding_hnsw_next", f"{family.table}_embedding_hnsw_prev"
-    ids = target.identifiers()
+    ids = target.index_identifiers()
     with _autocommit(conn), db_errors():
         if not _try_lock(conn, name):
             raise Conflict(f"family {name!r} is being migrated by another process: wait for it")

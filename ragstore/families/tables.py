@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def create_table(conn: Conn, family: Family) -> None:
     """Create the family's table, its package btree, its metadata GIN index and its HNSW index (inside the
     caller's transaction)."""
-    ids = family.identifiers()
+    ids = family.index_identifiers()
     for block in ("create_table", "create_package_index", "create_metadata_index", "create_hnsw_index"):
         conn.execute(sql.SQL(query("families", block)).format(**ids))
     if dialect_of(conn).lays_out:
@@ -132,7 +132,7 @@ def ensure_hnsw_index(conn: Conn, family: Family) -> None:
             dialect_of(conn).registry_then_shards(conn)
             conn.execute(query("roles", "build_hnsw"), {"family": family.name})
             return
-        conn.execute(sql.SQL(query("families", "create_hnsw_index")).format(**family.identifiers()))
+        conn.execute(sql.SQL(query("families", "create_hnsw_index")).format(**family.index_identifiers()))
 
 
 def cluster_by_package(conn: Conn, family: Family) -> None:

@@ -540,10 +540,10 @@ class OnePass(Closing):
     def _check_covering(self, out: Prepared) -> None:
         """InvalidInput naming the first record whose entry in a covering filter-key index would be over
         btree's limit (:func:`ragstore.families.filter_keys.entry_problems`), before anything is written."""
-        from ragstore.families.filter_keys import covering, entry_problems
-
-        if not covering(self.family):
+        if not self.family.covering:
             return
+        from ragstore.families.filter_keys import entry_problems
+
         problems = entry_problems(self.conn, self.family, out.ids, out.packages, out.metadata)
         if problems:
             i, problem = problems[0]

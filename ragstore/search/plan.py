@@ -32,10 +32,9 @@ import numpy.typing as npt
 
 from ragstore.caches import Caches
 from ragstore.db.dialect import BY_CITUS, IS_CITUS, Dialect
-from ragstore.db.sqlfiles import query as sql_query
 from ragstore.embed.base import Backend
 from ragstore.errors import InvalidInput, RagstoreError
-from ragstore.families import Family, backend_for, check_name, family_not_found, row_to_family
+from ragstore.families import GET_FAMILY, Family, backend_for, check_name, family_not_found, row_to_family
 from ragstore.search import exact as _exact
 from ragstore.search import fts as _fts
 from ragstore.search import hybrid as _hybrid
@@ -56,8 +55,6 @@ from ragstore.search.rerank import cross_rerank
 __all__ = ["Answer", "default_mode", "fingerprint_note", "learn_dialect", "plan_search", "plan_vector", "read_family"]
 
 Vector = npt.NDArray[np.float32]
-# The family's row (block ``get_family`` of families.sql), read once.
-GET_FAMILY = sql_query("families", "get_family")
 
 
 @dataclass(frozen=True)

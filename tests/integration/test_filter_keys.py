@@ -310,7 +310,7 @@ def _vacuums(conn: Any, table: str) -> int:
 def test_a_covering_key_is_read_by_an_index_only_scan_and_switches_back(conn: Any, loaded: families.Family) -> None:
     vacuums = _vacuums(conn, loaded.table)
     fam = filter_keys.add_key(conn, "docs", "lang", covering=True)
-    assert filter_keys.covering(fam) == {"lang"}
+    assert fam.covering == {"lang"}
     # the build ends with a VACUUM: it marks the pages all-visible (unless an older transaction still
     # sees their earlier state), which an index-only scan needs to skip the heap
     assert _vacuums(conn, fam.table) == vacuums + 1
@@ -323,7 +323,7 @@ def test_a_covering_key_is_read_by_an_index_only_scan_and_switches_back(conn: An
     ]
     assert _filter_key_indexes(conn, fam.table).count(filter_keys.index_name(fam.table, "lang", True)) == 1
     fam = filter_keys.add_key(conn, "docs", "lang")  # plain again: the covering index goes
-    assert filter_keys.covering(fam) == frozenset()
+    assert fam.covering == frozenset()
     names = _filter_key_indexes(conn, fam.table)
     assert filter_keys.index_name(fam.table, "lang") in names
     assert filter_keys.index_name(fam.table, "lang", True) not in names
@@ -338,11 +338,11 @@ def test_covering_is_refused_on_wide_vectors_and_dropped_by_a_migration_to_them(
     index_sources(conn, "docs", open_sources([str(_records(tmp_path / "a.jsonl", 12))]))
     migrate_family(conn, "docs", HashBackend(dim=600))
     moved = families.get_family(conn, "docs")
-    assert moved.filter_keys == ("lang",) and filter_keys.covering(moved) == frozenset()
+    assert moved.filter_keys == ("lang",) and moved.covering == frozenset()
     assert _filter_key_indexes(conn, moved.table) == [filter_keys.index_name(moved.table, "lang")]
     with pytest.raises(InvalidInput, match="600-d vector vectors: over the 512 dimensions"):
         filter_keys.add_key(conn, "docs", "lang", covering=True)
-    assert filter_keys.covering(families.get_family(conn, "docs")) == frozenset()
+    assert families.get_family(conn, "docs").covering == frozenset()
 
 
 def test_a_covering_build_that_fails_leaves_no_invalid_index(conn: Any) -> None:
