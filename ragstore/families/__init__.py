@@ -2,7 +2,7 @@
 
 A family name is ``[a-z][a-z0-9_]{0,47}`` and reaches SQL only through ``psycopg.sql.Identifier``.
 The family table holds ``embedding vector(<dim>)`` (``halfvec`` above pgvector's 2,000-dimension HNSW
-limit for ``vector``, up to 4,000) with an HNSW ``*_cosine_ops`` index.
+limit for ``vector``, up to 4,000) with an HNSW ``*_cosine_ops`` index. Its DDL: :mod:`ragstore.families.tables`.
 """
 
 from __future__ import annotations
@@ -247,9 +247,8 @@ class Family:
         }
 
     def index_identifiers(self) -> dict[str, sql.Composable]:
-        """:meth:`identifiers` and what the statements that build the HNSW index put in (blocks
-        ``create_hnsw_index`` and ``create_shadow_hnsw_index``): the operator class and the indexed expression
-        of the family's storage, and the build parameters."""
+        """:meth:`identifiers` and the pieces of the HNSW index's DDL (blocks ``create_hnsw_index``,
+        ``create_shadow_hnsw_index``): the storage's operator class and indexed expression, m, ef_construction."""
         return {
             **self.identifiers(),
             "opclass": sql.SQL(self.opclass),
