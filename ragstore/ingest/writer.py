@@ -131,6 +131,9 @@ class IndexReport:
         data.pop("skipped_files")
         data.pop("documents")
         data["seconds"] = round(self.seconds, 3)
+        if self.embedded and self.embed_seconds > 0:  # the rate the text summary prints
+            data["embed_chunks_per_s"] = round(self.embedded / self.embed_seconds, 1)
+            data["embed_tokens_per_s"] = round(self.embed_tokens / self.embed_seconds)
         return data
 
     def summary(self) -> str:
