@@ -853,6 +853,10 @@ def _write_run(
             writer.prune(prune_prefixes)
         else:
             writer.prune(packages=documents)
+    except KeyboardInterrupt:
+        # Stop now: building the index over what was committed could take minutes. It stays missing, and
+        # the rerun the message asks for builds it at its end (``bulk`` above).
+        raise
     except BaseException:
         if bulk:
             # Build the index over what was committed; the original error matters more than this one.
