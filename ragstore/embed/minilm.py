@@ -24,10 +24,18 @@ these unit vectors; tested):
   switched off (:data:`DISABLED_FUSIONS`).
 
 Together the last two make one session 1.25x faster (``benchmarks/minilm_throughput.py``).
+
+Memory: each session runs on a thread of its own, made with it and kept as long as it, and after each
+``embed`` call the memory the batches freed is given back to the system (:func:`release_freed_memory`):
+with threads made for each call and nothing given back, glibc's per-thread malloc arenas kept what every
+call had freed, and an index run of a large folder grew past 1.2 GB (benchmarks/README.md, "Peak RSS of
+a MiniLM index").
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import importlib
 import importlib.resources
@@ -68,6 +76,8 @@ class _Loaded:
     sessions: tuple[Any, ...]  # one intra-op thread each
     tokenizer: Any
     input_names: frozenset[str]
+    #: One thread per session, made with it and kept as long as it: session s always runs on thread s.
+    threads: tuple[ThreadPoolExecutor, ...]
 
 
 # Sessions per (model file, thread count) per process: loading costs far more than a batch.
@@ -278,7 +288,8 @@ def _load(path: Path, threads: int, sha256: str) -> _Loaded:
         names = frozenset(i.name for i in sessions[0].get_inputs())
         if not {"input_ids", "attention_mask"} <= names:
             raise BackendError(f"{path} wants inputs {sorted(names)}, not a BERT encoder")
-        loaded = _Loaded(sessions, tokenizer, names)
+        threads_of = tuple(ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"minilm-{s}") for s in range(threads))
+        loaded = _Loaded(sessions, tokenizer, names, threads_of)
         _CACHE[key] = loaded
         return loaded
 
@@ -302,8 +313,10 @@ def _counting_tokenizer() -> Any:
 class MiniLMBackend:
     """``name='minilm'``, ``model='all-MiniLM-L6-v2'``, ``dim=384``; unit-length float32 vectors.
 
-    The ONNX sessions (``threads`` of them, one intra-op thread each) are loaded on the first ``embed`` and
-    shared by every instance in the process with the same ``threads``.
+    The ONNX sessions (``threads`` of them, one intra-op thread each, each run on a thread of its own) are
+    loaded on the first ``embed`` and shared by every instance in the process with the same ``threads``;
+    concurrent ``embed`` calls take turns on them. An interrupt (KeyboardInterrupt) of the calling thread
+    stops the call after the batches the sessions are running.
     ``embed`` raises InvalidInput for an empty text and BackendError when the model package or
     runtime is missing, the model file's sha256 differs from :data:`ONNX_SHA256`, or inference fails.
     """
@@ -363,20 +376,55 @@ class MiniLMBackend:
         # in flight at once stay those of one session's batch.
         sessions = min(len(loaded.sessions), len(ids))
         batches = _batches(order, [len(row) for row in ids], self._batch_size, ATTENTION_BUDGET // sessions)
-        # Session s runs batches s, s + n, s + 2n, ...: lengths rise along the list, so each gets a fair share.
+        # Each session takes the next batch when it is free: lengths rise along the list, so both keep busy.
         workers = min(sessions, len(batches))
+        taken = iter(batches)
+        lock = threading.Lock()
+        cancelled = threading.Event()
 
         def run_share(s: int) -> None:
-            for rows in batches[s::workers]:
+            while not cancelled.is_set():
+                with lock:
+                    rows = next(taken, None)
+                if rows is None:
+                    return
                 out[rows] = _run(loaded.sessions[s], loaded.input_names, [ids[i] for i in rows])
 
-        if workers == 1:
-            run_share(0)
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="minilm") as pool:
-                for done in [pool.submit(run_share, s) for s in range(workers)]:
-                    done.result()
+        try:
+            for done in [loaded.threads[s].submit(run_share, s) for s in range(workers)]:
+                done.result()
+        except BaseException:
+            # An interrupt (or a failed batch): the other sessions end the batch they run and take no other.
+            cancelled.set()
+            for s in range(workers):
+                loaded.threads[s].submit(lambda: None).result()
+            raise
+        finally:
+            release_freed_memory()
         return out
+
+
+def _libc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None (another C library, or not found)."""
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return None
+
+
+_TRIM: list[Any] = []
+
+
+def release_freed_memory() -> None:
+    """Give the memory freed in every malloc arena back to the system (glibc's ``malloc_trim(0)``; nothing
+    elsewhere). Without onnxruntime's arena a batch's activations are malloc'd and freed; glibc keeps what
+    a session thread freed in that thread's arena, and over hours of batches of varied lengths the process
+    kept growing (benchmarks/README.md, "Peak RSS of a MiniLM index")."""
+    if not _TRIM:
+        _TRIM.append(_libc_trim())
+    if _TRIM[0] is not None:
+        _TRIM[0](0)
 
 
 def _slices(texts: Sequence[str], size: int = 256) -> list[list[str]]:

@@ -9,6 +9,9 @@ one-connection run reports (``batches`` counts transactions, so a split batch co
 
 The first failure stops the other writer: it finishes the batch it holds (committed whole, as any
 batch before a failure) and takes no other; the failure is raised as a one-connection run raises it.
+An interrupt (Ctrl-C) stops both sooner: a writer still embedding its batch stops at the next slice of
+the embedding (``embed_slices`` in ragstore/ingest/writer.py: seconds, not the minutes of a whole batch
+of a model's texts) and commits nothing of it; batches committed before are kept.
 When the second connection cannot be had (the lender returns None), the run goes on with one; a run of
 one batch too small to split opens none. On Citus a run keeps one connection: its workers already
 spread a batch's shards over their own cores, and the merge order below is the one-node one.
@@ -104,6 +107,10 @@ def _two(writers: list[Writer], batches: Iterator[Prepared], progress: Progress 
                 stop.set()
                 return
 
+    def interrupt() -> None:
+        stop.set()
+        writers[0].cancel.set()
+
     threads = [threading.Thread(target=run, args=(w,), name=f"ragstore-writer-{k}") for k, w in enumerate(writers)]
     for thread in threads:
         thread.start()
@@ -118,14 +125,31 @@ def _two(writers: list[Writer], batches: Iterator[Prepared], progress: Progress 
             if stop.is_set():
                 break
         fed.set()
+    except KeyboardInterrupt:
+        interrupt()
+        raise
     finally:
-        # An error of the feeder (the spool, an interrupt) stops the writers too; each ends its batch.
+        # An error of the feeder (the spool) stops the writers too; each ends its batch. An interrupt
+        # stops them sooner: a batch not yet embedded is left, uncommitted, at its next embedding slice.
         if not fed.is_set():
             stop.set()
-        for thread in threads:
-            thread.join()
+        _join(threads, interrupt)
     if failures:
         raise failures[0]
+
+
+def _join(threads: list[threading.Thread], interrupt: Callable[[], None]) -> None:
+    """Wait for ``threads``; an interrupt while waiting calls ``interrupt``, waits on, and is raised after."""
+    pending: KeyboardInterrupt | None = None
+    for thread in threads:
+        while thread.is_alive():
+            try:
+                thread.join()
+            except KeyboardInterrupt as exc:
+                interrupt()
+                pending = pending or exc
+    if pending is not None:
+        raise pending
 
 
 def halved_tail(batches: Iterator[Prepared], min_half: int = MIN_HALF) -> Iterator[Prepared]:

@@ -30,7 +30,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -69,6 +69,9 @@ BULK_THRESHOLD = 5_000
 MAX_RETRIES = 6
 #: How many of the texts over the model's window a report names.
 TRUNCATED_NAMED = 5
+#: Characters of text in one backend call of a batch's embedding (about 8,000 MiniLM word pieces, a few
+#: seconds): an interrupt stops a run's embedding between two such calls, not after a whole batch.
+EMBED_SLICE_CHARS = 32_768
 #: After a run that updated or pruned at least this fraction of a family's rows, its HNSW index is rebuilt
 #: (measured at 30k x 384 after a 1% change: VACUUM of the graph took 1.7-2.2x a REINDEX, and the recall left
 #: by the change was within noise: benchmarks/README.md, "Precomputed-vector ingest").
@@ -118,6 +121,9 @@ class IndexReport:
         data.pop("skipped_files")
         data.pop("documents")
         data["seconds"] = round(self.seconds, 3)
+        if self.embedded and self.embed_seconds > 0:  # the rate the text summary prints
+            data["embed_chunks_per_s"] = round(self.embedded / self.embed_seconds, 1)
+            data["embed_tokens_per_s"] = round(self.embed_tokens / self.embed_seconds)
         return data
 
     def summary(self) -> str:
@@ -203,6 +209,8 @@ class Writer:
         # Serialises the backend's embedding calls between the writers of one run (a model session need
         # not be thread-safe); a writer alone takes it uncontended.
         self.embed_lock = threading.Lock()
+        #: Set when the run is interrupted: the writers of the run embed no further slice (see ``_vectors``).
+        self.cancel = threading.Event()
         self._lookup = sql.SQL(query("ingest", "lookup")).format(**family.identifiers())
         self.merge_embeddings = embedding_merge(family)
         self.merge_existing = embedding_merge(family, "merge_embeddings_existing")
@@ -220,6 +228,7 @@ class Writer:
         other = Writer(conn, self.family, self.backend, fts_config=self.fts_config)
         other.strategy = self.strategy
         other.embed_lock = self.embed_lock
+        other.cancel = self.cancel
         return other
 
     def add_counts(self, other: Writer) -> None:
@@ -351,18 +360,27 @@ class Writer:
             tokens = self._count_tokens(texts, [prepared.wheres[rows[k]] for k in to_embed])
 
             def checked(todo: list[str]) -> np.ndarray:
-                started = time.perf_counter()
-                matrix = self.backend.embed(todo)
-                self.report.embed_seconds += time.perf_counter() - started
-                self.report.embed_tokens += sum(tokens.get(text, 0) for text in todo)
-                check_matrix(matrix, rows=len(todo), dim=self.family.dim, model=self.backend.model, where=where)
+                matrix = np.empty((len(todo), self.family.dim), dtype=np.float32)
+                for part in embed_slices(todo):
+                    if self.cancel.is_set():
+                        raise KeyboardInterrupt
+                    started = time.perf_counter()
+                    vectors = self.backend.embed([todo[k] for k in part])
+                    self.report.embed_seconds += time.perf_counter() - started
+                    self.report.embed_tokens += sum(tokens.get(todo[k], 0) for k in part)
+                    check_matrix(vectors, rows=len(part), dim=self.family.dim, model=self.backend.model, where=where)
+                    matrix[part] = vectors
                 return matrix
 
             # The embedding cache (ragstore.embed.cache) first: only texts it lacks reach the backend.
             with self.embed_lock, db_errors():
-                out[to_embed], embedded = embed_cached(
-                    self.conn, self.backend, texts, [batch.content[rows[k]] for k in to_embed], embed=checked
-                )
+                try:
+                    out[to_embed], embedded = embed_cached(
+                        self.conn, self.backend, texts, [batch.content[rows[k]] for k in to_embed], embed=checked
+                    )
+                except KeyboardInterrupt:
+                    _rollback(self.conn)  # the cache lookup's transaction: nothing of the batch is written
+                    raise
                 self.conn.commit()
             self.report.embedded += embedded
         return out
@@ -600,6 +618,23 @@ def _transient_retry() -> tenacity.Retrying:
     )
 
 
+def embed_slices(texts: Sequence[str], budget: int = EMBED_SLICE_CHARS) -> list[list[int]]:
+    """Positions of ``texts`` in backend calls: by rising length, as many as fit in ``budget`` characters
+    (at least one a call), so that each call's texts are of similar length, as one call's would be."""
+    out: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for k in sorted(range(len(texts)), key=lambda k: len(texts[k])):
+        if current and size + len(texts[k]) > budget:
+            out.append(current)
+            current, size = [], 0
+        current.append(k)
+        size += len(texts[k])
+    if current:
+        out.append(current)
+    return out
+
+
 def _rollback(conn: Conn) -> None:
     """Roll back; on a lost connection the server has done it already, and the caller reports the loss."""
     with contextlib.suppress(psycopg.Error):
@@ -808,6 +843,10 @@ def _write_run(
             writer.prune(prune_prefixes)
         else:
             writer.prune(packages=documents)
+    except KeyboardInterrupt:
+        # Stop now: building the index over what was committed could take minutes. It stays missing, and
+        # the rerun the message asks for builds it at its end (``bulk`` above).
+        raise
     except BaseException:
         if bulk:
             # Build the index over what was committed; the original error matters more than this one.

@@ -144,6 +144,9 @@ def test_no_chunk_stored_in_a_minilm_family_is_over_the_models_window(dsn: str, 
     (docs / "page.html").write_text(f"<h1>Pneumonoultramicroscopic</h1><p>{words}</p>")
     report = ragstore(dsn, tmp_path / "home", "index", "mini", str(docs))
     assert report["truncated"] == 0 and report["embed_tokens"] > 0, report
+    # The embed rate the text summary prints is in --json too.
+    rate = report["embedded"] / report["embed_seconds"], report["embed_tokens"] / report["embed_seconds"]
+    assert (report["embed_chunks_per_s"], report["embed_tokens_per_s"]) == (round(rate[0], 1), round(rate[1]))
     texts = [row[0] for row in conn.execute("SELECT text FROM ragstore.chunks WHERE family = 'mini'").fetchall()]
     counts = backend.count_tokens(texts)
     assert len(texts) == report["inserted"] > 6 and max(counts) <= MAX_TOKENS - 2, (len(texts), max(counts))
