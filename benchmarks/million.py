@@ -14,11 +14,6 @@ string). Queries are fresh points of the same clusters.
 In one run, on the server of ``--home`` (an embedded server, started if it is not running), in database
 ``--database`` (kept afterwards, so ``--searches-only`` can search the same load again):
 
-* physical limit: binary COPY of the same rows (hashes precomputed off the clock) into ``ragstore.chunks``
-  and the table of an empty family (ragstore's own tables: same columns, keys, indexes and foreign key, its
-  HNSW index dropped), then ``families.ensure_hnsw_index``: the build ragstore runs, with the same m,
-  ef_construction, maintenance_work_mem and parallel workers (``ragstore/families/build_memory.py``). That
-  family is dropped afterwards;
 * ``ragstore index FAMILY FILE.parquet`` as a child process, into an empty ``external`` family (read,
   validate, hash, COPY, merge, commit, cluster, HNSW build: all on the clock), then the same command again
   (unchanged re-run);
@@ -28,7 +23,13 @@ In one run, on the server of ``--home`` (an embedded server, started if it is no
 * searches through ``ragstore.search.api.run_vector`` (the path of ``ragstore search``), k 10, the default
   ef_search, unfiltered and at 0.1%, 1%, 10% (package and metadata filters) and 50% (metadata), all cases
   interleaved query by query: the plan chosen from the planner's estimate, recall@10 against numpy's exact
-  top 10 of the rows the filter keeps, the fewest hits, p50/p95, and p50 over the unfiltered p50.
+  top 10 of the rows the filter keeps, the fewest hits, p50/p95, and p50 over the unfiltered p50;
+* then the physical limit, in a scratch database of the same server (``--limit-only``: just this): binary
+  COPY of the same rows (hashes precomputed off the clock) into ``ragstore.chunks`` and the table of an
+  empty family (ragstore's own tables: same columns, keys, indexes and foreign key, its HNSW index
+  dropped), then ``families.ensure_hnsw_index``: the build ragstore runs, with the same m, ef_construction,
+  maintenance_work_mem and parallel workers (``ragstore/families/build_memory.py``); cancelled after
+  ``--limit-timeout`` seconds.
 
 Every figure is from one run on one machine: compare the ratios, not the absolute seconds.
 """
@@ -52,6 +53,7 @@ import numpy as np
 import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _db import scratch_database
 from pgvector import Vector
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
@@ -303,8 +305,9 @@ def disk(dsn: str) -> dict[str, float]:
     return {name: value / 2**20 for name, value in zip(names, row, strict=True)}
 
 
-def searches(dsn: str, data: np.ndarray, qs: np.ndarray) -> list[dict[str, Any]]:
-    """Every case of :data:`CASES`, interleaved query by query (see the module docstring)."""
+def searches(dsn: str, data: np.ndarray, qs: np.ndarray, ef_search: int | None = None) -> list[dict[str, Any]]:
+    """Every case of :data:`CASES`, interleaved query by query (see the module docstring); ``ef_search``
+    None is the search's default."""
     n = len(data)
     ids = np.arange(n)
     wants = []
@@ -317,7 +320,11 @@ def searches(dsn: str, data: np.ndarray, qs: np.ndarray) -> list[dict[str, Any]]
         fns, plans = [], []
         for _, package, metadata, _ in CASES:
             flt = make_filter(package, metadata)
-            fns.append(lambda q, flt=flt: [h.chunk_id for h in run_vector(conn, fam, q, k=K, flt=flt, vectors=False)])
+            fns.append(
+                lambda q, flt=flt: [
+                    h.chunk_id for h in run_vector(conn, fam, q, k=K, flt=flt, ef_search=ef_search, vectors=False)
+                ]
+            )
             plans.append(vec.plan_for(conn, fam, flt))
             estimate = vec.estimate_rows(conn, fam, flt) if flt.active else None
             out.append({"plan": plans[-1], "estimated_rows": None if estimate is None else estimate.rows})
@@ -395,31 +402,38 @@ def main() -> None:
         "--home", type=Path, default=None, help="ragstore home of the server (default: a temporary one)"
     )
     parser.add_argument("--database", default="million", help="the database the run loads and keeps")
+    parser.add_argument("--ef-search", type=int, default=None, help="hnsw.ef_search (default: the search's)")
     parser.add_argument("--searches-only", action="store_true", help="only the searches, on the kept load")
+    parser.add_argument("--limit-only", action="store_true", help="only the physical limit (a database of its own)")
     parser.add_argument(
         "--limit-timeout", type=float, default=7200, help="cancel the physical limit after S s (0: do not measure it)"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
-    print(f"{uptime()}; {args.rows:,} x {args.dim}, {args.queries} queries, k {K}, ef_search {DEFAULT_EF_SEARCH}")
+    ef = args.ef_search or DEFAULT_EF_SEARCH
+    print(f"{uptime()}; {args.rows:,} x {args.dim}, {args.queries} queries, k {K}, ef_search {ef}")
     data, qs = make_vectors(args.rows, args.dim, args.queries)
     results: dict[str, Any] = {"rows": args.rows, "dim": args.dim, "start": uptime()}
     with tempfile.TemporaryDirectory(prefix="ragstore-bench-") as folder:
         home = args.home or Path(folder) / "home"
         dsn = database(home, args.database)
-        if not args.searches_only:
+        if not (args.searches_only or args.limit_only):
             results["load"] = load_run(dsn, home, data, Path(folder))
             save(args.json, results)
-        results["searches"] = searches(dsn, data, qs)
-        save(args.json, results)
-        print_searches(results["searches"])
-        if not args.searches_only and args.limit_timeout > 0:
-            results["load"]["limit"] = limit = physical_limit(dsn, data, args.limit_timeout)
+        if not args.limit_only:
+            results["searches"] = searches(dsn, data, qs, args.ef_search)
+            save(args.json, results)
+            print_searches(results["searches"])
+        if args.limit_only or (not args.searches_only and args.limit_timeout > 0):
+            # In a database of its own on the same server: empty tables, as the first load found them.
+            with scratch_database(make_conninfo(dsn, dbname="postgres")) as scratch:
+                limit = physical_limit(scratch, data, args.limit_timeout)
+            results.setdefault("load", {})["limit"] = limit
             print(f"  physical limit {json.dumps(limit)} ({uptime()})", flush=True)
         if args.home is None:
             EmbeddedServer(home).stop()
     results["end"] = uptime()
-    if "limit" in results.get("load", {}):
+    if "first" in results.get("load", {}) and "limit" in results["load"]:
         load = results["load"]
         limit, first = load["limit"], load["first"]["seconds"]
         if limit["total_s"] is not None:
