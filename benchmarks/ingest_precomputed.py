@@ -10,7 +10,8 @@ For each SIZE:DIM (default 100000:384):
   hardest case for HNSW: recall@10 about 0.38 at 384-d, where a 0.005 change is within the noise);
 * physical limit: binary COPY of the same rows (hashes and vectors precomputed off the clock) into tables
   built ``LIKE`` ragstore's chunk table and the family table (same columns, keys, indexes, foreign key),
-  then the HNSW build with ragstore's m and ef_construction; measured three times, before the first loads
+  then the HNSW build with ragstore's m, ef_construction, maintenance_work_mem and parallel workers
+  (ragstore/families/build_memory.py); measured three times, before the first loads
   and right after each of them (with its unchanged re-run and recall), since the shared machine's speed
   drifts by tens of percent over minutes: each first load is compared with the mean of the two limits
   measured around it;
@@ -48,8 +49,9 @@ import pyarrow.parquet as pq
 from _db import admin_dsn, scratch_database
 
 from ragstore.db.connection import connect
+from ragstore.db.sqlfiles import query
 from ragstore.embed.external import ExternalBackend
-from ragstore.families import HNSW_EF_CONSTRUCTION, HNSW_M, create_family
+from ragstore.families import HNSW_EF_CONSTRUCTION, HNSW_M, build_memory, create_family
 from ragstore.ingest.readers import open_sources
 from ragstore.ingest.run import index_sources
 
@@ -109,6 +111,10 @@ class Data:
         pq.write_table(table, path, row_group_size=50_000)
 
 
+def build_settings(memory: int) -> dict[str, str]:
+    return {"memory": build_memory.setting(memory), "workers": str(build_memory.parallel_workers())}
+
+
 def physical_limit(conn, data: Data) -> float:
     """Seconds for raw binary COPY of the rows into same-shaped tables plus the HNSW build."""
     content = [hashlib.sha256(t.encode()).digest() for t in data.texts]
@@ -145,13 +151,16 @@ def physical_limit(conn, data: Data) -> float:
             for i in range(data.n):
                 copy.write_row((data.ids[i], data.packages[i], data.vectors[i], "bench", content[i]))
     conn.commit()
-    conn.execute("SET maintenance_work_mem = '1GB'")
+    # The build ragstore runs (ragstore/families/build_memory.py): the same memory and parallel workers.
+    memory = build_memory.maintenance_bytes(build_memory.hnsw_need(data.n, "vector", "vector", data.dim))
+    conn.execute(query("families", "set_build_settings"), {**build_settings(memory), "is_local": False})
     conn.execute(
         f"CREATE INDEX ON bench.emb USING hnsw (embedding vector_cosine_ops)"
         f" WITH (m = {int(HNSW_M)}, ef_construction = {int(HNSW_EF_CONSTRUCTION)})"
     )
     conn.commit()
     elapsed = time.perf_counter() - started
+    conn.execute(query("families", "reset_build_settings"))
     conn.execute("DROP SCHEMA bench CASCADE")
     conn.commit()
     return elapsed
