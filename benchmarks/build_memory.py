@@ -12,8 +12,9 @@ so one row holds memory / N bytes. The rule's estimate (value + GRAPH_BYTES) is 
 ``--dsn`` an embedded server runs in a temporary folder. ``uptime`` is printed before and after.
 
 ``--build-times N``: instead, N clustered 384-d vectors (benchmarks/peers.py's data) are built into the
-``vector`` index (m 16, ef_construction 128) with 0, 1 and 2 parallel workers and maintenance_work_mem at
-the rule's size or 1GB, interleaved, twice: the seconds of each build.
+``vector`` index (m 16, ef_construction 128) with one parallel worker, with the rule's workers (each with
+the rule's memory), and with the server's defaults (two workers, 1GB), interleaved (the order turned each
+run), ``--runs`` times: the seconds of each build and the workers the server launched (its DEBUG1 notice).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ragstore.families import build_memory as bm
 from ragstore.families import storage as storages
 
 FITS = re.compile(r"no longer fits into maintenance_work_mem after (\d+) tuples")
+USING = re.compile(r"using (\d+) parallel workers")
 
 
 def uptime() -> str:
@@ -45,9 +47,10 @@ def main() -> None:
     parser.add_argument("--memory", default="2MB", help="maintenance_work_mem of the probe builds")
     parser.add_argument("--dsn")
     parser.add_argument("--build-times", type=int, default=0, metavar="ROWS")
+    parser.add_argument("--runs", type=int, default=2, help="rounds of --build-times")
     args = parser.parse_args()
     if args.build_times:
-        build_times(args.build_times, args.dsn)
+        build_times(args.build_times, args.dsn, args.runs)
         return
     memory = int(args.memory.removesuffix("MB")) * 1024 * 1024
     print("before:", uptime(), flush=True)
@@ -82,13 +85,19 @@ def main() -> None:
     print("after:", uptime())
 
 
-def build_times(rows: int, dsn: str | None) -> None:
+def build_times(rows: int, dsn: str | None, runs: int) -> None:
     from peers import make_data
 
     from ragstore.families import HNSW_EF_CONSTRUCTION
 
     vectors = make_data(rows, 1, 384)["vectors"]
-    sized = bm.setting(bm.maintenance_bytes(bm.hnsw_need(rows, "vector", "vector", 384)))
+    need = bm.hnsw_need(rows, "vector", "vector", 384)
+    workers = bm.parallel_workers()
+    cases = [
+        ("one worker", 1, bm.setting(bm.maintenance_bytes(need, workers=1))),
+        ("rule", workers, bm.setting(bm.maintenance_bytes(need, workers=workers))),
+        ("defaults", 2, "1GB"),
+    ]
     build = sql.SQL(
         "CREATE INDEX probe_hnsw ON public.probe USING hnsw (embedding vector_cosine_ops)"
         " WITH (m = {}, ef_construction = {})"
@@ -101,16 +110,24 @@ def build_times(rows: int, dsn: str | None) -> None:
             for i, vector in enumerate(vectors):
                 copy.write_row((i, vector))
         conn.execute("VACUUM ANALYZE public.probe")
-        for run in (1, 2):
-            for workers in (0, 1, 2):
-                for memory in (sized, "1GB"):
-                    conn.execute(sql.SQL("SET max_parallel_maintenance_workers = {}").format(sql.Literal(workers)))
-                    conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(memory)))
-                    started = time.perf_counter()
-                    conn.execute(build.format(sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION)))
-                    seconds = time.perf_counter() - started
-                    conn.execute("DROP INDEX public.probe_hnsw")
-                    print(f"run {run}: {rows:,} rows, {workers} workers, {memory:>9}: {seconds:6.2f} s", flush=True)
+        notices: list[str] = []
+        conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        conn.execute("SET client_min_messages = debug1")
+        for run in range(1, runs + 1):
+            for name, workers, memory in cases if run % 2 else cases[::-1]:
+                conn.execute(sql.SQL("SET max_parallel_maintenance_workers = {}").format(sql.Literal(workers)))
+                conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(memory)))
+                notices.clear()
+                started = time.perf_counter()
+                conn.execute(build.format(sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION)))
+                seconds = time.perf_counter() - started
+                conn.execute("DROP INDEX public.probe_hnsw")
+                used = next((int(m.group(1)) for n in notices if (m := USING.search(n))), 0)
+                print(
+                    f"run {run}: {rows:,} rows, {name:>9} ({workers} asked, {used} launched, {memory:>9}):"
+                    f" {seconds:6.2f} s",
+                    flush=True,
+                )
     print("after:", uptime())
 
 

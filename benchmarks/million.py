@@ -27,7 +27,7 @@ In one run, on the server of ``--home`` (an embedded server, started if it is no
 * then the physical limit, in a scratch database of the same server (``--limit-only``: just this): binary
   COPY of the same rows (hashes precomputed off the clock) into ``ragstore.chunks`` and the table of an
   empty family (ragstore's own tables: same columns, keys, indexes and foreign key, its HNSW index
-  dropped), then ``families.ensure_hnsw_index``: the build ragstore runs, with the same m, ef_construction,
+  dropped), then ``families.tables.ensure_hnsw_index``: the build ragstore runs, with the same m, ef_construction,
   maintenance_work_mem and parallel workers (``ragstore/families/build_memory.py``); cancelled after
   ``--limit-timeout`` seconds.
 
@@ -65,6 +65,7 @@ from ragstore.db.connection import connect
 from ragstore.db.server import EmbeddedServer
 from ragstore.embed.external import ExternalBackend
 from ragstore.errors import NotFound, RagstoreError
+from ragstore.families import tables
 from ragstore.search import vector as vec
 from ragstore.search.api import run_vector
 from ragstore.search.request import DEFAULT_EF_SEARCH, make_filter
@@ -202,7 +203,7 @@ def physical_limit(dsn: str, data: np.ndarray, timeout: float) -> dict[str, Any]
     packages = [package_of(i) for i in range(n)]
     with connect(dsn) as conn:
         fam = families.create_family(conn, LIMIT_FAMILY, ExternalBackend("bench", dim), options={"dimensions": dim})
-        families.drop_hnsw_index(conn, fam)
+        tables.drop_hnsw_index(conn, fam)
         conn.commit()
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
         started = time.perf_counter()
@@ -230,12 +231,12 @@ def physical_limit(dsn: str, data: np.ndarray, timeout: float) -> dict[str, Any]
         progress: list[float] = []
         with connect(dsn, autocommit=True) as watch:
             peaks = Peaks(lambda: build_pids(watch, backend))
-            settings = families.build_settings(conn, fam)
+            settings = tables.build_settings(conn, fam)
             built_at = time.perf_counter()
             timer = threading.Timer(max(0.0, timeout - (built_at - started)), cancel, (dsn, backend, progress))
             timer.start()
             try:
-                families.ensure_hnsw_index(conn, fam)
+                tables.ensure_hnsw_index(conn, fam)
                 conn.commit()
             except (RagstoreError, psycopg.Error):
                 conn.rollback()
@@ -381,7 +382,7 @@ def load_run(dsn: str, home: Path, data: np.ndarray, folder: Path) -> dict[str, 
     first_s, rss, code = ragstore_index(dsn, home, parquet)
     assert code == 0, code
     with connect(dsn) as conn:
-        settings = families.build_settings(conn, families.get_family(conn, FAMILY))
+        settings = tables.build_settings(conn, families.get_family(conn, FAMILY))
     out["first"] = {"seconds": first_s, "peak_rss": rss, "build_settings": settings}
     print(f"  first load {json.dumps(out['first'])} ({uptime()})", flush=True)
     out["disk_mb"] = disk(dsn)

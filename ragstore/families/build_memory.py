@@ -4,8 +4,10 @@ pgvector builds the HNSW graph in ``maintenance_work_mem``; when the graph outgr
 on disk, many times slower ("hnsw graph no longer fits into maintenance_work_mem"). A parallel build
 reserves all of ``maintenance_work_mem`` as shared memory up front, so a size far above the need costs
 memory the machine may not have (a container's ``/dev/shm``). The rule: what the work holds, with a
-margin, never under :data:`FLOOR`, never over :data:`RAM_FRACTION` of the machine's memory nor over
-``$RAGSTORE_BUILD_MEMORY`` (e.g. ``2GB``) when set.
+margin, never under :data:`FLOOR` nor under what keeps every parallel worker (:data:`PARTICIPANT_MEMORY`),
+never over :data:`RAM_FRACTION` of the machine's memory nor over ``$RAGSTORE_BUILD_MEMORY`` (e.g. ``2GB``)
+when set. Workers: one per core beyond the leader's, never fewer than the server's default
+(:data:`SERVER_WORKERS`).
 
 What the graph holds per row was measured on pgvector 0.8 at m 16 (benchmarks/README.md, "HNSW build
 memory"): the indexed value (:func:`value_bytes`) plus :data:`GRAPH_BYTES` of neighbour lists and element
@@ -28,6 +30,13 @@ FLOOR = 64 * _MB
 RAM_FRACTION = 4  # at most a quarter of the machine's memory
 # PostgreSQL's own bound on a parallel build (max_worker_processes and max_parallel_workers default to 8).
 MAX_WORKERS = 7
+# PostgreSQL's default max_parallel_maintenance_workers. On 2 cores, two workers beside the leader built a
+# 30k x 384 graph faster than one in every pair of a same-run comparison on a shared machine
+# (benchmarks/README.md, "HNSW build memory"; docs/decisions.md, "Build workers").
+SERVER_WORKERS = 2
+# PostgreSQL launches a parallel build's workers only while maintenance_work_mem gives each participant (the
+# leader too) at least 32MB, and drops workers silently below that (plan_create_index_workers).
+PARTICIPANT_MEMORY = 32 * _MB
 
 
 def value_bytes(storage: str, vector_type: str, dim: int) -> int:
@@ -51,11 +60,12 @@ def build_cap() -> int:
     return size_from_env(BUILD_MEMORY_ENV) or machine_memory() // RAM_FRACTION
 
 
-def maintenance_bytes(need: int, cap: int | None = None) -> int:
-    """``maintenance_work_mem`` in bytes for work that holds ``need`` bytes: the need with :data:`MARGIN`,
-    at least :data:`FLOOR`, at most ``cap`` (:func:`build_cap` when None; a cap below the floor wins)."""
+def maintenance_bytes(need: int, cap: int | None = None, workers: int = 0) -> int:
+    """``maintenance_work_mem`` in bytes for work that holds ``need`` bytes done by the leader and ``workers``
+    parallel workers: the need with :data:`MARGIN`, at least :data:`FLOOR` and :data:`PARTICIPANT_MEMORY`
+    for each participant, at most ``cap`` (:func:`build_cap` when None; a cap below either wins)."""
     limit = build_cap() if cap is None else cap
-    return min(limit, max(FLOOR, int(need * MARGIN)))
+    return min(limit, max(FLOOR, int(need * MARGIN), PARTICIPANT_MEMORY * (workers + 1)))
 
 
 def setting(size: int) -> str:
@@ -65,9 +75,9 @@ def setting(size: int) -> str:
 
 def parallel_workers() -> int:
     """``max_parallel_maintenance_workers`` for a build: one per core beyond the leader's (the leader builds
-    too), so a build keeps every core this process may run on and no more."""
+    too), never fewer than :data:`SERVER_WORKERS`, never more than :data:`MAX_WORKERS`."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         cores = os.cpu_count() or 1
-    return max(0, min(MAX_WORKERS, cores - 1))
+    return min(MAX_WORKERS, max(SERVER_WORKERS, cores - 1))

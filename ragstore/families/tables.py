@@ -98,9 +98,10 @@ def build_settings(conn: Conn, family: Family, *, work: str = "hnsw") -> dict[st
             counted = conn.execute(sql.SQL(query("families", "count_rows")).format(**family.identifiers())).fetchone()
             rows = counted[0] if counted else 0
         need = build_memory.hnsw_need(int(rows), family.storage, family.vector_type, family.dim)
+    workers = build_memory.parallel_workers()
     return {
-        "memory": build_memory.setting(build_memory.maintenance_bytes(need)),
-        "workers": str(build_memory.parallel_workers()),
+        "memory": build_memory.setting(build_memory.maintenance_bytes(need, workers=workers)),
+        "workers": str(workers),
     }
 
 

@@ -1,5 +1,6 @@
 """A first load's HNSW build runs with the memory ragstore sizes for it (ragstore/families/build_memory.py),
-as the owner and as the app (through ragstore.family_build_hnsw), in each storage.
+as the owner and as the app (through ragstore.family_build_hnsw), in each storage, and with every worker the
+rule asks for.
 
 pgvector says when the graph outgrows maintenance_work_mem ("hnsw graph no longer fits into
 maintenance_work_mem after N tuples"): capped at 1MB by $RAGSTORE_BUILD_MEMORY, the build reports that after
@@ -27,6 +28,7 @@ from tests.toolkit.storage import DIM, STORAGES, clustered, write_chunks
 ROWS = 3000
 BULK = 2000
 FITS = re.compile(r"no longer fits into maintenance_work_mem after (\d+) tuples")
+LAUNCHED = re.compile(r"using (\d+) parallel workers")  # pgvector's DEBUG1 notice: the workers launched
 
 
 @pytest.fixture(autouse=True)
@@ -76,3 +78,18 @@ def test_a_build_sized_for_its_rows_stays_in_memory(conn, dsn, tmp_path, monkeyp
     with connect(dsn) as loader:
         notices = first_load(conn, loader, tmp_path, storage)
     assert tuples_that_fit(notices) is None, notices
+
+
+def test_a_first_load_builds_with_every_worker_the_rule_asks_for(conn, dsn, tmp_path, monkeypatch):
+    # PostgreSQL launches a worker only while maintenance_work_mem gives each participant 32MB: at the 64MB
+    # floor it would launch one of two. The table is small, so its own size rule is lifted for this session;
+    # two workers (the rule's on 1-3 cores) whatever the cores of the machine running the test.
+    monkeypatch.delenv("RAGSTORE_BUILD_MEMORY", raising=False)
+    monkeypatch.setattr(build_memory, "parallel_workers", lambda: 2)
+    with connect(dsn) as loader:
+        loader.execute("SET min_parallel_table_scan_size = 0")
+        loader.execute("SET client_min_messages = debug1")
+        loader.commit()
+        notices = first_load(conn, loader, tmp_path, "vector")
+    launched = [int(m.group(1)) for n in notices if (m := LAUNCHED.search(n))]
+    assert launched == [2], notices

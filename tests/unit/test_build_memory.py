@@ -1,5 +1,6 @@
 """The build-memory rule (ragstore/families/build_memory.py): what a 384-d HNSW build of 30k, 1M and 10M rows
-gets in each storage, the floor, the caps (a quarter of the machine, $RAGSTORE_BUILD_MEMORY) and the workers."""
+gets in each storage, the floor, the caps (a quarter of the machine, $RAGSTORE_BUILD_MEMORY), the workers and
+the memory that keeps them."""
 
 import pytest
 
@@ -77,7 +78,18 @@ def test_postgresql_units():
     assert bm.setting(10) == "1024kB"  # never under the server's minimum
 
 
-@pytest.mark.parametrize(("cores", "workers"), [(1, 0), (2, 1), (4, 3), (64, 7)])
-def test_workers_are_the_cores_beside_the_leader(monkeypatch, cores, workers):
+@pytest.mark.parametrize(("cores", "workers"), [(1, 2), (2, 2), (3, 2), (4, 3), (8, 7), (64, 7)])
+def test_workers_are_the_cores_beside_the_leader_and_never_fewer_than_the_servers_two(monkeypatch, cores, workers):
     monkeypatch.setattr(bm.os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert bm.parallel_workers() == workers
+
+
+@pytest.mark.parametrize(("workers", "mib"), [(0, 80), (1, 80), (2, 96), (3, 128), (7, 256)])
+def test_the_memory_keeps_32mb_for_each_participant_so_postgresql_launches_every_worker(workers, mib):
+    # 30k x 384 vector needs 80 MiB: enough for the leader and one worker, not for two or more
+    need = bm.hnsw_need(30_000, "vector", "vector", 384)
+    assert bm.maintenance_bytes(need, cap=BIG, workers=workers) // MB == mib
+
+
+def test_a_cap_below_what_the_workers_need_still_wins():
+    assert bm.maintenance_bytes(0, cap=64 * MB, workers=7) == 64 * MB
