@@ -550,6 +550,7 @@ class Store(Closing):
                 overlap=overlap,
                 progress=progress,
                 on_validated=on_validated,
+                caches=self.caches,
             )
 
     # -- tables a family follows (ragstore sync, docs/guide/sync.md) -------------------------------

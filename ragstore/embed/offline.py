@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ragstore.common.text import check_texts
 from ragstore.embed.base import Matrix
-from ragstore.errors import InvalidInput
 
 DIM = 16
 MODEL = "fingerprint-v1"
@@ -27,14 +27,13 @@ _GROUP = 4096
 def fingerprint(texts: Sequence[str]) -> Matrix:
     """Embed ``texts`` with the fingerprint algorithm, vectorised over the batch.
 
-    Raises InvalidInput for an empty text: empty text is never embedded.
+    Raises InvalidInput as :func:`~ragstore.common.text.check_texts` does (one string, an empty text).
     """
+    check_texts(texts)
     out = np.empty((len(texts), DIM), dtype=np.float32)
     if not texts:
         return out
     lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
-    if (lengths == 0).any():
-        raise InvalidInput(f"text #{int(np.argmax(lengths == 0))} is empty: empty text is never embedded")
     order = np.argsort(lengths, kind="stable")
     for start in range(0, len(texts), _GROUP):
         idx = order[start : start + _GROUP]

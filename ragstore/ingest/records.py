@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from ragstore.common.text import text_problem
 from ragstore.embed.base import Matrix
 from ragstore.errors import InvalidInput, ModelMismatch
 
@@ -46,13 +47,12 @@ _LONG_DIGITS = re.compile(r"\d{310}")
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 
 
-def _no_nul(value: str, field: str) -> str:
-    if "\x00" in value:
-        raise ValueError(f"{field} contains a NUL character, which PostgreSQL text cannot store")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"{field} contains a lone surrogate (not valid Unicode text)") from exc
+def _storable(value: str) -> str:
+    """``value``, or ValueError naming what PostgreSQL text cannot hold (:func:`text_problem`); the error
+    names the field before it (``file:line: text: holds a NUL character ...``)."""
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(f"holds {problem}")
     return value
 
 
@@ -86,8 +86,8 @@ class ChunkRecord(BaseModel):
 
     @field_validator("chunk_id", "package_path", "text")
     @classmethod
-    def _text_is_storable(cls, value: str, info: Any) -> str:
-        return _no_nul(value, info.field_name)
+    def _text_is_storable(cls, value: str) -> str:
+        return _storable(value)
 
     @field_validator("chunk_id", "package_path")
     @classmethod
@@ -117,7 +117,7 @@ class ChunkRecord(BaseModel):
         # The decoded texts, keys and values: a real NUL character is refused, the six characters \u0000
         # written as text (JSON "\\u0000") are stored as they are.
         for text in _texts(value):
-            _no_nul(text, "metadata")
+            _storable(text)
         if _LONG_DIGITS.search(encoded):  # perhaps an integer beyond a float: refused as such a number is
             from ragstore.common.strictjson import check_json_value
 

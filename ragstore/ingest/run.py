@@ -7,7 +7,7 @@ from typing import Any, TypedDict, Unpack
 
 import psycopg
 
-from ragstore.caches import caches_for
+from ragstore.caches import Caches, caches_for
 from ragstore.db.connection import db_errors, second_connection
 from ragstore.embed.base import Backend
 from ragstore.embed.cache import cache_key, seed_from_positional_ids, uses_cache
@@ -92,6 +92,7 @@ def index_sources(
     replace_root: bool = False,
     chunk_tokens: int | None = None,
     overlap: int = 0,
+    caches: Caches | None = None,
 ) -> IndexReport:
     """Index ``sources`` into family ``family_name``. Raises NotFound, InvalidInput, ModelMismatch,
     Conflict, DatabaseUnavailable.
@@ -123,13 +124,16 @@ def index_sources(
     connections at once (:mod:`ragstore.ingest.parallel`): ``conn`` and one ``lender`` gives, by default
     a second connection opened like ``conn`` (:func:`~ragstore.db.connection.second_connection`); a run
     goes on with ``conn`` alone when it cannot have one. ``connections=1`` writes on ``conn`` only.
+
+    With no ``backend`` the family's is taken from ``caches`` (a Store passes its own, so its runs make
+    the backend once), by default those of ``conn`` (:func:`~ragstore.caches.caches_for`).
     """
     from ragstore.ingest.fast import raw_lines
     from ragstore.ingest.writer import write_prepared
 
     family = get_family(conn, family_name)
     roots = roots_of(sources)
-    chosen = backend or backend_for(family, caches_for(conn))
+    chosen = backend or backend_for(family, caches if caches is not None else caches_for(conn))
     family.check_backend(chosen)
     if chunk_tokens is not None and chunk_tokens < 1:
         raise InvalidInput(f"--chunk-tokens (chunk_tokens=) {chunk_tokens}: must be at least 1")

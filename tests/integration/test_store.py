@@ -229,3 +229,22 @@ def test_index_files_reports_the_files_not_read_and_the_progress(store: Any, tmp
     assert [Path(item.path).name for item in report.skipped_files] == ["b.md"]
     assert "skipped_files" not in report.as_dict()
     assert validated == [report.inserted] and sum(written) == report.inserted
+
+
+def test_the_store_s_index_runs_make_the_backend_once(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ragstore.families as families
+
+    made: list[str] = []
+    real = families.make_backend
+
+    def counting(name: str, *args: Any, **options: Any) -> Any:
+        made.append(name)
+        return real(name, *args, **options)
+
+    store.create_family("docs", "offline")
+    monkeypatch.setattr(families, "make_backend", counting)
+    store.index(records(), "docs")
+    store.index(records(5), "docs", prune=True)
+    used = store.embedder("docs")  # the Store's caches hold the backend its runs made
+    assert made == ["offline"]
+    assert store.embedder("docs") is used

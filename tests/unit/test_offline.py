@@ -48,6 +48,11 @@ def test_empty_text_is_refused():
         fingerprint(["ok", ""])
 
 
+def test_one_string_is_refused_not_read_as_characters():
+    with pytest.raises(InvalidInput, match="not one string"):
+        fingerprint("hello")
+
+
 def test_backend_port():
     backend = OfflineBackend()
     assert (backend.name, backend.model, backend.dim) == ("offline", "fingerprint-v1", 16)
