@@ -29,12 +29,14 @@ import argparse
 import functools
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from _db import admin_dsn, scratch_database
 from peers import make_data, physical_limit_of
 from psycopg import sql
 
+import ragstore
 import ragstore.ingest.writer as writer
 from ragstore import Store, families
 from ragstore.db.connection import connect
@@ -43,26 +45,15 @@ from ragstore.embed.external import ExternalBackend
 from ragstore.families import build_memory
 
 PHASES = ("cluster_by_package", "ensure_hnsw_index")
-# The insert trigger's statement (ragstore/sql/functions/chunks_count_inserted.sql) over a whole family.
-SETWISE = """
-WITH terms AS MATERIALIZED (
-    SELECT c.family, c.chunk_id, t.lexeme, t.tf, t.dl
-    FROM ragstore.chunks AS c CROSS JOIN LATERAL ragstore.tsv_terms(c.tsv) AS t WHERE c.family = %(family)s
-),
-added AS (
-    INSERT INTO ragstore.chunk_terms (family, chunk_id, lexeme, tf, dl)
-    SELECT t.family, t.chunk_id, t.lexeme, t.tf, t.dl FROM terms AS t
-),
-ledger AS (
-    INSERT INTO ragstore.family_chunk_deltas (family, delta, tokens)
-    SELECT t.family, count(*), sum(t.tf) FROM terms AS t WHERE t.lexeme = '' GROUP BY t.family
+# The insert trigger's statement (ragstore/sql/functions/chunks_count_inserted.sql) over a whole family: its
+# text read from the function file, the trigger's transition table replaced by the family's chunks.
+_TRIGGER = (Path(ragstore.__file__).parent / "sql" / "functions" / "chunks_count_inserted.sql").read_text()
+SETWISE = (
+    _TRIGGER[_TRIGGER.index("WITH terms AS") : _TRIGGER.index("RETURN NULL;")]
+    .replace("FROM new_rows AS n", "FROM (SELECT * FROM ragstore.chunks WHERE family = %(family)s) AS n")
+    .rstrip()
+    .rstrip(";")
 )
-INSERT INTO ragstore.chunk_term_df AS d (family, lexeme, df)
-SELECT t.family, t.lexeme, count(*) FROM terms AS t WHERE t.lexeme <> ''
-GROUP BY t.family, t.lexeme
-ORDER BY t.family, t.lexeme
-ON CONFLICT (family, lexeme) DO UPDATE SET df = d.df + excluded.df
-"""
 DIGEST = """
 SELECT (SELECT md5(string_agg(concat_ws(' ', lexeme, chunk_id, tf, dl), ',' ORDER BY lexeme, chunk_id))
         FROM ragstore.chunk_terms),
